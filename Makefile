@@ -1,0 +1,32 @@
+# Two commands do everything on a fresh machine: `make demo` and `make test`.
+# Both create .venv when it is missing and install the project with its test extras.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test check bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+
+test: setup
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+check: setup
+	$(BIN)/python -m mypy
+	$(BIN)/python -m ruff check actors runtime adapters recipes tests bench
+
+bench: setup
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

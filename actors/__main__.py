@@ -1,0 +1,3 @@
+from actors.cli import main
+
+main()

@@ -1,0 +1,100 @@
+"""The Python API: the same verbs as the CLI, for scripts and SDK users.
+
+Every function takes run references as `run:ID` or a bare id and raises
+`runtime.errors.ActorsError` subclasses for anything the caller can fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.errors import Conflict
+from runtime.files import read_json, read_text_tail
+from runtime.paths import StateRoot, parse_run_ref
+from runtime.status import TERMINAL
+
+
+def _root(home: str | None) -> StateRoot:
+    from pathlib import Path
+
+    return StateRoot(Path(home).absolute()) if home else StateRoot.from_env()
+
+
+def spawn(
+    recipe: str | None = None,
+    *,
+    template: str | None = None,
+    as_: str | None = None,
+    values: Mapping[str, Any] | None = None,
+    session: str | None = None,
+    secret_names: list[str] | None = None,
+    home: str | None = None,
+) -> dict[str, Any]:
+    """Start a detached run; returns its run.json record (`record["run"]` is the id)."""
+    from runtime.spawn import SpawnRequest
+    from runtime.spawn import spawn as _spawn
+
+    request = SpawnRequest(recipe=recipe, template=template, run_id=as_,
+                           values=dict(values or {}), session=session,
+                           secret_names=list(secret_names or []))
+    return _spawn(request, _root(home))
+
+
+def status(run: str, *, home: str | None = None) -> dict[str, Any]:
+    """Derived status plus progress counters."""
+    from runtime.status import status_of
+
+    return status_of(_root(home), parse_run_ref(run))
+
+
+def runs(*, home: str | None = None) -> list[dict[str, Any]]:
+    """Every run in the state root, newest first."""
+    from runtime.index import list_runs
+
+    return list_runs(_root(home))
+
+
+def wait(run: str, *, timeout: float | None = None, home: str | None = None) -> dict[str, Any]:
+    """Block until the run is terminal (or `timeout` seconds pass); returns its status."""
+    from runtime.waiting import wait_for
+
+    return wait_for(_root(home), parse_run_ref(run), timeout=timeout)
+
+
+def result(run: str, *, home: str | None = None) -> dict[str, Any]:
+    """result.json of a finished run."""
+    from runtime.status import derive, find_run
+
+    paths, record = find_run(_root(home), parse_run_ref(run))
+    summary = derive(paths, record)
+    if summary["status"] not in TERMINAL:
+        raise Conflict(f"run {paths.run_id} is still {summary['status']}")
+    found = read_json(paths.result)
+    return found if isinstance(found, dict) else summary
+
+
+def tail(run: str, lines: int = 20, *, stream: str = "stdout", home: str | None = None) -> list[str]:
+    """The last lines of the run's stdout.log or stderr.log."""
+    paths = _root(home).run(parse_run_ref(run))
+    return read_text_tail(paths.stderr if stream == "stderr" else paths.stdout, lines)
+
+
+def cancel(run: str, *, force: bool = False, grace: float = 5.0, session: str | None = None,
+           home: str | None = None) -> dict[str, Any]:
+    """Graceful stop (SIGTERM, grace, SIGKILL) of an owned run."""
+    from runtime.control import cancel as _cancel
+    from runtime.ownership import current_principal
+
+    root = _root(home)
+    return _cancel(root, parse_run_ref(run), current_principal(root, session), force=force, grace=grace)
+
+
+def kill(run: str, *, force: bool = False, session: str | None = None,
+         home: str | None = None) -> dict[str, Any]:
+    """Immediate SIGKILL of an owned run's whole process tree."""
+    from runtime.control import kill as _kill
+    from runtime.ownership import current_principal
+
+    root = _root(home)
+    return _kill(root, parse_run_ref(run), current_principal(root, session), force=force)

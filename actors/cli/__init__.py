@@ -1,0 +1,70 @@
+"""The `actors` command line.
+
+Start-up time is part of the interface (an agent may call `actors message` hundreds of
+times), so this package imports only click and the standard library: each subcommand's
+module is loaded when that subcommand runs, and those modules import trio, pydantic,
+httpx or websockets only on the paths that need them (tests/actors/test_import_budget.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from actors.cli._lazy import LazyGroup
+
+COMMANDS = {
+    "spawn": "actors.cli.runs:spawn_cmd",
+    "ls": "actors.cli.runs:ls_cmd",
+    "status": "actors.cli.runs:status_cmd",
+    "tail": "actors.cli.runs:tail_cmd",
+    "result": "actors.cli.runs:result_cmd",
+    "wait": "actors.cli.runs:wait_cmd",
+    "cancel": "actors.cli.runs:cancel_cmd",
+    "kill": "actors.cli.runs:kill_cmd",
+    "archive": "actors.cli.runs:archive_cmd",
+    "prune": "actors.cli.runs:prune_cmd",
+}
+
+
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="actors", prog_name="actors")
+def cli() -> None:
+    """Start long or background work as detached run actors, message them, and get
+    their results back in the session that started them.
+
+    State lives in $ACTORS_HOME (default ~/.local/state/actors).
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console entry point: one readable line and exit status 2 for any input error."""
+    from runtime.errors import ActorsError
+
+    try:
+        return cli.main(args=argv, prog_name="actors", standalone_mode=False)
+    except ActorsError as err:
+        click.echo(f"actors: {err}", err=True)
+        sys.exit(err.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.Abort:
+        click.echo("actors: aborted", err=True)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+    except Exception as exc:  # a bug: one line by default, the traceback on request
+        if os.environ.get("ACTORS_DEBUG"):
+            raise
+        click.echo(
+            f"actors: internal error: {type(exc).__name__}: {exc} "
+            "(rerun with ACTORS_DEBUG=1 for the traceback, and please report it)",
+            err=True,
+        )
+        sys.exit(1)

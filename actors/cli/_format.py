@@ -1,0 +1,57 @@
+"""Compact, human-first rendering of run state (machines use --json)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from runtime.ids import parse_iso
+
+
+def age(ts: str | None, now: float | None = None) -> str:
+    if not ts:
+        return "-"
+    try:
+        seconds = max(0.0, (now or time.time()) - parse_iso(ts))
+    except ValueError:
+        return "-"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def status_word(summary: dict[str, Any]) -> str:
+    word = str(summary.get("status", "?"))
+    if summary.get("degraded"):
+        word += " (degraded)"
+    if word == "failed" and summary.get("code") not in (None, 1):
+        word += f" ({summary['code']})"
+    return word
+
+
+def table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return "\n".join(lines)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    parts = [f"run:{summary['run']}", status_word(summary)]
+    if summary.get("reason") and summary.get("status") not in ("done", "running"):
+        parts.append(f"- {summary['reason']}")
+    return "  ".join(parts)
+
+
+def stderr_is_tty() -> bool:
+    return sys.stderr.isatty()

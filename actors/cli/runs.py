@@ -1,0 +1,408 @@
+"""Run lifecycle commands: spawn, ls, status, tail, result, wait, cancel, kill, archive, prune."""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from typing import Any
+
+import click
+
+from actors.cli._format import age, emit_json, status_word, stderr_is_tty, summary_line, table
+from runtime.errors import BadInput, Conflict
+from runtime.files import read_json, read_text_tail, tail_jsonl
+from runtime.paths import StateRoot, parse_run_ref
+from runtime.status import ACTIVE, TERMINAL
+
+session_option = click.option(
+    "--session", metavar="ID", help="Act as this session (default: $ACTORS_SESSION, else your user)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
+force_option = click.option("--force", is_flag=True, help="Act even on another session's run.")
+
+
+def _root() -> StateRoot:
+    return StateRoot.from_env()
+
+
+def _parse_values(pairs: tuple[str, ...]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise BadInput(f"-v {pair!r} is not KEY=VALUE", hint="e.g. -v source=~/Music")
+        values[name] = value
+    return values
+
+
+def _exit_code(summary: dict[str, Any]) -> int:
+    code = summary.get("code")
+    if summary["status"] == "done":
+        return 0
+    if isinstance(code, int) and 0 < code < 256:
+        return code
+    return 1
+
+
+def _progress_printer(run_id: str) -> Any:
+    started = time.monotonic()
+    interactive = stderr_is_tty()
+
+    def show(summary: dict[str, Any]) -> None:
+        if not interactive:
+            return
+        from runtime.files import read_json as _read
+
+        progress = _read(_root().run(run_id).progress) or {}
+        elapsed = time.monotonic() - started
+        line = (f"  {run_id}: {summary['status']} {elapsed:4.0f}s  "
+                f"{progress.get('active', 0)} active, {progress.get('completed', 0)} done, "
+                f"{progress.get('failed', 0)} failed")
+        click.echo(f"\r{line:<78}", err=True, nl=False)
+
+    return show
+
+
+def _wait_and_report(run_id: str, timeout: float | None, as_json: bool) -> None:
+    from runtime.waiting import wait_for
+
+    summary = wait_for(_root(), run_id, timeout=timeout, on_tick=_progress_printer(run_id))
+    if stderr_is_tty():
+        click.echo("\r" + " " * 78 + "\r", err=True, nl=False)
+    if summary["status"] not in TERMINAL:
+        click.echo(f"run:{run_id} still {summary['status']} after {timeout:g}s", err=True)
+        sys.exit(124)
+    if as_json:
+        emit_json(summary)
+    else:
+        click.echo(summary_line(summary))
+    sys.exit(_exit_code(summary))
+
+
+@click.command("spawn")
+@click.argument("recipe", required=False)
+@click.option("--recipe", "recipe_file", metavar="FILE", help="Recipe file to run.")
+@click.option("-t", "--template", metavar="STR", help="Inline command template instead of a recipe.")
+@click.option("--as", "as_", metavar="run:ID", help="Run id to use (default: <recipe>-<random>).")
+@click.option("-v", "--value", "values", multiple=True, metavar="KEY=VALUE", help="A template value (repeatable).")
+@click.option("--secret", "secrets", multiple=True, metavar="NAME", help="Treat this value as secret (redacted).")
+@click.option("--wait", is_flag=True, help="Block with a progress line; exit with the run's code.")
+@session_option
+@json_option
+def spawn_cmd(
+    recipe: str | None, recipe_file: str | None, template: str | None, as_: str | None,
+    values: tuple[str, ...], secrets: tuple[str, ...], wait: bool, session: str | None,
+    as_json: bool,
+) -> None:
+    """Start a detached run of RECIPE (a name or a .json path) and print its address.
+
+    \b
+    Examples:
+      actors spawn hello
+      actors spawn recipes/fanout.json --as run:fan
+      actors spawn -t 'sleep {secs=5}' -v secs=2 --wait
+    """
+    from runtime.spawn import SpawnRequest, spawn
+
+    if recipe and recipe_file:
+        raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
+    record = spawn(SpawnRequest(
+        recipe=recipe or recipe_file, template=template, run_id=as_,
+        values=_parse_values(values), session=session, secret_names=list(secrets),
+    ))
+    run_id = record["run"]
+    if wait:
+        _wait_and_report(run_id, None, as_json)
+    if as_json:
+        emit_json({"run": run_id, "address": record["address"], "state_dir": record["state_dir"],
+                   "pid": record["pid"], "run_instance_id": record["run_instance_id"]})
+        return
+    click.echo(record["address"])
+    if stderr_is_tty():
+        click.echo(f"  started; follow with: actors tail {run_id} -f", err=True)
+
+
+@click.command("ls")
+@click.option("--status", "statuses", multiple=True, metavar="STATUS",
+              help="Only these statuses (running, done, failed, cancelled, killed, exited, active, terminal).")
+@click.option("--mine", is_flag=True, help="Only runs owned by this session.")
+@session_option
+@json_option
+def ls_cmd(statuses: tuple[str, ...], mine: bool, session: str | None, as_json: bool) -> None:
+    """List runs, newest first."""
+    from runtime.index import list_runs
+
+    wanted: set[str] = set()
+    for value in ",".join(statuses).split(","):
+        value = value.strip()
+        if not value:
+            continue
+        if value == "active":
+            wanted.update(ACTIVE)
+        elif value == "terminal":
+            wanted.update(TERMINAL)
+        elif value in (*ACTIVE, *TERMINAL, "damaged"):
+            wanted.add(value)
+        else:
+            raise BadInput(f"unknown status {value!r}", hint="use running, done, failed, "
+                           "cancelled, killed, exited, active or terminal")
+    root = _root()
+    runs = list_runs(root)
+    if wanted:
+        runs = [r for r in runs if r.get("status") in wanted]
+    if mine:
+        from runtime.ownership import current_principal
+
+        me = current_principal(root, session).id
+        runs = [r for r in runs if r.get("owner_id") == me]
+    if as_json:
+        emit_json(runs)
+        return
+    if not runs:
+        click.echo("no runs" + (" matching" if wanted or mine else "") + f" in {root.path}", err=True)
+        return
+    now = time.time()
+    rows = []
+    for r in runs:
+        progress_active = ""
+        if r.get("status") in ACTIVE:
+            progress = read_json(root.run(r["run"]).progress) or {}
+            progress_active = str(progress.get("active", ""))
+        rows.append([r["run"], status_word(r), age(r.get("created_at"), now),
+                     str(r.get("recipe") or r.get("tool") or "-"), progress_active])
+    click.echo(table(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"]))
+
+
+@click.command("status")
+@click.argument("run")
+@json_option
+def status_cmd(run: str, as_json: bool) -> None:
+    """Show RUN's status (run:ID or the bare id)."""
+    from runtime.status import status_of
+
+    summary = status_of(_root(), parse_run_ref(run))
+    if as_json:
+        emit_json(summary)
+        return
+    click.echo(summary_line(summary))
+    details = [("recipe", summary.get("recipe") or summary.get("tool") or "-"),
+               ("age", age(summary.get("created_at"))),
+               ("steps", f"{summary.get('active', 0)} active, {summary.get('completed', 0)} done, "
+                         f"{summary.get('failed', 0)} failed")]
+    if summary.get("branches"):
+        details.append(("branches", ", ".join(f"{k}={v}" for k, v in summary["branches"].items())))
+    details += [("owner", summary.get("owner_id") or "-"), ("state", summary["state_dir"])]
+    for key, value in details:
+        click.echo(f"  {key:<9}{value}")
+
+
+@click.command("tail")
+@click.argument("run")
+@click.option("-n", "--lines", default=20, show_default=True, help="How many lines to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run ends.")
+@click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr.log instead of stdout.log.")
+@click.option("--events", "use_events", is_flag=True, help="Show the lifecycle journal (events.jsonl).")
+def tail_cmd(run: str, lines: int, follow: bool, use_stderr: bool, use_events: bool) -> None:
+    """Print the end of RUN's output."""
+    from runtime.status import find_run
+
+    root = _root()
+    paths, record = find_run(root, parse_run_ref(run))
+    path = paths.events if use_events else paths.stderr if use_stderr else paths.stdout
+    if use_events and not follow:
+        for event in tail_jsonl(path, lines):
+            click.echo(_event_line(event))
+        return
+    for line in read_text_tail(path, lines):
+        click.echo(line)
+    if follow:
+        _follow(root, paths.run_id, path)
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    skip = {"id", "ts", "event", "run_instance_id"}
+    rest = " ".join(f"{k}={v}" for k, v in event.items() if k not in skip and v is not None)
+    return f"{event.get('ts', '')}  {event.get('event', '?'):<16} {rest}"
+
+
+def _follow(root: StateRoot, run_id: str, path: Any) -> None:
+    from runtime.process import pidfd_open
+    from runtime.status import derive, find_run, runner_identity
+
+    paths, record = find_run(root, run_id)
+    identity = runner_identity(paths, record)
+    pidfd = pidfd_open(int(identity["pid"])) if identity else None
+    offset = os.stat(path).st_size if os.path.exists(path) else 0
+    ended = False
+    try:
+        while True:
+            size = os.stat(path).st_size if os.path.exists(path) else 0
+            if size > offset:
+                with open(path, "rb") as handle:
+                    handle.seek(offset)
+                    data = handle.read(size - offset)
+                offset = size
+                sys.stdout.write(data.decode(errors="replace"))
+                sys.stdout.flush()
+                continue
+            if ended:
+                return
+            if derive(paths, record)["status"] in TERMINAL:
+                ended = True  # one more read drains what was written just before the end
+                continue
+            if pidfd is not None:
+                poller = select.poll()
+                poller.register(pidfd, select.POLLIN)
+                poller.poll(100)
+            else:
+                time.sleep(0.1)
+    except KeyboardInterrupt:
+        return
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+@click.command("result")
+@click.argument("run")
+@json_option
+def result_cmd(run: str, as_json: bool) -> None:
+    """Print a finished RUN's result (status, code, output head, artifacts)."""
+    from runtime.status import derive, find_run
+
+    paths, record = find_run(_root(), parse_run_ref(run))
+    summary = derive(paths, record)
+    if summary["status"] not in TERMINAL:
+        raise Conflict(f"run {paths.run_id} is still {summary['status']}",
+                       hint=f"wait for it: actors wait {paths.run_id}")
+    result = read_json(paths.result) or {"run": paths.run_id, "status": summary["status"],
+                                         "code": summary.get("code"), "reason": summary.get("reason")}
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(summary_line({**summary, **result}))
+    click.echo(f"  code     {result.get('code')}")
+    for failure in result.get("failures") or []:
+        click.echo(f"  failed   {failure.get('label') or failure['node']} "
+                   f"({failure['status']}, code {failure['code']}, policy {failure['policy']})")
+    for name, art in (result.get("artifacts") or {}).items():
+        size = f"{art['size']} bytes" if art.get("size") is not None else "missing"
+        click.echo(f"  artifact {name}: {art['path']} ({size if art['exists'] else 'missing'})")
+    if result.get("output"):
+        click.echo("  output:")
+        for line in str(result["output"]).splitlines()[:40]:
+            click.echo(f"    {line}")
+
+
+@click.command("wait")
+@click.argument("run")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 124).")
+@json_option
+def wait_cmd(run: str, timeout: float | None, as_json: bool) -> None:
+    """Block until RUN finishes, then exit with its code."""
+    _wait_and_report(parse_run_ref(run), timeout, as_json)
+
+
+@click.command("cancel")
+@click.argument("run")
+@click.option("--grace", type=float, default=5.0, show_default=True, metavar="SECONDS",
+              help="How long the run may take to stop before it is killed.")
+@force_option
+@session_option
+@json_option
+def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json: bool) -> None:
+    """Stop RUN gracefully: SIGTERM, up to --grace seconds, then SIGKILL."""
+    from runtime.control import cancel
+    from runtime.ownership import current_principal
+
+    root = _root()
+    summary = cancel(root, parse_run_ref(run), current_principal(root, session), force=force, grace=grace)
+    emit_json(summary) if as_json else click.echo(summary_line(summary))
+
+
+@click.command("kill")
+@click.argument("run")
+@force_option
+@session_option
+@json_option
+def kill_cmd(run: str, force: bool, session: str | None, as_json: bool) -> None:
+    """Kill RUN and every process it started, immediately (SIGKILL)."""
+    from runtime.control import kill
+    from runtime.ownership import current_principal
+
+    root = _root()
+    summary = kill(root, parse_run_ref(run), current_principal(root, session), force=force)
+    emit_json(summary) if as_json else click.echo(summary_line(summary))
+
+
+def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, action: str) -> None:
+    from runtime.ownership import check_control, current_principal
+    from runtime.status import find_run
+
+    _, record = find_run(root, run_id)
+    check_control(record, current_principal(root, session), force=force, action=action)
+
+
+@click.command("archive")
+@click.argument("runs", nargs=-1, required=True)
+@force_option
+@session_option
+def archive_cmd(runs: tuple[str, ...], force: bool, session: str | None) -> None:
+    """Move finished RUNS to $ACTORS_HOME/archive/ (active runs are refused)."""
+    from runtime.retention import archive_run
+
+    root = _root()
+    ids = [parse_run_ref(r) for r in runs]
+    for run_id in ids:
+        _owned(root, run_id, session, force, "archive")
+        click.echo(f"run:{run_id} archived to {archive_run(root, run_id)}")
+
+
+@click.command("prune")
+@click.argument("runs", nargs=-1)
+@click.option("--older-than", metavar="DURATION", help="All finished runs that ended before this (e.g. 7d, 12h).")
+@click.option("--preserve-artifacts", is_flag=True, help="Copy existing artifacts to preserved/ first.")
+@force_option
+@session_option
+@json_option
+def prune_cmd(runs: tuple[str, ...], older_than: str | None, preserve_artifacts: bool,
+              force: bool, session: str | None, as_json: bool) -> None:
+    """Delete finished runs' state: the given RUNS, or all matching --older-than."""
+    from runtime.index import list_runs
+    from runtime.retention import prune_run
+
+    root = _root()
+    if not runs and not older_than:
+        raise BadInput("say what to prune", hint="give RUN ids, or --older-than DURATION (e.g. 7d)")
+    ids = [parse_run_ref(r) for r in runs]
+    if older_than:
+        cutoff = time.time() - _duration_s(older_than)
+        from runtime.ids import parse_iso
+        from runtime.ownership import current_principal
+
+        me = current_principal(root, session).id
+        for summary in list_runs(root):
+            ended = summary.get("ended_at") or summary.get("created_at")
+            if (summary.get("status") in TERMINAL and ended and parse_iso(ended) < cutoff
+                    and (force or summary.get("owner_id") == me)):
+                ids.append(summary["run"])
+    for run_id in ids:
+        _owned(root, run_id, session, force, "prune")
+    results = [prune_run(root, run_id, preserve_artifacts=preserve_artifacts) for run_id in ids]
+    if as_json:
+        emit_json(results)
+    else:
+        for item in results:
+            click.echo(f"run:{item['run']} pruned ({item['status']})")
+        if not results:
+            click.echo("nothing to prune", err=True)
+
+
+def _duration_s(text: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    number, unit = text[:-1], text[-1:]
+    if unit not in units or not number.replace(".", "", 1).isdigit():
+        raise BadInput(f"invalid duration {text!r}", hint="use a number and a unit: 30m, 12h, 7d")
+    return float(number) * units[unit]

@@ -1,0 +1,56 @@
+"""The actors runtime: state files, the runner process, process control, status.
+
+Layering: `files`, `paths`, `ids`, `errors` are the primitives; `recipes` /
+`recipe_model` / `placeholders` turn recipes into executable trees; `spawn`, `runner`,
+`executor` start and execute runs; `status`, `control`, `index`, `retention`, `waiting`
+observe and act on them. Only `executor` and `runner` import trio and only
+`recipe_model` imports pydantic, so the CLI stays fast. Names are loaded on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "ActorsError": "runtime.errors",
+    "BadInput": "runtime.errors",
+    "Conflict": "runtime.errors",
+    "NotFound": "runtime.errors",
+    "Refused": "runtime.errors",
+    "StateDamaged": "runtime.errors",
+    "StateRoot": "runtime.paths",
+    "RunPaths": "runtime.paths",
+    "parse_run_ref": "runtime.paths",
+    "SpawnRequest": "runtime.spawn",
+    "spawn": "runtime.spawn",
+    "derive": "runtime.status",
+    "status_of": "runtime.status",
+    "list_runs": "runtime.index",
+    "cancel": "runtime.control",
+    "kill": "runtime.control",
+    "wait_for": "runtime.waiting",
+    "current_principal": "runtime.ownership",
+    "Principal": "runtime.ownership",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from runtime.control import cancel, kill
+    from runtime.errors import ActorsError, BadInput, Conflict, NotFound, Refused, StateDamaged
+    from runtime.index import list_runs
+    from runtime.ownership import Principal, current_principal
+    from runtime.paths import RunPaths, StateRoot, parse_run_ref
+    from runtime.spawn import SpawnRequest, spawn
+    from runtime.status import derive, status_of
+    from runtime.waiting import wait_for
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,328 @@
+"""Durable file primitives every writer in the project goes through.
+
+Rules they enforce (see docs/state-files.md):
+- directories are created 0700 and files 0600 whatever the umask;
+- a JSON file is replaced atomically (temp file, fsync, rename, fsync of the directory);
+- a JSONL record is one `write()` of one whole line on an O_APPEND descriptor, under an
+  advisory `flock`, with the fsync (when asked for) after the unlock so concurrent
+  writers still group-commit;
+- readers never follow symlinks, and treat a last line without its newline as not yet
+  written (a torn tail), so a crash mid-append never yields a half record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import ActorsError, StateDamaged
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+MAX_LINE_BYTES = 1024 * 1024
+"""The largest JSONL record we write; bigger payloads belong in an artifact file."""
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class DiskWriteError(ActorsError):
+    """A write failed (disk full, permissions); nothing partial was left behind."""
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create `path` (and parents) with mode 0700; tighten it if it already exists."""
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for component in reversed(missing):  # parents too get 0700, not the umask default
+        try:
+            component.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
+        os.chmod(component, DIR_MODE)
+    if not path.is_dir():
+        raise StateDamaged(f"{path} exists and is not a directory")
+    if path.is_symlink():
+        raise StateDamaged(f"{path} is a symlink; refusing to use it as a state directory")
+    st = path.stat()
+    if st.st_mode & 0o777 != DIR_MODE and st.st_uid == os.getuid():
+        os.chmod(path, DIR_MODE)
+    return path
+
+
+def encode_line(record: dict[str, Any]) -> bytes:
+    """One compact JSON object plus a newline; JSON escapes keep it a single line."""
+    data = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
+    line = (data + "\n").encode("utf-8")
+    if len(line) > MAX_LINE_BYTES:
+        raise DiskWriteError(
+            f"record of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte line cap",
+            hint="put large payloads in an artifact file and reference its path",
+        )
+    return line
+
+
+def _write_all(fd: int, data: bytes, path: Path) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except OSError as exc:
+            raise DiskWriteError(f"cannot write {path}: {exc.strerror}") from exc
+        view = view[written:]
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Replace `path` with `data` so readers see the old or the new content, never a mix."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, FILE_MODE)
+    except OSError as exc:
+        raise DiskWriteError(f"cannot create {tmp}: {exc.strerror}") from exc
+    try:
+        try:
+            _write_all(fd, data, path)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        _fsync_dir(path.parent)
+
+
+def dump_json(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n").encode("utf-8")
+
+
+def write_json_atomic(path: Path, obj: Any, *, fsync: bool = True) -> None:
+    """Atomically replace a JSON file (0600)."""
+    write_bytes_atomic(path, dump_json(obj), fsync=fsync)
+
+
+def publish_json_once(path: Path, obj: Any) -> bool:
+    """Create `path` atomically unless it already exists; True when this call created it.
+
+    Used for records with exactly one writer-wins outcome (result.json): the content is
+    written to a temp file and hard-linked into place, which fails if the name exists, so
+    two racing writers can never both publish or overwrite each other.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+    fd = os.open(tmp, flags, FILE_MODE)
+    try:
+        try:
+            _write_all(fd, dump_json(obj), path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        _fsync_dir(path.parent)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def append_line(path: Path, line: bytes, *, fsync: bool = False) -> None:
+    """Append one encoded line with a single write under an exclusive flock."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
+    try:
+        fd = os.open(path, flags, FILE_MODE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateDamaged(f"{path} is a symlink; refusing to write through it") from exc
+        raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            start = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                _write_all(fd, line, path)
+            except DiskWriteError:
+                # Never leave a partial record: cut the file back to where we began.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+                raise
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def append_jsonl(path: Path, record: dict[str, Any], *, fsync: bool = False) -> None:
+    """Append one JSON record as a whole line (see `append_line`)."""
+    append_line(path, encode_line(record), fsync=fsync)
+
+
+def open_nofollow(path: Path) -> int:
+    """Open for reading without following a planted symlink."""
+    return os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+
+
+def read_bytes(path: Path, *, offset: int = 0, limit: int | None = None) -> bytes:
+    """Read a file (or a slice of it) without following symlinks."""
+    fd = open_nofollow(path)
+    try:
+        if offset:
+            os.lseek(fd, offset, os.SEEK_SET)
+        chunks: list[bytes] = []
+        remaining = limit
+        while remaining is None or remaining > 0:
+            chunk = os.read(fd, 1 << 20 if remaining is None else min(1 << 20, remaining))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if remaining is not None:
+                remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: Path) -> Any | None:
+    """The parsed file, None when it does not exist, StateDamaged when unreadable."""
+    try:
+        data = read_bytes(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateDamaged(f"{path} is a symlink; refusing to follow it") from exc
+        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StateDamaged(f"{path} is not valid JSON ({exc})", hint="the file is kept") from exc
+
+
+@dataclass
+class JsonlChunk:
+    """Records parsed from a JSONL file, and where the next read should start."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    next_offset: int = 0
+    bad_lines: int = 0
+    torn_tail: bool = False
+
+
+def parse_jsonl(data: bytes, *, base_offset: int = 0) -> JsonlChunk:
+    """Parse complete lines; a trailing fragment without newline is left for later."""
+    out = JsonlChunk(next_offset=base_offset)
+    end = data.rfind(b"\n")
+    if end < 0:
+        out.torn_tail = bool(data)
+        return out
+    out.torn_tail = end != len(data) - 1
+    for raw in data[:end].split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            out.bad_lines += 1
+            continue
+        if isinstance(value, dict):
+            out.records.append(value)
+        else:
+            out.bad_lines += 1
+    out.next_offset = base_offset + end + 1
+    return out
+
+
+def read_jsonl(path: Path, *, offset: int = 0) -> JsonlChunk:
+    """Read records from `offset`; a missing file is an empty journal."""
+    try:
+        data = read_bytes(path, offset=offset)
+    except FileNotFoundError:
+        return JsonlChunk(next_offset=offset)
+    except OSError as exc:
+        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+    return parse_jsonl(data, base_offset=offset)
+
+
+def tail_jsonl(path: Path, count: int, *, window: int = 256 * 1024) -> list[dict[str, Any]]:
+    """The last `count` records, reading only the end of a large journal."""
+    try:
+        size = os.stat(path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return []
+    start = max(0, size - window)
+    data = read_bytes(path, offset=start)
+    if start:
+        cut = data.find(b"\n")
+        data = data[cut + 1 :] if cut >= 0 else b""
+    return parse_jsonl(data).records[-count:]
+
+
+def fold(records: Iterable[dict[str, Any]], key: str = "id") -> dict[str, dict[str, Any]]:
+    """Current state of append-only entries: later lines with the same key update fields.
+
+    Insertion order is the order of first appearance, so queues keep arrival order.
+    Records without the key are ignored (they cannot name what they change).
+    """
+    state: dict[str, dict[str, Any]] = {}
+    for record in records:
+        ident = record.get(key)
+        if not isinstance(ident, str):
+            continue
+        current = state.get(ident)
+        if current is None:
+            state[ident] = dict(record)
+        else:
+            current.update(record)
+    return state
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on a sidecar lock file for a multi-step update."""
+    flags = os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def read_text_tail(path: Path, lines: int, *, window: int = 256 * 1024) -> list[str]:
+    """The last `lines` lines of a log file (decoded leniently)."""
+    try:
+        size = os.stat(path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return []
+    start = max(0, size - window)
+    text = read_bytes(path, offset=start).decode("utf-8", errors="replace")
+    parts = text.splitlines()
+    if start and parts:
+        parts = parts[1:]
+    return parts[-lines:] if lines > 0 else []

@@ -1,0 +1,70 @@
+"""Identifiers: time-ordered unique ids, run ids, capability tokens, timestamps.
+
+Envelope and record ids sort by creation time (ULID layout: 48-bit milliseconds then 80
+random bits, Crockford base32) so journals can be merged and deduplicated by id alone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import threading
+import time
+from datetime import UTC, datetime
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_lock = threading.Lock()
+_last_ms = 0
+_last_rand = 0
+
+ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+_ID_RE = re.compile(ID_PATTERN)
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def new_id() -> str:
+    """A 26-character id, strictly increasing within this process."""
+    global _last_ms, _last_rand
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            ms = _last_ms
+            rand = (_last_rand + 1) & ((1 << 80) - 1)
+        else:
+            rand = int.from_bytes(os.urandom(10), "big")
+        _last_ms, _last_rand = ms, rand
+    value = (ms << 80) | rand
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def new_token() -> str:
+    """A capability secret: 256 random bits, URL-safe."""
+    return secrets.token_urlsafe(32)
+
+
+def short_suffix(length: int = 5) -> str:
+    """Lowercase base36 suffix for generated run ids (`hello-k3x9f`)."""
+    alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def is_valid_id(value: str) -> bool:
+    """Run, branch and session ids: a letter or digit, then letters, digits, `._-`."""
+    return bool(_ID_RE.fullmatch(value))
+
+
+def is_valid_name(value: str) -> bool:
+    """Placeholder and value names: identifiers of at most 64 characters."""
+    return bool(_NAME_RE.fullmatch(value))
+
+
+def now_iso() -> str:
+    """UTC timestamp with milliseconds, e.g. `2026-11-22T15:04:05.123Z`."""
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def parse_iso(value: str) -> float:
+    """Seconds since the epoch for a timestamp written by `now_iso`."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

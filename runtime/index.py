@@ -1,0 +1,94 @@
+"""`index.json`: a rebuildable cache that keeps `actors ls` fast over many runs.
+
+It stores only facts that never change once known (id, creation time, recipe, owner,
+parent, and the terminal status after a run has ended), so it can never report a stale
+status: anything not yet terminal is derived live on every listing. A missing or corrupt
+index is rebuilt from a scan of `runs/`; writing it is best-effort.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from runtime.errors import StateDamaged
+from runtime.files import locked, read_json, write_json_atomic
+from runtime.ids import is_valid_id, now_iso
+from runtime.paths import RunPaths, StateRoot
+from runtime.status import TERMINAL, derive, load_run
+
+INDEX_VERSION = 1
+_STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
+
+
+def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
+    try:
+        data = read_json(root.index_file)
+    except StateDamaged:
+        return {}
+    if not isinstance(data, dict) or data.get("version") != INDEX_VERSION:
+        return {}
+    runs = data.get("runs")
+    return runs if isinstance(runs, dict) else {}
+
+
+def list_runs(root: StateRoot) -> list[dict[str, Any]]:
+    """Status summaries of every run in the root, newest first."""
+    try:
+        names = [e.name for e in os.scandir(root.runs) if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+    cached = _load(root)
+    fresh: dict[str, dict[str, Any]] = {}
+    summaries: list[dict[str, Any]] = []
+    changed = False
+    for name in names:
+        if not is_valid_id(name):
+            continue
+        paths = RunPaths(root.runs / name)
+        entry = cached.get(name)
+        terminal = entry.get("terminal") if isinstance(entry, dict) else None
+        if isinstance(terminal, dict) and terminal.get("status") in TERMINAL:
+            summary = {"run": name, "address": f"run:{name}", "state_dir": str(paths.dir)}
+            summary.update({k: entry.get(k) for k in _STATIC})  # type: ignore[union-attr]
+            summary.update(terminal)
+            fresh[name] = entry  # type: ignore[assignment]
+            summaries.append(summary)
+            continue
+        try:
+            run = load_run(paths)
+        except StateDamaged as exc:
+            summaries.append({"run": name, "status": "damaged", "reason": exc.message})
+            continue
+        summary = derive(paths, run)
+        summaries.append(summary)
+        new_entry: dict[str, Any] = {k: summary.get(k) for k in _STATIC}
+        if summary["status"] in TERMINAL and summary["status"] != "exited":
+            new_entry["terminal"] = {
+                k: summary.get(k) for k in ("status", "code", "degraded", "ended_at")
+            }
+        fresh[name] = new_entry
+        changed = changed or new_entry != entry
+    if changed or set(fresh) != set(cached):
+        _save(root, fresh)
+    summaries.sort(key=lambda s: str(s.get("created_at") or ""), reverse=True)
+    return summaries
+
+
+def _save(root: StateRoot, runs: dict[str, dict[str, Any]]) -> None:
+    try:
+        with locked(root.path / ".index.lock"):
+            write_json_atomic(
+                root.index_file,
+                {"version": INDEX_VERSION, "rebuilt_at": now_iso(), "runs": runs},
+                fsync=False,
+            )
+    except OSError:
+        pass  # a cache we could not write is rebuilt by the next listing
+
+
+def forget(root: StateRoot, run_id: str) -> None:
+    """Drop one run from the index (after archive or prune)."""
+    cached = _load(root)
+    if cached.pop(run_id, None) is not None:
+        _save(root, cached)

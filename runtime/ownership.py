@@ -1,0 +1,75 @@
+"""Who is calling, and may they control this run?
+
+A caller is either a session (`--session`, else `$ACTORS_SESSION`, else `user:<login>`
+for a plain shell) or a run acting through its capability token (`$ACTORS_RUN_ID` plus
+`$ACTORS_RUN_TOKEN`, set by the runner for every child it starts). Children never borrow
+a session id, so a process inside one run cannot act on a sibling run. A run belongs to
+the principal that spawned it; others are refused unless they pass `--force`.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hmac
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.errors import BadInput, Refused
+from runtime.files import read_bytes
+from runtime.ids import is_valid_id
+from runtime.paths import StateRoot
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The identity an action is taken under."""
+
+    id: str
+    """`session:<id>`-style owner string: a session id, `user:<login>` or `run:<id>`."""
+
+    via_run_token: bool = False
+
+
+def local_user_session() -> str:
+    try:
+        return f"user:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return f"user:{os.getuid()}"
+
+
+def current_principal(root: StateRoot, session: str | None = None) -> Principal:
+    """Resolve the caller from flags and environment; a bad run token fails closed."""
+    run_id = os.environ.get("ACTORS_RUN_ID")
+    if run_id and session is None:
+        token = os.environ.get("ACTORS_RUN_TOKEN", "")
+        if not is_valid_id(run_id) or not token:
+            raise Refused("ACTORS_RUN_ID is set without a valid ACTORS_RUN_TOKEN")
+        try:
+            expected = read_bytes(root.run(run_id).token).decode().strip()
+        except OSError:
+            raise Refused(
+                f"ACTORS_RUN_ID={run_id} names no run in {root.path}",
+                hint="unset ACTORS_RUN_ID, or set ACTORS_HOME to the run's state root",
+            ) from None
+        if not hmac.compare_digest(expected, token):
+            raise Refused(f"ACTORS_RUN_TOKEN does not match run {run_id}")
+        return Principal(f"run:{run_id}", via_run_token=True)
+    chosen = session or os.environ.get("ACTORS_SESSION") or ""
+    if not chosen:
+        return Principal(local_user_session())
+    if not (is_valid_id(chosen) or chosen.startswith("user:")):
+        raise BadInput(f"invalid session id {chosen!r}", hint="use letters, digits, '._-'")
+    return Principal(chosen)
+
+
+def check_control(run: dict[str, Any], principal: Principal, *, force: bool, action: str) -> None:
+    """Raise Refused unless `principal` may `action` this run."""
+    owner = run.get("owner_id")
+    run_id = run.get("run")
+    if force or principal.id == owner or principal.id == f"run:{run_id}":
+        return
+    raise Refused(
+        f"run {run_id} belongs to {owner}, not {principal.id}; refusing to {action} it",
+        hint="pass --force to act on another session's run",
+    )

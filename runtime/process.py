@@ -1,0 +1,279 @@
+"""Process identity and signalling that never hits a stranger.
+
+A run's runner is recorded as (pid, start ticks, boot id, argv, cwd). Before any signal
+we open a pidfd for the pid and re-read its identity: only when every recorded field
+still matches is the signal sent, through the pidfd, so a pid recycled in between can
+never receive it. Anything we cannot verify (another user's process, a platform without
+/proc) fails closed: it is reported, not signalled, and never counted as running.
+
+Linux reads /proc directly (a few small reads, no psutil import on the CLI's hot path);
+other platforms fall back to psutil.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+_PROC = Path("/proc")
+HAVE_PROC = _PROC.joinpath("self", "stat").exists()
+
+Verdict = Literal["valid", "dead", "mismatch", "unverifiable"]
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+    sid: int
+    start_ticks: int
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    """Fields of /proc/<pid>/stat, or None when the process is gone."""
+    try:
+        data = (_PROC / str(pid) / "stat").read_bytes()
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    rest = data[data.rindex(b")") + 2 :].split()
+    return ProcStat(pid, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]))
+
+
+_boot_id: str | None = None
+
+
+def boot_id() -> str | None:
+    global _boot_id
+    if _boot_id is None and HAVE_PROC:
+        with contextlib.suppress(OSError):
+            _boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return _boot_id
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = (_PROC / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return None
+    return [p.decode(errors="replace") for p in raw.split(b"\0")[:-1]]
+
+
+def _cwd(pid: int) -> str | None:
+    try:
+        return os.readlink(_PROC / str(pid) / "cwd")
+    except OSError:
+        return None
+
+
+def capture(pid: int) -> dict[str, Any] | None:
+    """The identity of a live process, as stored in run.json (`process_identity`)."""
+    if HAVE_PROC:
+        stat = read_stat(pid)
+        if stat is None or stat.state in ("Z", "X"):
+            return None
+        return {
+            "pid": pid,
+            "pgid": stat.pgid,
+            "sid": stat.sid,
+            "start_ticks": stat.start_ticks,
+            "boot_id": boot_id(),
+            "argv": _cmdline(pid),
+            "cwd": _cwd(pid),
+            "platform": sys.platform,
+        }
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return {
+            "pid": pid,
+            "pgid": os.getpgid(pid),
+            "sid": os.getsid(pid),
+            "start_ticks": None,
+            "create_time": proc.create_time(),
+            "boot_id": None,
+            "argv": proc.cmdline(),
+            "cwd": proc.cwd(),
+            "platform": sys.platform,
+        }
+    except (psutil.Error, OSError):
+        return None
+
+
+def verify(identity: dict[str, Any] | None) -> tuple[Verdict, str]:
+    """Does the recorded process still exist and is it still the same process?"""
+    if not identity or not isinstance(identity.get("pid"), int):
+        return "unverifiable", "no process identity recorded"
+    pid = identity["pid"]
+    current = capture(pid)
+    if current is None:
+        return "dead", f"pid {pid} is gone"
+    for key in ("boot_id", "start_ticks", "create_time", "argv"):
+        want = identity.get(key)
+        if want is not None and current.get(key) != want:
+            if current.get(key) is None:
+                return "unverifiable", f"cannot read {key} of pid {pid}"
+            return "mismatch", f"pid {pid} now belongs to another process ({key} differs)"
+    want_cwd = identity.get("cwd")
+    if want_cwd is not None and current.get("cwd") not in (want_cwd, None):
+        return "mismatch", f"pid {pid} now belongs to another process (cwd differs)"
+    if identity.get("start_ticks") is None and identity.get("create_time") is None:
+        return "unverifiable", f"no start time recorded for pid {pid}"
+    return "valid", "process matches its recorded identity"
+
+
+def pidfd_open(pid: int) -> int | None:
+    """A pidfd pinning this exact process, or None where unsupported or gone."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        fd: int = opener(pid)
+        return fd
+    except OSError:
+        return None
+
+
+def send_verified(identity: dict[str, Any], sig: int) -> tuple[Verdict, str]:
+    """Signal the recorded process only if it is still that process."""
+    pid = identity.get("pid")
+    if not isinstance(pid, int):
+        return "unverifiable", "no pid recorded"
+    fd = pidfd_open(pid)
+    try:
+        verdict, reason = verify(identity)
+        if verdict != "valid":
+            return verdict, reason
+        try:
+            if fd is not None:
+                signal.pidfd_send_signal(fd, sig)
+            else:
+                os.kill(pid, sig)
+        except ProcessLookupError:
+            return "dead", f"pid {pid} exited before the signal"
+        return "valid", reason
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def list_pids() -> list[int]:
+    if HAVE_PROC:
+        return [int(name) for name in os.listdir(_PROC) if name.isdigit()]
+    import psutil
+
+    return psutil.pids()
+
+
+def session_members(sid: int, *, also_descendants_of: int | None = None) -> dict[int, int]:
+    """Live processes of session `sid` (plus descendants of a pid), as pid -> start ticks.
+
+    Orphaned grandchildren keep their session id after reparenting, so the session is how
+    every process a run started is found, even after the runner itself is gone.
+    """
+    stats = {}
+    for pid in list_pids():
+        stat = read_stat(pid) if HAVE_PROC else None
+        if stat is not None and stat.state not in ("Z", "X"):
+            stats[pid] = stat
+    members = {pid: st.start_ticks for pid, st in stats.items() if st.sid == sid}
+    if also_descendants_of is not None:
+        children: dict[int, list[int]] = {}
+        for st in stats.values():
+            children.setdefault(st.ppid, []).append(st.pid)
+        stack = [also_descendants_of]
+        while stack:
+            for child in children.get(stack.pop(), []):
+                if child not in members:
+                    members[child] = stats[child].start_ticks
+                    stack.append(child)
+    members.pop(os.getpid(), None)
+    return members
+
+
+def _signal_exact(pid: int, start_ticks: int, sig: int) -> bool:
+    """Signal pid only while it is still the process first seen with these ticks."""
+    fd = pidfd_open(pid)
+    try:
+        stat = read_stat(pid)
+        if stat is None or stat.start_ticks != start_ticks:
+            return False
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def kill_session(sid: int, *, root_pid: int | None = None, rounds: int = 20) -> int:
+    """SIGKILL every process of a run's session (and the root's descendants).
+
+    Members are frozen with SIGSTOP first so none can fork a replacement while we walk
+    the list, then killed; the scan repeats until nothing is left. Returns how many
+    processes were signalled.
+    """
+    killed = 0
+    for _ in range(rounds):
+        members = session_members(sid, also_descendants_of=root_pid)
+        if not members:
+            break
+        for pid, ticks in members.items():
+            _signal_exact(pid, ticks, signal.SIGSTOP)
+        for pid, ticks in members.items():
+            if _signal_exact(pid, ticks, signal.SIGKILL):
+                killed += 1
+        wait_gone(list(members), timeout=1.0)
+    return killed
+
+
+def is_gone(pid: int) -> bool:
+    stat = read_stat(pid) if HAVE_PROC else None
+    if HAVE_PROC:
+        return stat is None or stat.state in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def wait_gone(pids: list[int], timeout: float) -> bool:
+    """Block until every pid has exited (zombies count as exited), or the timeout."""
+    deadline = time.monotonic() + timeout
+    fds = {pid: pidfd_open(pid) for pid in pids}
+    try:
+        while True:
+            alive = [pid for pid in pids if not is_gone(pid)]
+            if not alive:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            fd = fds.get(alive[0])
+            if fd is not None:
+                poller = select.poll()
+                poller.register(fd, select.POLLIN)
+                poller.poll(min(remaining, 0.25) * 1000)
+            else:
+                time.sleep(min(remaining, 0.01))
+    finally:
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)

@@ -1,0 +1,198 @@
+"""The recipe schema (pydantic) and its compiler to the plain form the runner executes.
+
+A recipe is validated here once per distinct content (see `runtime.recipes` for the
+cache), then stored in run.json as a normalized tree of plain dicts: the runner and the
+hot CLI paths never import pydantic. The JSON schema of `Recipe` is what the MCP server
+and `actors recipes` publish.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+
+from runtime.errors import BadInput
+from runtime.ids import is_valid_name
+from runtime.placeholders import split_words
+
+COMPILED_VERSION = 1
+FailurePolicy = Literal["continue", "branch", "root"]
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*")
+_UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0, None: 1.0}
+
+
+def parse_duration_ms(value: object) -> float | None:
+    """Milliseconds from a number of ms or a string like '500ms', '30s', '5m', '2h'."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("expected a duration, got a boolean")
+    if isinstance(value, int | float):
+        ms = float(value)
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        ms = float(match.group(1)) * _UNITS_MS[match.group(2)]
+    else:
+        raise ValueError("expected milliseconds (30000) or a string like '30s', '5m', '500ms'")
+    if ms < 0:
+        raise ValueError("a duration cannot be negative")
+    return ms or None
+
+
+Duration = Annotated[float | None, Field(default=None)]
+
+
+class _Flags(BaseModel):
+    """Keys allowed on any node, including the recipe's top level (the root node)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    label: str | None = Field(None, max_length=64)
+    parallel: bool = False
+    timeout: Duration = Field(None, description="ms, or '30s' / '5m'; 0 = unbounded")
+    retry: int = Field(1, ge=1, le=100, description="maximum attempts (1 = no retry)")
+    recover: str | None = Field(None, description="template run between failed attempts")
+    failure: FailurePolicy = "continue"
+    concurrency: int | None = Field(None, ge=1, le=64)
+    min_successful: int | None = Field(None, ge=0, le=64)
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> float | None:
+        return parse_duration_ms(value)
+
+
+class Node(_Flags):
+    """A template node: a leaf command string, or a list run in sequence or in parallel."""
+
+    template: str | list[str | Node]
+
+
+class MailboxEntry(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str = Field(min_length=1, max_length=128)
+
+
+class Mailbox(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    accepts: list[str | MailboxEntry] = Field(default_factory=list)
+    emits: list[str | MailboxEntry] = Field(default_factory=list)
+    endpoint: Literal["mailbox", "fifo"] = "mailbox"
+
+
+class Artifact(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1)
+    kind: str | None = None
+    media_type: str | None = None
+    required: bool = False
+
+
+class Recipe(_Flags):
+    """A saved definition: the template graph plus lifecycle metadata."""
+
+    description: str | None = None
+    disabled: bool = False
+    async_: bool = Field(False, alias="async")
+    template: str | list[str | Node]
+    values: dict[str, JsonValue] = Field(default_factory=dict)
+    defaults: dict[str, JsonValue] = Field(default_factory=dict)
+    artifacts: dict[str, str | Artifact] = Field(default_factory=dict)
+    mailbox: Mailbox | None = None
+    retire_when: Literal["children_terminal"] | None = None
+    run_id: str | None = None
+    name: str | None = Field(None, description="legacy; ignored for identity")
+
+    @field_validator("values", "defaults", "artifacts")
+    @classmethod
+    def _names(cls, mapping: dict[str, Any]) -> dict[str, Any]:
+        for key in mapping:
+            if not is_valid_name(key):
+                raise ValueError(f"{key!r} is not a valid name (letters, digits, '_')")
+        return mapping
+
+
+def _compile_node(node: _Flags, template: str | list[str | Node], node_id: str) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": node_id,
+        "label": node.label,
+        "timeout_ms": node.timeout,
+        "retry": node.retry,
+        "recover": split_words(node.recover) if node.recover else None,
+        "failure": node.failure,
+    }
+    if isinstance(template, str):
+        if node.parallel:
+            raise BadInput(f"node {node_id}: 'parallel' needs a list template")
+        out.update(kind="leaf", words=split_words(template))
+        return out
+    if not template:
+        raise BadInput(f"node {node_id}: the template list is empty")
+    children = []
+    for index, child in enumerate(template, start=1):
+        child_id = f"{node_id}.{index}"
+        if isinstance(child, str):
+            children.append(_compile_node(Node(template=child), child, child_id))
+        else:
+            children.append(_compile_node(child, child.template, child_id))
+    out.update(
+        kind="parallel" if node.parallel else "sequence",
+        children=children,
+        concurrency=node.concurrency,
+        min_successful=node.min_successful,
+    )
+    if node.min_successful is not None and node.min_successful > len(children):
+        raise BadInput(
+            f"node {node_id}: min_successful={node.min_successful} but only "
+            f"{len(children)} branches"
+        )
+    return out
+
+
+def _mailbox_entries(entries: list[str | MailboxEntry]) -> list[dict[str, Any]]:
+    return [{"type": e} if isinstance(e, str) else e.model_dump() for e in entries]
+
+
+def compile_recipe(raw: Any, *, source: str) -> dict[str, Any]:
+    """Validate a parsed recipe and return its normalized plain form."""
+    if not isinstance(raw, dict):
+        raise BadInput(f"{source}: a recipe is a JSON object, got {type(raw).__name__}")
+    try:
+        recipe = Recipe.model_validate(raw)
+    except ValidationError as exc:
+        raise BadInput(f"{source}: {format_validation_error(exc)}") from None
+    artifacts = {
+        name: (Artifact(path=spec) if isinstance(spec, str) else spec).model_dump()
+        for name, spec in recipe.artifacts.items()
+    }
+    mailbox = recipe.mailbox or Mailbox()
+    return {
+        "compiled_version": COMPILED_VERSION,
+        "description": recipe.description,
+        "disabled": recipe.disabled,
+        "async": recipe.async_,
+        "values": recipe.values,
+        "defaults": recipe.defaults,
+        "artifacts": artifacts,
+        "mailbox": {
+            "accepts": _mailbox_entries(mailbox.accepts),
+            "emits": _mailbox_entries(mailbox.emits),
+            "endpoint": mailbox.endpoint,
+        },
+        "retire_when": recipe.retire_when,
+        "run_id": recipe.run_id,
+        "root": _compile_node(recipe, recipe.template, "1"),
+    }
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line: the first problem with its location, and how many more there are."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = ".".join(str(p) for p in first["loc"] if not str(p).startswith(("str", "list[")))
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key (see docs/recipes.md for the allowed keys)"
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{loc or 'recipe'}: {msg}{more}"

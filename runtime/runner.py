@@ -1,0 +1,171 @@
+"""`python -m runtime.runner STATE_DIR`: the process that owns one run from start to end.
+
+It records its own identity first (before importing trio, so a slow import never makes a
+fresh run look dead), executes the template graph, traps SIGTERM / SIGINT / SIGHUP as a
+graceful stop (children get SIGTERM, a grace period, then SIGKILL), writes the terminal
+progress and events, and publishes result.json last. Before exiting it stops anything of
+the run's session that is still alive, so no descendant outlives its run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from runtime.events import record_event, write_progress
+from runtime.files import publish_json_once, read_bytes, read_json
+from runtime.ids import now_iso
+from runtime.paths import RunPaths
+from runtime.process import capture, kill_session
+from runtime.redact import secret_texts
+
+KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
+OUTPUT_PREVIEW_CHARS = 4000
+
+
+def _child_env(paths: RunPaths, run: dict[str, Any]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("ACTORS_SESSION", None)  # children act through the run token, never a session
+    token = read_bytes(paths.token).decode().strip()
+    env.update(
+        ACTORS_RUN_ID=run["run"],
+        ACTORS_RUN_TOKEN=token,
+        ACTORS_STATE_DIR=str(paths.dir),
+        ACTORS_ADDRESS=f"run:{run['run']}",
+        ACTORS_RUN_INSTANCE=run["run_instance_id"],
+    )
+    return env
+
+
+def _preview(path: Path | None) -> str | None:
+    if path is None or not path.exists():
+        return None
+    return read_bytes(path, limit=OUTPUT_PREVIEW_CHARS * 4).decode(errors="replace")[
+        :OUTPUT_PREVIEW_CHARS
+    ]
+
+
+async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+    import trio
+
+    from runtime.artifacts import manifest, missing_required
+    from runtime.executor import RunContext, run_node
+
+    ctx = RunContext(
+        paths=paths,
+        instance=run["run_instance_id"],
+        values=run["values"],
+        env=_child_env(paths, run),
+        cwd=run["cwd"],
+        secrets=secret_texts(run["values"], run.get("secret_names", [])),
+        grace=KILL_GRACE_S,
+    )
+    started = time.monotonic()
+    outcome = None
+
+    async def watch_signals(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            task_status.started()
+            async for signum in signals:
+                record_event(paths.events, ctx.instance, "run.signal", signal=signal.Signals(signum).name)
+                ctx.stop("cancelled")
+
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(watch_signals)
+            ctx.progress()
+            with ctx.root_scope:
+                outcome = await run_node(ctx, run["template"], None)
+            nursery.cancel_scope.cancel()
+    finally:
+        ctx.close()
+
+    result: dict[str, Any] = {
+        "run": run["run"],
+        "run_instance_id": ctx.instance,
+        "started_at": run.get("created_at"),
+        "ended_at": now_iso(),
+        "duration_ms": round((time.monotonic() - started) * 1000),
+        "degraded": False,
+        "killed": False,
+    }
+    if ctx.abort is not None:
+        result.update(status="failed", code=ctx.abort["code"] or 1,
+                      reason=f"node {ctx.abort['label'] or ctx.abort['node']} failed with failure=root")
+    elif outcome is None or ctx.stop_reason == "cancelled":
+        result.update(status="cancelled", code=143, reason="stopped on request")
+    elif outcome.ok:
+        result.update(status="done", code=0, degraded=outcome.degraded)
+    else:
+        result.update(status="failed", code=outcome.code or 1, reason=outcome.reason)
+    artifacts = manifest(run.get("artifacts") or {})
+    missing = missing_required(artifacts)
+    if missing and result["status"] == "done":
+        result.update(status="failed", code=1, reason=f"required artifact missing: {missing[0]}")
+    output = outcome.output if outcome is not None else None
+    result.update(
+        output_file=str(output) if output else None,
+        output=_preview(output),
+        artifacts=artifacts,
+        nodes=ctx.nodes,
+        failures=ctx.failures,
+        completed=ctx.completed,
+        failed=ctx.failed,
+    )
+    return result
+
+
+def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> None:
+    """Terminal progress, then the terminal event, then result.json (published once)."""
+    instance = run["run_instance_id"]
+    write_progress(
+        paths.progress, instance, phase=result["status"], active=0,
+        completed=result.get("completed", 0), failed=result.get("failed", 0),
+        degraded=result.get("degraded", False),
+    )
+    event = {"done": "run.done", "cancelled": "run.cancelled"}.get(result["status"], "run.failed")
+    record_event(paths.events, instance, event, fsync=True, code=result["code"],
+                 degraded=result.get("degraded", False), reason=result.get("reason"))
+    publish_json_once(paths.result, result)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m runtime.runner STATE_DIR", file=sys.stderr)
+        return 2
+    paths = RunPaths(Path(args[0]))
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a session leader (posix_spawn setsid)
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+    run = read_json(paths.run_json)
+    if not isinstance(run, dict):
+        print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)
+        return 2
+    instance = run["run_instance_id"]
+    record_event(paths.events, instance, "run.runner.start", pid=os.getpid(),
+                 process_identity=capture(os.getpid()))
+    import trio
+
+    try:
+        result = trio.run(_execute, paths, run)
+    except BaseException as exc:  # the run must still end with a result
+        traceback.print_exc()
+        result = {"run": run["run"], "run_instance_id": instance, "status": "failed", "code": 1,
+                  "reason": f"runner error: {type(exc).__name__}: {exc}", "ended_at": now_iso(),
+                  "degraded": False, "killed": False}
+    _finish(paths, run, result)
+    kill_session(os.getpid())
+    return 0 if result["status"] == "done" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
