@@ -29,6 +29,12 @@ def _prepare(
     paths, run = find_run(root, run_id)
     check_control(run, principal, force=force, action=action)
     summary = derive(paths, run)
+    if summary.get("process") in ("mismatch", "unverifiable"):
+        raise Refused(
+            f"run {run_id}: {summary['reason']}; refusing to signal it",
+            hint="the recorded runner cannot be verified, so the run is reported as "
+            f"{summary['status']}; nothing was signalled",
+        )
     if summary["status"] in TERMINAL:
         raise Conflict(
             f"run {run_id} already finished ({summary['status']}); nothing to {action}",

@@ -75,8 +75,15 @@ def _cwd(pid: int) -> str | None:
         return None
 
 
-def capture(pid: int) -> dict[str, Any] | None:
-    """The identity of a live process, as stored in run.json (`process_identity`)."""
+def capture(
+    pid: int, *, argv: list[str] | None = None, cwd: str | None = None
+) -> dict[str, Any] | None:
+    """The identity of a live process, as stored in run.json (`process_identity`).
+
+    A parent that just started the process passes the argv and cwd it exec'd: right
+    after posix_spawn returns, the child's /proc cmdline can still be empty (the kernel
+    fills it in after releasing the parent), while its start ticks are already final.
+    """
     if HAVE_PROC:
         stat = read_stat(pid)
         if stat is None or stat.state in ("Z", "X"):
@@ -87,8 +94,8 @@ def capture(pid: int) -> dict[str, Any] | None:
             "sid": stat.sid,
             "start_ticks": stat.start_ticks,
             "boot_id": boot_id(),
-            "argv": _cmdline(pid),
-            "cwd": _cwd(pid),
+            "argv": argv if argv is not None else _cmdline(pid),
+            "cwd": cwd if cwd is not None else _cwd(pid),
             "platform": sys.platform,
         }
     import psutil
@@ -120,6 +127,8 @@ def verify(identity: dict[str, Any] | None) -> tuple[Verdict, str]:
         return "dead", f"pid {pid} is gone"
     for key in ("boot_id", "start_ticks", "create_time", "argv"):
         want = identity.get(key)
+        if key == "argv" and current.get(key) == []:
+            continue  # exec in progress: the start ticks above already pin the process
         if want is not None and current.get(key) != want:
             if current.get(key) is None:
                 return "unverifiable", f"cannot read {key} of pid {pid}"

@@ -186,13 +186,34 @@ def compile_recipe(raw: Any, *, source: str) -> dict[str, Any]:
     }
 
 
+def _location(loc: tuple[int | str, ...]) -> str:
+    """`('template', 'list[...]', 1, 'Node', 'timeout')` -> `template[1].timeout`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif "[" in part or part in ("str", "int", "Node", "MailboxEntry", "Artifact"):
+            continue  # pydantic's union member tags say nothing to a recipe author
+        else:
+            out += f".{part}" if out else part
+    return out or "recipe"
+
+
 def format_validation_error(exc: ValidationError) -> str:
-    """One line: the first problem with its location, and how many more there are."""
+    """One line: the most specific problem with its location, and how many more exist.
+
+    A union field (`template` is a string or a list) reports one error per member; the
+    one that got deepest into the value is the one the author meant.
+    """
     errors = exc.errors(include_url=False)
-    first = errors[0]
-    loc = ".".join(str(p) for p in first["loc"] if not str(p).startswith(("str", "list[")))
-    msg = first["msg"]
-    if first["type"] == "extra_forbidden":
+    best = max(errors, key=lambda e: (len(e["loc"]), e["type"] != "string_type"))
+    msg = best["msg"]
+    if best["type"] == "extra_forbidden":
         msg = "unknown key (see docs/recipes.md for the allowed keys)"
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{loc or 'recipe'}: {msg}{more}"
+    msg = msg.removeprefix("Value error, ")
+    where = _location(best["loc"])
+    if where.endswith("template") and best["type"] in ("list_type", "string_type"):
+        msg = "must be a command string or a list of nodes"
+    others = {e["loc"][0] for e in errors} - {best["loc"][0]}
+    more = f" (and problems in: {', '.join(sorted(map(str, others)))})" if others else ""
+    return f"{where}: {msg}{more}"

@@ -108,8 +108,12 @@ def _reap_spawned() -> None:
             _spawned_pids.remove(pid)
 
 
+def runner_argv(paths: RunPaths) -> list[str]:
+    return [sys.executable, "-P", "-m", "runtime.runner", str(paths.dir)]
+
+
 def _start_runner(paths: RunPaths, root: StateRoot) -> int:
-    argv = [sys.executable, "-P", "-m", "runtime.runner", str(paths.dir)]
+    argv = runner_argv(paths)
     env = dict(os.environ, ACTORS_HOME=str(root.path))
     for key in ("ACTORS_RUN_ID", "ACTORS_RUN_TOKEN", "ACTORS_BRANCH"):
         env.pop(key, None)
@@ -186,8 +190,8 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     }
     _claim(root, paths, record)
     pid = _start_runner(paths, root)
-    identity = capture(pid)
-    record.update(pid=pid, argv=identity["argv"] if identity else None, process_identity=identity)
+    identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
+    record.update(pid=pid, argv=runner_argv(paths), process_identity=identity)
     write_json_atomic(paths.run_json, record)
     record_event(paths.events, record["run_instance_id"], "run.start", run=run_id, pid=pid)
     with contextlib.suppress(OSError):

@@ -1,0 +1,117 @@
+"""Shared fixtures: a private state root per test, the real CLI, FIFO barriers."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime.paths import StateRoot
+
+REPO = Path(__file__).resolve().parent.parent
+_ENV_TO_CLEAR = ("ACTORS_SESSION", "ACTORS_RUN_ID", "ACTORS_RUN_TOKEN", "ACTORS_STATE_DIR",
+                 "ACTORS_ADDRESS", "ACTORS_RUN_INSTANCE", "ACTORS_BRANCH")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StateRoot]:
+    """A fresh state root (and config dir) for one test; leftover runs are killed after."""
+    root = tmp_path / "state"
+    monkeypatch.setenv("ACTORS_HOME", str(root))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("ACTORS_KILL_GRACE", "2")
+    for name in _ENV_TO_CLEAR:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    state = StateRoot(root)
+    yield state
+    _reap_runs(state)
+
+
+def _reap_runs(state: StateRoot) -> None:
+    from runtime.process import kill_session
+    from runtime.status import load_run
+
+    if not state.runs.exists():
+        return
+    for run_dir in state.runs.iterdir():
+        with contextlib.suppress(Exception):
+            identity = load_run(state.run(run_dir.name)).get("process_identity") or {}
+            if identity.get("sid"):
+                kill_session(int(identity["sid"]))
+
+
+def cli(*args: str, input: str | None = None, env: dict[str, str] | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the real `actors` command line in a subprocess."""
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "actors", *args], capture_output=True, text=True,
+        input=input, env=full_env, timeout=timeout, check=False,
+    )
+
+
+def snapshot(path: Path) -> dict[str, tuple[int, int]]:
+    """Every file and directory under `path` with its mode and size."""
+    if not path.exists():
+        return {}
+    out = {}
+    for item in sorted(path.rglob("*")):
+        st = item.lstat()
+        out[str(item.relative_to(path))] = (st.st_mode, st.st_size if item.is_file() else 0)
+    return out
+
+
+def make_fifo(path: Path) -> Path:
+    os.mkfifo(path, 0o600)
+    return path
+
+
+def read_fifo_line(path: Path, timeout: float = 30.0) -> str:
+    """Block until a writer puts a whole line into the FIFO (a cross-process barrier)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    buffer = b""
+    deadline = time.monotonic() + timeout
+    try:
+        while b"\n" not in buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"nothing arrived on {path} within {timeout}s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                buffer += os.read(fd, 4096)
+        return buffer.decode().split("\n", 1)[0]
+    finally:
+        os.close(fd)
+
+
+def alive(pid: int) -> bool:
+    from runtime.process import is_gone
+
+    return not is_gone(pid)
+
+
+def write_recipe(directory: Path, name: str, recipe: dict[str, Any]) -> Path:
+    import json
+
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(recipe))
+    return path
+
+
+@pytest.fixture
+def stray_process() -> Iterator[subprocess.Popen[bytes]]:
+    """An unrelated live process (used to impersonate a recycled pid)."""
+    proc = subprocess.Popen(["sleep", "300"])
+    yield proc
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
