@@ -18,12 +18,12 @@ setup: $(STAMP)
 demo: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
 
-test: setup
+test: setup check
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 check: setup
-	$(BIN)/python -m mypy
-	$(BIN)/python -m ruff check actors runtime adapters recipes tests bench
+	@$(BIN)/python -m mypy
+	@$(BIN)/python -m ruff check -q actors runtime adapters recipes tests bench
 
 bench: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,)

@@ -31,8 +31,48 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from actors.api import cancel, kill, result, runs, spawn, status, tail, wait
-    from runtime.errors import ActorsError, BadInput, Conflict, NotFound, Refused, StateDamaged
+    from actors.api import (
+        cancel as cancel,
+    )
+    from actors.api import (
+        kill as kill,
+    )
+    from actors.api import (
+        result as result,
+    )
+    from actors.api import (
+        runs as runs,
+    )
+    from actors.api import (
+        spawn as spawn,
+    )
+    from actors.api import (
+        status as status,
+    )
+    from actors.api import (
+        tail as tail,
+    )
+    from actors.api import (
+        wait as wait,
+    )
+    from runtime.errors import (
+        ActorsError as ActorsError,
+    )
+    from runtime.errors import (
+        BadInput as BadInput,
+    )
+    from runtime.errors import (
+        Conflict as Conflict,
+    )
+    from runtime.errors import (
+        NotFound as NotFound,
+    )
+    from runtime.errors import (
+        Refused as Refused,
+    )
+    from runtime.errors import (
+        StateDamaged as StateDamaged,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -35,9 +35,14 @@ def spawn(
     from runtime.spawn import SpawnRequest
     from runtime.spawn import spawn as _spawn
 
-    request = SpawnRequest(recipe=recipe, template=template, run_id=as_,
-                           values=dict(values or {}), session=session,
-                           secret_names=list(secret_names or []))
+    request = SpawnRequest(
+        recipe=recipe,
+        template=template,
+        run_id=as_,
+        values=dict(values or {}),
+        session=session,
+        secret_names=list(secret_names or []),
+    )
     return _spawn(request, _root(home))
 
 
@@ -74,24 +79,35 @@ def result(run: str, *, home: str | None = None) -> dict[str, Any]:
     return found if isinstance(found, dict) else summary
 
 
-def tail(run: str, lines: int = 20, *, stream: str = "stdout", home: str | None = None) -> list[str]:
+def tail(
+    run: str, lines: int = 20, *, stream: str = "stdout", home: str | None = None
+) -> list[str]:
     """The last lines of the run's stdout.log or stderr.log."""
     paths = _root(home).run(parse_run_ref(run))
     return read_text_tail(paths.stderr if stream == "stderr" else paths.stdout, lines)
 
 
-def cancel(run: str, *, force: bool = False, grace: float = 5.0, session: str | None = None,
-           home: str | None = None) -> dict[str, Any]:
+def cancel(
+    run: str,
+    *,
+    force: bool = False,
+    grace: float = 5.0,
+    session: str | None = None,
+    home: str | None = None,
+) -> dict[str, Any]:
     """Graceful stop (SIGTERM, grace, SIGKILL) of an owned run."""
     from runtime.control import cancel as _cancel
     from runtime.ownership import current_principal
 
     root = _root(home)
-    return _cancel(root, parse_run_ref(run), current_principal(root, session), force=force, grace=grace)
+    return _cancel(
+        root, parse_run_ref(run), current_principal(root, session), force=force, grace=grace
+    )
 
 
-def kill(run: str, *, force: bool = False, session: str | None = None,
-         home: str | None = None) -> dict[str, Any]:
+def kill(
+    run: str, *, force: bool = False, session: str | None = None, home: str | None = None
+) -> dict[str, Any]:
     """Immediate SIGKILL of an owned run's whole process tree."""
     from runtime.control import kill as _kill
     from runtime.ownership import current_principal

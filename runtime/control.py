@@ -59,9 +59,17 @@ def _publish(paths: RunPaths, run: dict[str, Any], status: str, code: int, reaso
     record_event(paths.events, instance, f"run.{status}", fsync=True, code=code, reason=reason)
     publish_json_once(
         paths.result,
-        {"run": run["run"], "run_instance_id": instance, "status": status, "code": code,
-         "killed": status == "killed", "degraded": False, "reason": reason,
-         "started_at": run.get("created_at"), "ended_at": now_iso()},
+        {
+            "run": run["run"],
+            "run_instance_id": instance,
+            "status": status,
+            "code": code,
+            "killed": status == "killed",
+            "degraded": False,
+            "reason": reason,
+            "started_at": run.get("created_at"),
+            "ended_at": now_iso(),
+        },
     )
 
 
@@ -73,25 +81,45 @@ def _kill_everything(identity: dict[str, Any]) -> int:
     return count
 
 
-def kill(root: StateRoot, run_id: str, principal: Principal, *, force: bool = False) -> dict[str, Any]:
+def kill(
+    root: StateRoot, run_id: str, principal: Principal, *, force: bool = False
+) -> dict[str, Any]:
     """SIGKILL the runner and every process of its session; status becomes `killed`."""
     paths, run, identity = _prepare(root, run_id, principal, force, "kill")
-    record_event(paths.events, run["run_instance_id"], "run.kill", signal="SIGKILL",
-                 pid=identity["pid"], signal_target="session", by=principal.id)
+    record_event(
+        paths.events,
+        run["run_instance_id"],
+        "run.kill",
+        signal="SIGKILL",
+        pid=identity["pid"],
+        signal_target="session",
+        by=principal.id,
+    )
     _kill_everything(identity)
     _publish(paths, run, "killed", 137, f"killed by {principal.id}")
     return derive(paths, run)
 
 
 def cancel(
-    root: StateRoot, run_id: str, principal: Principal, *, force: bool = False,
+    root: StateRoot,
+    run_id: str,
+    principal: Principal,
+    *,
+    force: bool = False,
     grace: float = CANCEL_GRACE_S,
 ) -> dict[str, Any]:
     """Graceful stop: SIGTERM, wait for the runner to wind down, then SIGKILL what is left."""
     paths, run, identity = _prepare(root, run_id, principal, force, "cancel")
-    record_event(paths.events, run["run_instance_id"], "run.cancel", signal="SIGTERM",
-                 pid=identity["pid"], grace_s=grace, by=principal.id)
-    verdict, reason = send_verified(identity, signal.SIGTERM)
+    record_event(
+        paths.events,
+        run["run_instance_id"],
+        "run.cancel",
+        signal="SIGTERM",
+        pid=identity["pid"],
+        grace_s=grace,
+        by=principal.id,
+    )
+    verdict, _ = send_verified(identity, signal.SIGTERM)
     if verdict == "valid" and wait_gone([int(identity["pid"])], timeout=grace + 2.0):
         kill_session(int(identity.get("sid") or identity["pid"]))
     else:

@@ -156,8 +156,12 @@ async def run_leaf(
     out_fd, err_fd = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
     common = {"command_id": command_id, "node": node["id"], "label": node.get("label")}
     record_event(
-        ctx.paths.events, ctx.instance, "command.start",
-        command=ctx.display(argv), attempt=attempt, **common,
+        ctx.paths.events,
+        ctx.instance,
+        "command.start",
+        command=ctx.display(argv),
+        attempt=attempt,
+        **common,
     )
     ctx.active += 1
     ctx.progress()
@@ -165,12 +169,19 @@ async def run_leaf(
     code: int | None = None
     status: Status = "failed"
     reason = None
-    stdin_fd = os.open(stdin, os.O_RDONLY | os.O_CLOEXEC) if stdin else os.open(os.devnull, os.O_RDONLY)
+    stdin_fd = (
+        os.open(stdin, os.O_RDONLY | os.O_CLOEXEC) if stdin else os.open(os.devnull, os.O_RDONLY)
+    )
     try:
         try:
             proc = await trio.lowlevel.open_process(
-                argv, stdin=stdin_fd, stdout=_PIPE, stderr=_PIPE,
-                cwd=ctx.cwd, env=ctx.env, process_group=0,
+                argv,
+                stdin=stdin_fd,
+                stdout=_PIPE,
+                stderr=_PIPE,
+                cwd=ctx.cwd,
+                env=ctx.env,
+                process_group=0,
             )
         except OSError as exc:
             message = f"actors: cannot start {argv[0]!r}: {exc.strerror}\n".encode()
@@ -195,12 +206,19 @@ async def run_leaf(
         else:
             ctx.failed += 1
         done = {
-            "code": final_code, "status": status, "attempt": attempt, "duration_ms": duration_ms,
-            "stdout_file": str(out_path), "stderr_file": str(err_path),
-            "stdout_bytes": out_path.stat().st_size, "stderr_bytes": err_path.stat().st_size,
+            "code": final_code,
+            "status": status,
+            "attempt": attempt,
+            "duration_ms": duration_ms,
+            "stdout_file": str(out_path),
+            "stderr_file": str(err_path),
+            "stdout_bytes": out_path.stat().st_size,
+            "stderr_bytes": err_path.stat().st_size,
             **common,
         }
-        record_event(ctx.paths.events, ctx.instance, "command.done", command=ctx.display(argv), **done)
+        record_event(
+            ctx.paths.events, ctx.instance, "command.done", command=ctx.display(argv), **done
+        )
         ctx.progress()
         if ctx.on_command_done is not None:
             ctx.on_command_done(done)
@@ -210,7 +228,9 @@ async def run_leaf(
 _PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
 
 
-async def _supervise(ctx: RunContext, proc: trio.Process, out_fd: int, err_fd: int) -> tuple[int, Status]:
+async def _supervise(
+    ctx: RunContext, proc: trio.Process, out_fd: int, err_fd: int
+) -> tuple[int, Status]:
     """Wait for the leaf, then stop whatever it left in its group; on cancel, stop it all."""
     pgid = proc.pid
     pidfd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
@@ -258,23 +278,39 @@ async def run_node(ctx: RunContext, node: dict[str, Any], stdin: Path | None) ->
                 outcome.reason = f"{outcome.reason}; recover failed ({recovered.reason})"
                 break
     ctx.nodes.append(
-        {"id": node["id"], "label": node.get("label"), "kind": node["kind"],
-         "status": outcome.status, "code": outcome.code, "attempts": attempt,
-         "degraded": outcome.degraded, "reason": outcome.reason}
+        {
+            "id": node["id"],
+            "label": node.get("label"),
+            "kind": node["kind"],
+            "status": outcome.status,
+            "code": outcome.code,
+            "attempts": attempt,
+            "degraded": outcome.degraded,
+            "reason": outcome.reason,
+        }
     )
     if not outcome.ok and outcome.status != "cancelled":
         if outcome.escalation != "branch":
             outcome.escalation = node.get("failure") or "continue"
-        ctx.failures.append({"node": node["id"], "label": node.get("label"),
-                             "code": outcome.code, "status": outcome.status,
-                             "policy": outcome.escalation, "reason": outcome.reason})
+        ctx.failures.append(
+            {
+                "node": node["id"],
+                "label": node.get("label"),
+                "code": outcome.code,
+                "status": outcome.status,
+                "policy": outcome.escalation,
+                "reason": outcome.reason,
+            }
+        )
         if outcome.escalation == "root" and ctx.abort is None:
             ctx.abort = {"node": node["id"], "label": node.get("label"), "code": outcome.code}
             ctx.stop("aborted")
     return outcome
 
 
-async def _attempt(ctx: RunContext, node: dict[str, Any], stdin: Path | None, attempt: int) -> Outcome:
+async def _attempt(
+    ctx: RunContext, node: dict[str, Any], stdin: Path | None, attempt: int
+) -> Outcome:
     timeout_ms = node.get("timeout_ms")
     with trio.move_on_after(timeout_ms / 1000 if timeout_ms else float("inf")) as scope:
         if node["kind"] == "leaf":
@@ -301,8 +337,14 @@ async def _run_sequence(ctx: RunContext, node: dict[str, Any], stdin: Path | Non
                 return last
             failed = failed or last
             if last.escalation in ("branch", "root"):
-                return Outcome(last.status, last.code, last.output, "branch"
-                               if last.escalation == "branch" else None, degraded, last.reason)
+                return Outcome(
+                    last.status,
+                    last.code,
+                    last.output,
+                    "branch" if last.escalation == "branch" else None,
+                    degraded,
+                    last.reason,
+                )
         current = last.output
     assert last is not None
     if failed is not None:
@@ -343,21 +385,29 @@ async def _run_parallel(ctx: RunContext, node: dict[str, Any], stdin: Path | Non
     return Outcome("failed", worst.code or 1, output, None, False, reason)
 
 
-def _join_outputs(ctx: RunContext, node: dict[str, Any], labels: list[str], results: list[Outcome]) -> Path:
+def _join_outputs(
+    ctx: RunContext, node: dict[str, Any], labels: list[str], results: list[Outcome]
+) -> Path:
     path = ctx.paths.captures / f"node-{node['id']}.out"
     ensure_dir(path.parent)
     with open(path, "wb") as out:
         minimum = node.get("min_successful")
         if minimum is not None:
             usable = sum(1 for r in results if r.ok and r.output and r.output.stat().st_size > 0)
-            state = ("complete" if usable == len(results) else
-                     "degraded" if usable >= minimum else "insufficient_data")
-            out.write(f"--- parallel_status: {state} usable: {usable} expected: "
-                      f"{len(results)} minimum: {minimum} ---\n".encode())
+            state = (
+                "complete"
+                if usable == len(results)
+                else "degraded"
+                if usable >= minimum
+                else "insufficient_data"
+            )
+            out.write(
+                f"--- parallel_status: {state} usable: {usable} expected: "
+                f"{len(results)} minimum: {minimum} ---\n".encode()
+            )
         for label, result in zip(labels, results, strict=True):
             out.write(f"--- branch: {label} status: {result.status} ---\n".encode())
             if result.output and result.output.exists():
                 data = result.output.read_bytes()
                 out.write(data if data.endswith(b"\n") or not data else data + b"\n")
     return path
-

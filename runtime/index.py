@@ -48,11 +48,19 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
         paths = RunPaths(root.runs / name)
         entry = cached.get(name)
         terminal = entry.get("terminal") if isinstance(entry, dict) else None
-        if isinstance(terminal, dict) and terminal.get("status") in TERMINAL:
-            summary = {"run": name, "address": f"run:{name}", "state_dir": str(paths.dir)}
-            summary.update({k: entry.get(k) for k in _STATIC})  # type: ignore[union-attr]
+        if (
+            isinstance(entry, dict)
+            and isinstance(terminal, dict)
+            and terminal.get("status") in TERMINAL
+        ):
+            summary: dict[str, Any] = {
+                "run": name,
+                "address": f"run:{name}",
+                "state_dir": str(paths.dir),
+            }
+            summary.update({k: entry.get(k) for k in _STATIC})
             summary.update(terminal)
-            fresh[name] = entry  # type: ignore[assignment]
+            fresh[name] = entry
             summaries.append(summary)
             continue
         try:

@@ -181,7 +181,7 @@ def list_pids() -> list[int]:
         return [int(name) for name in os.listdir(_PROC) if name.isdigit()]
     import psutil
 
-    return psutil.pids()
+    return list(psutil.pids())
 
 
 def session_members(sid: int, *, also_descendants_of: int | None = None) -> dict[int, int]:

@@ -88,7 +88,7 @@ def find_recipe(ref: str) -> RecipeSource:
             if raw.get("disabled") is True:
                 raise BadInput(
                     f"recipe {name} at {candidate} is disabled",
-                    hint="remove \"disabled\": true from it, or pass a file path",
+                    hint='remove "disabled": true from it, or pass a file path',
                 )
             return RecipeSource(name, candidate.resolve(), raw)
     roots = ", ".join(str(r) for r in search_dirs())

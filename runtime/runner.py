@@ -72,7 +72,9 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             task_status.started()
             async for signum in signals:
-                record_event(paths.events, ctx.instance, "run.signal", signal=signal.Signals(signum).name)
+                record_event(
+                    paths.events, ctx.instance, "run.signal", signal=signal.Signals(signum).name
+                )
                 ctx.stop("cancelled")
 
     try:
@@ -95,8 +97,11 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         "killed": False,
     }
     if ctx.abort is not None:
-        result.update(status="failed", code=ctx.abort["code"] or 1,
-                      reason=f"node {ctx.abort['label'] or ctx.abort['node']} failed with failure=root")
+        result.update(
+            status="failed",
+            code=ctx.abort["code"] or 1,
+            reason=f"node {ctx.abort['label'] or ctx.abort['node']} failed with failure=root",
+        )
     elif outcome is None or ctx.stop_reason == "cancelled":
         result.update(status="cancelled", code=143, reason="stopped on request")
     elif outcome.ok:
@@ -124,13 +129,24 @@ def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> Non
     """Terminal progress, then the terminal event, then result.json (published once)."""
     instance = run["run_instance_id"]
     write_progress(
-        paths.progress, instance, phase=result["status"], active=0,
-        completed=result.get("completed", 0), failed=result.get("failed", 0),
+        paths.progress,
+        instance,
+        phase=result["status"],
+        active=0,
+        completed=result.get("completed", 0),
+        failed=result.get("failed", 0),
         degraded=result.get("degraded", False),
     )
     event = {"done": "run.done", "cancelled": "run.cancelled"}.get(result["status"], "run.failed")
-    record_event(paths.events, instance, event, fsync=True, code=result["code"],
-                 degraded=result.get("degraded", False), reason=result.get("reason"))
+    record_event(
+        paths.events,
+        instance,
+        event,
+        fsync=True,
+        code=result["code"],
+        degraded=result.get("degraded", False),
+        reason=result.get("reason"),
+    )
     publish_json_once(paths.result, result)
 
 
@@ -151,17 +167,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)
         return 2
     instance = run["run_instance_id"]
-    record_event(paths.events, instance, "run.runner.start", pid=os.getpid(),
-                 process_identity=capture(os.getpid()))
+    record_event(
+        paths.events,
+        instance,
+        "run.runner.start",
+        pid=os.getpid(),
+        process_identity=capture(os.getpid()),
+    )
     import trio
 
     try:
         result = trio.run(_execute, paths, run)
     except BaseException as exc:  # the run must still end with a result
         traceback.print_exc()
-        result = {"run": run["run"], "run_instance_id": instance, "status": "failed", "code": 1,
-                  "reason": f"runner error: {type(exc).__name__}: {exc}", "ended_at": now_iso(),
-                  "degraded": False, "killed": False}
+        result = {
+            "run": run["run"],
+            "run_instance_id": instance,
+            "status": "failed",
+            "code": 1,
+            "reason": f"runner error: {type(exc).__name__}: {exc}",
+            "ended_at": now_iso(),
+            "degraded": False,
+            "killed": False,
+        }
     _finish(paths, run, result)
     kill_session(os.getpid())
     return 0 if result["status"] == "done" else 1

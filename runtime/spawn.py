@@ -134,7 +134,9 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     principal = current_principal(root, req.session)
     if (req.recipe is None) == (req.template is None):
         raise BadInput("give a recipe (name or file) or --template, not both or neither")
-    source = find_recipe(req.recipe) if req.recipe is not None else inline_recipe(req.template or "")
+    source = (
+        find_recipe(req.recipe) if req.recipe is not None else inline_recipe(req.template or "")
+    )
     if req.run_id:
         parse_run_ref(req.run_id)
     compiled = compile_source(source, root, fill_cache=False)

@@ -18,8 +18,15 @@ import pytest
 from runtime.paths import StateRoot
 
 REPO = Path(__file__).resolve().parent.parent
-_ENV_TO_CLEAR = ("ACTORS_SESSION", "ACTORS_RUN_ID", "ACTORS_RUN_TOKEN", "ACTORS_STATE_DIR",
-                 "ACTORS_ADDRESS", "ACTORS_RUN_INSTANCE", "ACTORS_BRANCH")
+_ENV_TO_CLEAR = (
+    "ACTORS_SESSION",
+    "ACTORS_RUN_ID",
+    "ACTORS_RUN_TOKEN",
+    "ACTORS_STATE_DIR",
+    "ACTORS_ADDRESS",
+    "ACTORS_RUN_INSTANCE",
+    "ACTORS_BRANCH",
+)
 
 
 @pytest.fixture
@@ -50,13 +57,19 @@ def _reap_runs(state: StateRoot) -> None:
                 kill_session(int(identity["sid"]))
 
 
-def cli(*args: str, input: str | None = None, env: dict[str, str] | None = None,
-        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run the real `actors` command line in a subprocess."""
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run(
-        [sys.executable, "-m", "actors", *args], capture_output=True, text=True,
-        input=input, env=full_env, timeout=timeout, check=False,
+        [sys.executable, "-m", "actors", *args],
+        capture_output=True,
+        text=True,
+        input=input,
+        env=full_env,
+        timeout=timeout,
+        check=False,
     )
 
 

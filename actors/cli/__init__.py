@@ -30,7 +30,9 @@ COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(package_name="actors", prog_name="actors")
 def cli() -> None:
     """Start long or background work as detached run actors, message them, and get

@@ -17,7 +17,9 @@ from runtime.paths import StateRoot, parse_run_ref
 from runtime.status import ACTIVE, TERMINAL
 
 session_option = click.option(
-    "--session", metavar="ID", help="Act as this session (default: $ACTORS_SESSION, else your user)."
+    "--session",
+    metavar="ID",
+    help="Act as this session (default: $ACTORS_SESSION, else your user).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 force_option = click.option("--force", is_flag=True, help="Act even on another session's run.")
@@ -57,9 +59,11 @@ def _progress_printer(run_id: str) -> Any:
 
         progress = _read(_root().run(run_id).progress) or {}
         elapsed = time.monotonic() - started
-        line = (f"  {run_id}: {summary['status']} {elapsed:4.0f}s  "
-                f"{progress.get('active', 0)} active, {progress.get('completed', 0)} done, "
-                f"{progress.get('failed', 0)} failed")
+        line = (
+            f"  {run_id}: {summary['status']} {elapsed:4.0f}s  "
+            f"{progress.get('active', 0)} active, {progress.get('completed', 0)} done, "
+            f"{progress.get('failed', 0)} failed"
+        )
         click.echo(f"\r{line:<78}", err=True, nl=False)
 
     return show
@@ -84,16 +88,37 @@ def _wait_and_report(run_id: str, timeout: float | None, as_json: bool) -> None:
 @click.command("spawn")
 @click.argument("recipe", required=False)
 @click.option("--recipe", "recipe_file", metavar="FILE", help="Recipe file to run.")
-@click.option("-t", "--template", metavar="STR", help="Inline command template instead of a recipe.")
+@click.option(
+    "-t", "--template", metavar="STR", help="Inline command template instead of a recipe."
+)
 @click.option("--as", "as_", metavar="run:ID", help="Run id to use (default: <recipe>-<random>).")
-@click.option("-v", "--value", "values", multiple=True, metavar="KEY=VALUE", help="A template value (repeatable).")
-@click.option("--secret", "secrets", multiple=True, metavar="NAME", help="Treat this value as secret (redacted).")
+@click.option(
+    "-v",
+    "--value",
+    "values",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A template value (repeatable).",
+)
+@click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    metavar="NAME",
+    help="Treat this value as secret (redacted).",
+)
 @click.option("--wait", is_flag=True, help="Block with a progress line; exit with the run's code.")
 @session_option
 @json_option
 def spawn_cmd(
-    recipe: str | None, recipe_file: str | None, template: str | None, as_: str | None,
-    values: tuple[str, ...], secrets: tuple[str, ...], wait: bool, session: str | None,
+    recipe: str | None,
+    recipe_file: str | None,
+    template: str | None,
+    as_: str | None,
+    values: tuple[str, ...],
+    secrets: tuple[str, ...],
+    wait: bool,
+    session: str | None,
     as_json: bool,
 ) -> None:
     """Start a detached run of RECIPE (a name or a .json path) and print its address.
@@ -108,16 +133,29 @@ def spawn_cmd(
 
     if recipe and recipe_file:
         raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
-    record = spawn(SpawnRequest(
-        recipe=recipe or recipe_file, template=template, run_id=as_,
-        values=_parse_values(values), session=session, secret_names=list(secrets),
-    ))
+    record = spawn(
+        SpawnRequest(
+            recipe=recipe or recipe_file,
+            template=template,
+            run_id=as_,
+            values=_parse_values(values),
+            session=session,
+            secret_names=list(secrets),
+        )
+    )
     run_id = record["run"]
     if wait:
         _wait_and_report(run_id, None, as_json)
     if as_json:
-        emit_json({"run": run_id, "address": record["address"], "state_dir": record["state_dir"],
-                   "pid": record["pid"], "run_instance_id": record["run_instance_id"]})
+        emit_json(
+            {
+                "run": run_id,
+                "address": record["address"],
+                "state_dir": record["state_dir"],
+                "pid": record["pid"],
+                "run_instance_id": record["run_instance_id"],
+            }
+        )
         return
     click.echo(record["address"])
     if stderr_is_tty():
@@ -125,8 +163,13 @@ def spawn_cmd(
 
 
 @click.command("ls")
-@click.option("--status", "statuses", multiple=True, metavar="STATUS",
-              help="Only these statuses (running, done, failed, cancelled, killed, exited, active, terminal).")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    metavar="STATUS",
+    help="Only these statuses (running, done, failed, cancelled, killed, exited, active, terminal).",
+)
 @click.option("--mine", is_flag=True, help="Only runs owned by this session.")
 @session_option
 @json_option
@@ -146,8 +189,10 @@ def ls_cmd(statuses: tuple[str, ...], mine: bool, session: str | None, as_json: 
         elif value in (*ACTIVE, *TERMINAL, "damaged"):
             wanted.add(value)
         else:
-            raise BadInput(f"unknown status {value!r}", hint="use running, done, failed, "
-                           "cancelled, killed, exited, active or terminal")
+            raise BadInput(
+                f"unknown status {value!r}",
+                hint="use running, done, failed, cancelled, killed, exited, active or terminal",
+            )
     root = _root()
     runs = list_runs(root)
     if wanted:
@@ -161,7 +206,9 @@ def ls_cmd(statuses: tuple[str, ...], mine: bool, session: str | None, as_json: 
         emit_json(runs)
         return
     if not runs:
-        click.echo("no runs" + (" matching" if wanted or mine else "") + f" in {root.path}", err=True)
+        click.echo(
+            "no runs" + (" matching" if wanted or mine else "") + f" in {root.path}", err=True
+        )
         return
     now = time.time()
     rows = []
@@ -170,8 +217,15 @@ def ls_cmd(statuses: tuple[str, ...], mine: bool, session: str | None, as_json: 
         if r.get("status") in ACTIVE:
             progress = read_json(root.run(r["run"]).progress) or {}
             progress_active = str(progress.get("active", ""))
-        rows.append([r["run"], status_word(r), age(r.get("created_at"), now),
-                     str(r.get("recipe") or r.get("tool") or "-"), progress_active])
+        rows.append(
+            [
+                r["run"],
+                status_word(r),
+                age(r.get("created_at"), now),
+                str(r.get("recipe") or r.get("tool") or "-"),
+                progress_active,
+            ]
+        )
     click.echo(table(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"]))
 
 
@@ -187,10 +241,15 @@ def status_cmd(run: str, as_json: bool) -> None:
         emit_json(summary)
         return
     click.echo(summary_line(summary))
-    details = [("recipe", summary.get("recipe") or summary.get("tool") or "-"),
-               ("age", age(summary.get("created_at"))),
-               ("steps", f"{summary.get('active', 0)} active, {summary.get('completed', 0)} done, "
-                         f"{summary.get('failed', 0)} failed")]
+    details = [
+        ("recipe", summary.get("recipe") or summary.get("tool") or "-"),
+        ("age", age(summary.get("created_at"))),
+        (
+            "steps",
+            f"{summary.get('active', 0)} active, {summary.get('completed', 0)} done, "
+            f"{summary.get('failed', 0)} failed",
+        ),
+    ]
     if summary.get("branches"):
         details.append(("branches", ", ".join(f"{k}={v}" for k, v in summary["branches"].items())))
     details += [("owner", summary.get("owner_id") or "-"), ("state", summary["state_dir"])]
@@ -203,13 +262,15 @@ def status_cmd(run: str, as_json: bool) -> None:
 @click.option("-n", "--lines", default=20, show_default=True, help="How many lines to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run ends.")
 @click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr.log instead of stdout.log.")
-@click.option("--events", "use_events", is_flag=True, help="Show the lifecycle journal (events.jsonl).")
+@click.option(
+    "--events", "use_events", is_flag=True, help="Show the lifecycle journal (events.jsonl)."
+)
 def tail_cmd(run: str, lines: int, follow: bool, use_stderr: bool, use_events: bool) -> None:
     """Print the end of RUN's output."""
     from runtime.status import find_run
 
     root = _root()
-    paths, record = find_run(root, parse_run_ref(run))
+    paths, _ = find_run(root, parse_run_ref(run))
     path = paths.events if use_events else paths.stderr if use_stderr else paths.stdout
     if use_events and not follow:
         for event in tail_jsonl(path, lines):
@@ -275,18 +336,26 @@ def result_cmd(run: str, as_json: bool) -> None:
     paths, record = find_run(_root(), parse_run_ref(run))
     summary = derive(paths, record)
     if summary["status"] not in TERMINAL:
-        raise Conflict(f"run {paths.run_id} is still {summary['status']}",
-                       hint=f"wait for it: actors wait {paths.run_id}")
-    result = read_json(paths.result) or {"run": paths.run_id, "status": summary["status"],
-                                         "code": summary.get("code"), "reason": summary.get("reason")}
+        raise Conflict(
+            f"run {paths.run_id} is still {summary['status']}",
+            hint=f"wait for it: actors wait {paths.run_id}",
+        )
+    result = read_json(paths.result) or {
+        "run": paths.run_id,
+        "status": summary["status"],
+        "code": summary.get("code"),
+        "reason": summary.get("reason"),
+    }
     if as_json:
         emit_json(result)
         return
     click.echo(summary_line({**summary, **result}))
     click.echo(f"  code     {result.get('code')}")
     for failure in result.get("failures") or []:
-        click.echo(f"  failed   {failure.get('label') or failure['node']} "
-                   f"({failure['status']}, code {failure['code']}, policy {failure['policy']})")
+        click.echo(
+            f"  failed   {failure.get('label') or failure['node']} "
+            f"({failure['status']}, code {failure['code']}, policy {failure['policy']})"
+        )
     for name, art in (result.get("artifacts") or {}).items():
         size = f"{art['size']} bytes" if art.get("size") is not None else "missing"
         click.echo(f"  artifact {name}: {art['path']} ({size if art['exists'] else 'missing'})")
@@ -298,7 +367,9 @@ def result_cmd(run: str, as_json: bool) -> None:
 
 @click.command("wait")
 @click.argument("run")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 124).")
+@click.option(
+    "--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 124)."
+)
 @json_option
 def wait_cmd(run: str, timeout: float | None, as_json: bool) -> None:
     """Block until RUN finishes, then exit with its code."""
@@ -307,8 +378,14 @@ def wait_cmd(run: str, timeout: float | None, as_json: bool) -> None:
 
 @click.command("cancel")
 @click.argument("run")
-@click.option("--grace", type=float, default=5.0, show_default=True, metavar="SECONDS",
-              help="How long the run may take to stop before it is killed.")
+@click.option(
+    "--grace",
+    type=float,
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long the run may take to stop before it is killed.",
+)
 @force_option
 @session_option
 @json_option
@@ -318,7 +395,9 @@ def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json
     from runtime.ownership import current_principal
 
     root = _root()
-    summary = cancel(root, parse_run_ref(run), current_principal(root, session), force=force, grace=grace)
+    summary = cancel(
+        root, parse_run_ref(run), current_principal(root, session), force=force, grace=grace
+    )
     emit_json(summary) if as_json else click.echo(summary_line(summary))
 
 
@@ -362,13 +441,25 @@ def archive_cmd(runs: tuple[str, ...], force: bool, session: str | None) -> None
 
 @click.command("prune")
 @click.argument("runs", nargs=-1)
-@click.option("--older-than", metavar="DURATION", help="All finished runs that ended before this (e.g. 7d, 12h).")
-@click.option("--preserve-artifacts", is_flag=True, help="Copy existing artifacts to preserved/ first.")
+@click.option(
+    "--older-than",
+    metavar="DURATION",
+    help="All finished runs that ended before this (e.g. 7d, 12h).",
+)
+@click.option(
+    "--preserve-artifacts", is_flag=True, help="Copy existing artifacts to preserved/ first."
+)
 @force_option
 @session_option
 @json_option
-def prune_cmd(runs: tuple[str, ...], older_than: str | None, preserve_artifacts: bool,
-              force: bool, session: str | None, as_json: bool) -> None:
+def prune_cmd(
+    runs: tuple[str, ...],
+    older_than: str | None,
+    preserve_artifacts: bool,
+    force: bool,
+    session: str | None,
+    as_json: bool,
+) -> None:
     """Delete finished runs' state: the given RUNS, or all matching --older-than."""
     from runtime.index import list_runs
     from runtime.retention import prune_run
@@ -385,8 +476,12 @@ def prune_cmd(runs: tuple[str, ...], older_than: str | None, preserve_artifacts:
         me = current_principal(root, session).id
         for summary in list_runs(root):
             ended = summary.get("ended_at") or summary.get("created_at")
-            if (summary.get("status") in TERMINAL and ended and parse_iso(ended) < cutoff
-                    and (force or summary.get("owner_id") == me)):
+            if (
+                summary.get("status") in TERMINAL
+                and ended
+                and parse_iso(ended) < cutoff
+                and (force or summary.get("owner_id") == me)
+            ):
                 ids.append(summary["run"])
     for run_id in ids:
         _owned(root, run_id, session, force, "prune")

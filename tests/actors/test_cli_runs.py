@@ -47,8 +47,10 @@ def test_two_spawns_without_as_get_distinct_ids_and_separate_state(home: StateRo
     assert home.run(second).dir.is_dir()
 
 
-def test_shell_metacharacters_in_values_arrive_as_literal_arguments(home: StateRoot, tmp_path: Path) -> None:
-    hostile = ["; rm -rf x", "$(touch pwned)", "it's \"quoted\"", "line1\nline2", "`id`", "*", ""]
+def test_shell_metacharacters_in_values_arrive_as_literal_arguments(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    hostile = ["; rm -rf x", "$(touch pwned)", 'it\'s "quoted"', "line1\nline2", "`id`", "*", ""]
     template = f"{sys.executable} -c 'import json,sys; print(json.dumps(sys.argv[1:]))' {{a}} {{b}} {{c}} {{d}} {{e}} {{f}} {{g}}"
     values = dict(zip("abcdefg", hostile, strict=True))
     args = [arg for name, value in values.items() for arg in ("-v", f"{name}={value}")]
@@ -75,8 +77,12 @@ def _bad_recipe(tmp_path: Path) -> dict[str, str]:
     write_recipe(tmp_path, "unknown-key", {"template": "echo", "tiemout": 5})
     write_recipe(tmp_path, "bad-timeout", {"template": [{"template": "echo", "timeout": "soon"}]})
     write_recipe(tmp_path, "not-object", [1, 2])  # type: ignore[arg-type]
-    return {"broken": str(tmp_path / "broken.json"), "unknown": str(tmp_path / "unknown-key.json"),
-            "timeout": str(tmp_path / "bad-timeout.json"), "list": str(tmp_path / "not-object.json")}
+    return {
+        "broken": str(tmp_path / "broken.json"),
+        "unknown": str(tmp_path / "unknown-key.json"),
+        "timeout": str(tmp_path / "bad-timeout.json"),
+        "list": str(tmp_path / "not-object.json"),
+    }
 
 
 BAD_SPAWNS = {
@@ -97,7 +103,9 @@ BAD_SPAWNS = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_SPAWNS))
-def test_bad_spawn_input_exits_2_and_changes_nothing(home: StateRoot, tmp_path: Path, case: str) -> None:
+def test_bad_spawn_input_exits_2_and_changes_nothing(
+    home: StateRoot, tmp_path: Path, case: str
+) -> None:
     spawn_id("hello", "--as", "existing")  # the root exists and holds a run
     cli("wait", "existing")
     files = _bad_recipe(tmp_path)
@@ -136,7 +144,9 @@ def test_state_is_private_even_under_a_permissive_umask(home: StateRoot) -> None
 
 def test_ls_status_and_json_views(home: StateRoot, tmp_path: Path) -> None:
     fifo = make_fifo(tmp_path / "ready.fifo")
-    busy = spawn_id("-t", "sh -c 'echo ready > \"$1\"; sleep 300' x {f}", "-v", f"f={fifo}", "--as", "busy")
+    busy = spawn_id(
+        "-t", "sh -c 'echo ready > \"$1\"; sleep 300' x {f}", "-v", f"f={fifo}", "--as", "busy"
+    )
     assert read_fifo_line(fifo) == "ready"
     done = spawn_id("hello", "--as", "finished")
     cli("wait", done)
@@ -189,8 +199,11 @@ def test_archive_and_prune_only_touch_finished_runs(home: StateRoot, tmp_path: P
 
 
 def test_prune_can_preserve_artifacts(home: StateRoot, tmp_path: Path) -> None:
-    recipe = write_recipe(tmp_path, "maker", {"artifacts": {"out": "{p}"},
-                                               "template": "sh -c 'echo data > \"$1\"' w {p}"})
+    recipe = write_recipe(
+        tmp_path,
+        "maker",
+        {"artifacts": {"out": "{p}"}, "template": "sh -c 'echo data > \"$1\"' w {p}"},
+    )
     run_id = spawn_id(str(recipe), "-v", f"p={tmp_path / 'made.txt'}")
     cli("wait", run_id)
     proc = cli("prune", run_id, "--preserve-artifacts", "--json")
@@ -224,5 +237,16 @@ def test_temp_cleanup_removes_stale_entries_and_never_runs(home: StateRoot) -> N
 
 def test_help_lists_every_command_quickly(home: StateRoot) -> None:
     proc = cli("--help")
-    for name in ("spawn", "ls", "status", "tail", "result", "wait", "cancel", "kill", "archive", "prune"):
+    for name in (
+        "spawn",
+        "ls",
+        "status",
+        "tail",
+        "result",
+        "wait",
+        "cancel",
+        "kill",
+        "archive",
+        "prune",
+    ):
         assert f"  {name} " in proc.stdout

@@ -14,8 +14,10 @@ import actors
 from runtime.paths import StateRoot
 from tests.conftest import alive, cli, make_fifo, read_fifo_line, write_recipe
 
-FORKER = ("sh -c 'for i in $(seq 20); do sleep 300 & echo $! >> \"$1\"; done; "
-          "echo ready > \"$2\"; wait' forker {pids} {fifo}")
+FORKER = (
+    'sh -c \'for i in $(seq 20); do sleep 300 & echo $! >> "$1"; done; '
+    'echo ready > "$2"; wait\' forker {pids} {fifo}'
+)
 
 
 def start_forker(home: StateRoot, tmp_path: Path) -> tuple[str, list[int]]:
@@ -45,14 +47,20 @@ def test_cancel_stops_gracefully_and_reports_cancelled(home: StateRoot, tmp_path
     assert proc.returncode == 0, proc.stderr
     assert actors.status(run_id)["status"] == "cancelled"
     assert [p for p in pids if alive(p)] == []
-    events = [json.loads(line)["event"] for line in home.run(run_id).events.read_text().splitlines()]
+    events = [
+        json.loads(line)["event"] for line in home.run(run_id).events.read_text().splitlines()
+    ]
     assert "run.cancel" in events and "run.cancelled" in events
 
 
-def test_cancel_of_a_run_that_ignores_sigterm_escalates_to_kill(home: StateRoot, tmp_path: Path) -> None:
+def test_cancel_of_a_run_that_ignores_sigterm_escalates_to_kill(
+    home: StateRoot, tmp_path: Path
+) -> None:
     fifo = make_fifo(tmp_path / "ready.fifo")
-    record = actors.spawn(template="sh -c 'trap \"\" TERM; echo ready > \"$1\"; while :; do sleep 1; done' x {f}",
-                          values={"f": str(fifo)})
+    record = actors.spawn(
+        template='sh -c \'trap "" TERM; echo ready > "$1"; while :; do sleep 1; done\' x {f}',
+        values={"f": str(fifo)},
+    )
     assert read_fifo_line(fifo) == "ready"
     summary = actors.cancel(record["run"], grace=0.5)
     assert summary["status"] == "cancelled"
@@ -60,7 +68,9 @@ def test_cancel_of_a_run_that_ignores_sigterm_escalates_to_kill(home: StateRoot,
 
 def test_runner_killed_from_outside_is_exited(home: StateRoot, tmp_path: Path) -> None:
     fifo = make_fifo(tmp_path / "ready.fifo")
-    record = actors.spawn(template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)})
+    record = actors.spawn(
+        template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)}
+    )
     assert read_fifo_line(fifo) == "ready"
     os.kill(record["pid"], signal.SIGKILL)
     final = actors.wait(record["run"], timeout=30)
@@ -71,7 +81,9 @@ def test_stale_pid_is_refused_and_the_stranger_untouched(
     home: StateRoot, tmp_path: Path, stray_process: subprocess.Popen[bytes]
 ) -> None:
     fifo = make_fifo(tmp_path / "ready.fifo")
-    record = actors.spawn(template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)})
+    record = actors.spawn(
+        template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)}
+    )
     assert read_fifo_line(fifo) == "ready"
     paths = home.run(record["run"])
     run = json.loads(paths.run_json.read_text())
@@ -99,8 +111,11 @@ def test_finished_run_cannot_be_cancelled(home: StateRoot) -> None:
 
 def test_another_sessions_run_is_refused_without_force(home: StateRoot, tmp_path: Path) -> None:
     fifo = make_fifo(tmp_path / "ready.fifo")
-    record = actors.spawn(template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}",
-                          values={"f": str(fifo)}, session="coordinator-a")
+    record = actors.spawn(
+        template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}",
+        values={"f": str(fifo)},
+        session="coordinator-a",
+    )
     assert read_fifo_line(fifo) == "ready"
     refused = cli("kill", record["run"], env={"ACTORS_SESSION": "coordinator-b"})
     assert refused.returncode == 2
@@ -110,15 +125,21 @@ def test_another_sessions_run_is_refused_without_force(home: StateRoot, tmp_path
     assert forced.returncode == 0, forced.stderr
 
 
-def test_a_run_can_kill_itself_through_its_token_but_not_a_sibling(home: StateRoot, tmp_path: Path) -> None:
+def test_a_run_can_kill_itself_through_its_token_but_not_a_sibling(
+    home: StateRoot, tmp_path: Path
+) -> None:
     fifo = make_fifo(tmp_path / "ready.fifo")
-    sibling = actors.spawn(template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)})
+    sibling = actors.spawn(
+        template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)}
+    )
     assert read_fifo_line(fifo) == "ready"
     out = tmp_path / "attempt.txt"
     import sys
 
-    attacker = actors.spawn(template=f"sh -c '{sys.executable} -m actors kill \"$1\" > \"$2\" 2>&1; echo $? >> \"$2\"' x {{target}} {{out}}",
-                            values={"target": sibling["run"], "out": str(out)})
+    attacker = actors.spawn(
+        template=f'sh -c \'{sys.executable} -m actors kill "$1" > "$2" 2>&1; echo $? >> "$2"\' x {{target}} {{out}}',
+        values={"target": sibling["run"], "out": str(out)},
+    )
     actors.wait(attacker["run"], timeout=30)
     text = out.read_text()
     assert "refusing to kill" in text and text.strip().endswith("2")
@@ -134,7 +155,9 @@ def test_unknown_run_is_a_clear_error(home: StateRoot, verb: str) -> None:
     assert proc.stderr.strip() == "actors: no run nope; `actors ls` lists the runs"
 
 
-def test_ids_are_written_by_a_recipe_into_write_recipe_paths(home: StateRoot, tmp_path: Path) -> None:
+def test_ids_are_written_by_a_recipe_into_write_recipe_paths(
+    home: StateRoot, tmp_path: Path
+) -> None:
     path = write_recipe(tmp_path, "echoer", {"template": "echo {word}"})
     record = actors.spawn(str(path), values={"word": "x"})
     assert record["recipe"] == "echoer"

@@ -11,7 +11,9 @@ from runtime.paths import StateRoot
 from tests.conftest import alive, write_recipe
 
 
-def run_recipe(home: StateRoot, tmp_path: Path, recipe: dict[str, Any], **values: str) -> dict[str, Any]:
+def run_recipe(
+    home: StateRoot, tmp_path: Path, recipe: dict[str, Any], **values: str
+) -> dict[str, Any]:
     path = write_recipe(tmp_path, "case", recipe)
     record = actors.spawn(str(path), values=values)
     final = actors.wait(record["run"], timeout=60)
@@ -19,10 +21,21 @@ def run_recipe(home: StateRoot, tmp_path: Path, recipe: dict[str, Any], **values
     return actors.result(record["run"])
 
 
-def test_sequence_feeds_each_step_the_previous_complete_stdout(home: StateRoot, tmp_path: Path) -> None:
-    result = run_recipe(home, tmp_path, {"template": [
-        "head -c {size} /dev/zero", "wc -c", "sed s/^/count:/",
-    ]}, size="200000")
+def test_sequence_feeds_each_step_the_previous_complete_stdout(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "template": [
+                "head -c {size} /dev/zero",
+                "wc -c",
+                "sed s/^/count:/",
+            ]
+        },
+        size="200000",
+    )
     assert result["status"] == "done"
     assert result["code"] == 0
     assert result["output"].strip() == "count:200000"
@@ -30,10 +43,17 @@ def test_sequence_feeds_each_step_the_previous_complete_stdout(home: StateRoot, 
 
 
 def test_parallel_joins_outputs_in_order_under_headers(home: StateRoot, tmp_path: Path) -> None:
-    result = run_recipe(home, tmp_path, {"parallel": True, "template": [
-        {"label": "slow", "template": "sh -c 'sleep 0.3; echo first'"},
-        {"label": "fast", "template": "echo second"},
-    ]})
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "parallel": True,
+            "template": [
+                {"label": "slow", "template": "sh -c 'sleep 0.3; echo first'"},
+                {"label": "fast", "template": "echo second"},
+            ],
+        },
+    )
     assert result["status"] == "done"
     assert result["output"] == (
         "--- branch: slow status: done ---\nfirst\n--- branch: fast status: done ---\nsecond\n"
@@ -41,11 +61,22 @@ def test_parallel_joins_outputs_in_order_under_headers(home: StateRoot, tmp_path
 
 
 def test_parallel_branches_share_the_same_stdin(home: StateRoot, tmp_path: Path) -> None:
-    result = run_recipe(home, tmp_path, {"template": [
-        "echo shared-input",
-        {"parallel": True, "template": [{"label": "a", "template": "cat"},
-                                        {"label": "b", "template": "tr a-z A-Z"}]},
-    ]})
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "template": [
+                "echo shared-input",
+                {
+                    "parallel": True,
+                    "template": [
+                        {"label": "a", "template": "cat"},
+                        {"label": "b", "template": "tr a-z A-Z"},
+                    ],
+                },
+            ]
+        },
+    )
     assert "shared-input" in result["output"] and "SHARED-INPUT" in result["output"]
 
 
@@ -69,21 +100,29 @@ def _max_overlap(spans: list[tuple[int, int]]) -> int:
 
 def test_concurrency_bounds_how_many_branches_run_at_once(home: StateRoot, tmp_path: Path) -> None:
     leaf = "sh -c 'a=$(date +%s%N); sleep 0.3; echo span $a $(date +%s%N)'"
-    result = run_recipe(home, tmp_path, {"parallel": True, "concurrency": 2,
-                                         "template": [leaf] * 4})
+    result = run_recipe(
+        home, tmp_path, {"parallel": True, "concurrency": 2, "template": [leaf] * 4}
+    )
     spans = _intervals(result)
     assert len(spans) == 4
     assert _max_overlap(spans) == 2
 
 
-def test_min_successful_accepts_a_quorum_and_marks_degraded(home: StateRoot, tmp_path: Path) -> None:
+def test_min_successful_accepts_a_quorum_and_marks_degraded(
+    home: StateRoot, tmp_path: Path
+) -> None:
     branches = ["echo a", "echo b", "sh -c 'exit 4'"]
-    result = run_recipe(home, tmp_path, {"parallel": True, "min_successful": 2, "template": branches})
+    result = run_recipe(
+        home, tmp_path, {"parallel": True, "min_successful": 2, "template": branches}
+    )
     assert result["status"] == "done"
     assert result["degraded"] is True
     assert result["output"].startswith(
-        "--- parallel_status: degraded usable: 2 expected: 3 minimum: 2 ---\n")
-    short = run_recipe(home, tmp_path, {"parallel": True, "min_successful": 3, "template": branches})
+        "--- parallel_status: degraded usable: 2 expected: 3 minimum: 2 ---\n"
+    )
+    short = run_recipe(
+        home, tmp_path, {"parallel": True, "min_successful": 3, "template": branches}
+    )
     assert short["status"] == "failed"
     assert "insufficient_data" in short["output"]
     assert short["reason"] == "2 of 3 branches succeeded (minimum 3)"
@@ -91,8 +130,15 @@ def test_min_successful_accepts_a_quorum_and_marks_degraded(home: StateRoot, tmp
 
 def test_timeout_stops_the_leaf_and_its_grandchildren(home: StateRoot, tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
-    result = run_recipe(home, tmp_path, {"timeout": "500ms", "template":
-        "sh -c 'sleep 300 & echo $! > \"$1\"; sleep 300' leaf {pidfile}"}, pidfile=str(pidfile))
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "timeout": "500ms",
+            "template": "sh -c 'sleep 300 & echo $! > \"$1\"; sleep 300' leaf {pidfile}",
+        },
+        pidfile=str(pidfile),
+    )
     assert result["status"] == "failed"
     assert result["code"] == 124
     assert result["reason"] == "timed out after 500 ms"
@@ -102,11 +148,18 @@ def test_timeout_stops_the_leaf_and_its_grandchildren(home: StateRoot, tmp_path:
 
 def test_retry_runs_recover_between_attempts(home: StateRoot, tmp_path: Path) -> None:
     counter, log = tmp_path / "counter", tmp_path / "recover.log"
-    flaky = ("sh -c 'n=$(cat \"$1\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$1\"; "
-             "[ $n -ge 3 ]' flaky {counter}")
+    flaky = (
+        'sh -c \'n=$(cat "$1" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$1"; '
+        "[ $n -ge 3 ]' flaky {counter}"
+    )
     recover = "sh -c 'echo recovered >> \"$1\"' recover {log}"
-    result = run_recipe(home, tmp_path, {"retry": 3, "recover": recover, "template": flaky},
-                        counter=str(counter), log=str(log))
+    result = run_recipe(
+        home,
+        tmp_path,
+        {"retry": 3, "recover": recover, "template": flaky},
+        counter=str(counter),
+        log=str(log),
+    )
     assert result["status"] == "done"
     assert counter.read_text().strip() == "3"
     assert log.read_text().splitlines() == ["recovered", "recovered"]
@@ -116,7 +169,9 @@ def test_retry_runs_recover_between_attempts(home: StateRoot, tmp_path: Path) ->
 def test_retry_gives_up_after_the_maximum_attempts(home: StateRoot, tmp_path: Path) -> None:
     counter = tmp_path / "counter"
     always_fails = "sh -c 'echo x >> \"$1\"; exit 5' fail {counter}"
-    result = run_recipe(home, tmp_path, {"retry": 2, "template": always_fails}, counter=str(counter))
+    result = run_recipe(
+        home, tmp_path, {"retry": 2, "template": always_fails}, counter=str(counter)
+    )
     assert result["status"] == "failed"
     assert result["code"] == 5
     assert len(counter.read_text().splitlines()) == 2
@@ -124,9 +179,16 @@ def test_retry_gives_up_after_the_maximum_attempts(home: StateRoot, tmp_path: Pa
 
 def test_failed_recover_stops_retrying(home: StateRoot, tmp_path: Path) -> None:
     counter = tmp_path / "counter"
-    result = run_recipe(home, tmp_path, {"retry": 5, "recover": "false",
-                                         "template": "sh -c 'echo x >> \"$1\"; exit 1' f {counter}"},
-                        counter=str(counter))
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "retry": 5,
+            "recover": "false",
+            "template": "sh -c 'echo x >> \"$1\"; exit 1' f {counter}",
+        },
+        counter=str(counter),
+    )
     assert result["status"] == "failed"
     assert len(counter.read_text().splitlines()) == 1
     assert "recover failed" in result["failures"][-1]["reason"]
@@ -134,9 +196,17 @@ def test_failed_recover_stops_retrying(home: StateRoot, tmp_path: Path) -> None:
 
 def test_failure_continue_runs_the_rest_but_fails_the_run(home: StateRoot, tmp_path: Path) -> None:
     marker = tmp_path / "after"
-    result = run_recipe(home, tmp_path, {"template": [
-        "sh -c 'exit 7'", "sh -c 'touch \"$1\"' after {marker}",
-    ]}, marker=str(marker))
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "template": [
+                "sh -c 'exit 7'",
+                "sh -c 'touch \"$1\"' after {marker}",
+            ]
+        },
+        marker=str(marker),
+    )
     assert marker.exists()
     assert result["status"] == "failed"
     assert result["code"] == 7
@@ -144,15 +214,28 @@ def test_failure_continue_runs_the_rest_but_fails_the_run(home: StateRoot, tmp_p
     assert actors.status(result["run"])["status"] == "failed"
 
 
-def test_failure_branch_stops_its_subtree_and_degrades_the_run(home: StateRoot, tmp_path: Path) -> None:
+def test_failure_branch_stops_its_subtree_and_degrades_the_run(
+    home: StateRoot, tmp_path: Path
+) -> None:
     never = tmp_path / "never"
-    result = run_recipe(home, tmp_path, {"parallel": True, "template": [
-        {"label": "broken", "template": [
-            {"failure": "branch", "template": "sh -c 'exit 3'"},
-            "sh -c 'touch \"$1\"' never {never}",
-        ]},
-        {"label": "healthy", "template": "echo fine"},
-    ]}, never=str(never))
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "parallel": True,
+            "template": [
+                {
+                    "label": "broken",
+                    "template": [
+                        {"failure": "branch", "template": "sh -c 'exit 3'"},
+                        "sh -c 'touch \"$1\"' never {never}",
+                    ],
+                },
+                {"label": "healthy", "template": "echo fine"},
+            ],
+        },
+        never=str(never),
+    )
     assert result["status"] == "done"
     assert result["degraded"] is True
     assert not never.exists()
@@ -163,10 +246,17 @@ def test_failure_branch_stops_its_subtree_and_degrades_the_run(home: StateRoot, 
 
 
 def test_failure_root_aborts_everything_at_once(home: StateRoot, tmp_path: Path) -> None:
-    result = run_recipe(home, tmp_path, {"parallel": True, "template": [
-        {"label": "slow", "template": "sleep 30"},
-        {"label": "fatal", "failure": "root", "template": "sh -c 'sleep 0.2; exit 9'"},
-    ]})
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "parallel": True,
+            "template": [
+                {"label": "slow", "template": "sleep 30"},
+                {"label": "fatal", "failure": "root", "template": "sh -c 'sleep 0.2; exit 9'"},
+            ],
+        },
+    )
     assert result["status"] == "failed"
     assert result["code"] == 9
     assert "failure=root" in result["reason"]
@@ -183,10 +273,15 @@ def test_missing_command_fails_with_127(home: StateRoot, tmp_path: Path) -> None
 
 def test_artifacts_manifest_records_exists_size_and_sha256(home: StateRoot, tmp_path: Path) -> None:
     out = tmp_path / "report.txt"
-    result = run_recipe(home, tmp_path, {
-        "artifacts": {"report": "{out}", "absent": {"path": "nothing-here.txt"}},
-        "template": "sh -c 'printf abc > \"$1\"' w {out}",
-    }, out=str(out))
+    result = run_recipe(
+        home,
+        tmp_path,
+        {
+            "artifacts": {"report": "{out}", "absent": {"path": "nothing-here.txt"}},
+            "template": "sh -c 'printf abc > \"$1\"' w {out}",
+        },
+        out=str(out),
+    )
     report = result["artifacts"]["report"]
     assert report["exists"] is True and report["size"] == 3
     assert report["sha256"] == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -195,8 +290,11 @@ def test_artifacts_manifest_records_exists_size_and_sha256(home: StateRoot, tmp_
 
 
 def test_required_artifact_missing_fails_the_run(home: StateRoot, tmp_path: Path) -> None:
-    result = run_recipe(home, tmp_path, {
-        "artifacts": {"report": {"path": "missing.txt", "required": True}}, "template": "true"})
+    result = run_recipe(
+        home,
+        tmp_path,
+        {"artifacts": {"report": {"path": "missing.txt", "required": True}}, "template": "true"},
+    )
     assert result["status"] == "failed"
     assert result["reason"] == "required artifact missing: report"
 

@@ -1,0 +1,51 @@
+"""The CLI's start-up budget: hot commands must not import the heavy stack."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("trio", "pydantic", "httpx", "websockets", "watchfiles", "psutil", "mcp", "anyio")
+
+_PROBE = """
+import json, sys
+import actors.cli
+from actors.cli import cli
+import click
+ctx = click.Context(cli)
+for name in sys.argv[1:]:
+    cli.get_command(ctx, name)
+print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "commands",
+    [[], ["spawn", "ls", "status", "tail", "result", "wait", "cancel", "kill", "archive", "prune"]],
+)
+def test_cli_modules_import_no_heavy_dependency(commands: list[str]) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, *commands], capture_output=True, text=True, check=True
+    ).stdout
+    loaded = set(json.loads(out))
+    assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_spawn_of_a_cached_recipe_stays_off_pydantic(home: object) -> None:
+    probe = (
+        "import sys, runpy; sys.argv=['actors','spawn','-t','true'];\n"
+        "from actors.cli import main\n"
+        "try: main()\nexcept SystemExit: pass\n"
+        f"print('HEAVY', sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
+    )
+    first = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    second = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert "pydantic" in first.stdout  # the first spawn of this content validates it
+    assert second.stdout.strip().endswith("HEAVY []")

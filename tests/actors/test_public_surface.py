@@ -1,0 +1,57 @@
+"""The public API is exactly what `__all__` says, and every name resolves."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+EXPECTED = {
+    "actors": [
+        "ActorsError",
+        "BadInput",
+        "Conflict",
+        "NotFound",
+        "Refused",
+        "StateDamaged",
+        "cancel",
+        "kill",
+        "result",
+        "runs",
+        "spawn",
+        "status",
+        "tail",
+        "wait",
+    ],
+    "runtime": [
+        "ActorsError",
+        "BadInput",
+        "Conflict",
+        "NotFound",
+        "Principal",
+        "Refused",
+        "RunPaths",
+        "SpawnRequest",
+        "StateDamaged",
+        "StateRoot",
+        "cancel",
+        "current_principal",
+        "derive",
+        "kill",
+        "list_runs",
+        "parse_run_ref",
+        "spawn",
+        "status_of",
+        "wait_for",
+    ],
+}
+
+
+@pytest.mark.parametrize("package", sorted(EXPECTED))
+def test_public_names(package: str) -> None:
+    module = importlib.import_module(package)
+    assert sorted(module.__all__) == EXPECTED[package]
+    for name in module.__all__:
+        assert getattr(module, name) is not None
+    with pytest.raises(AttributeError):
+        module.no_such_name

@@ -1,0 +1,144 @@
+"""File primitives: atomic writes, whole-line appends under contention, torn tails, fold."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.errors import StateDamaged
+from runtime.files import (
+    append_jsonl,
+    ensure_dir,
+    fold,
+    parse_jsonl,
+    publish_json_once,
+    read_json,
+    read_jsonl,
+    tail_jsonl,
+    write_json_atomic,
+)
+
+
+def test_atomic_json_replaces_whole_file_with_private_mode(tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    old = os.umask(0)
+    try:
+        write_json_atomic(target, {"a": 1})
+        write_json_atomic(target, {"a": 2})
+    finally:
+        os.umask(old)
+    assert read_json(target) == {"a": 2}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+def test_publish_once_never_overwrites(tmp_path: Path) -> None:
+    target = tmp_path / "result.json"
+    assert publish_json_once(target, {"status": "done"}) is True
+    assert publish_json_once(target, {"status": "killed"}) is False
+    assert read_json(target) == {"status": "done"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result.json"]
+
+
+def test_reader_ignores_a_torn_last_line_until_it_is_complete(tmp_path: Path) -> None:
+    journal = tmp_path / "j.jsonl"
+    append_jsonl(journal, {"id": "1"})
+    with open(journal, "ab") as handle:
+        handle.write(b'{"id": "2", "half')
+    chunk = read_jsonl(journal)
+    assert [r["id"] for r in chunk.records] == ["1"]
+    assert chunk.torn_tail is True
+    with open(journal, "ab") as handle:
+        handle.write(b'": true}\n')
+    later = read_jsonl(journal, offset=chunk.next_offset)
+    assert [r["id"] for r in later.records] == ["2"]
+
+
+def test_garbage_lines_are_counted_not_fatal() -> None:
+    chunk = parse_jsonl(b'{"id":"a"}\nnot json\n[1,2]\n{"id":"b"}\n')
+    assert [r["id"] for r in chunk.records] == ["a", "b"]
+    assert chunk.bad_lines == 2
+
+
+def test_fold_applies_state_changes_in_order() -> None:
+    lines = [
+        {"id": "m1", "state": "queued", "body": "x"},
+        {"id": "m2", "state": "queued"},
+        {"id": "m1", "state": "claimed", "by": "c1"},
+        {"id": "m1", "state": "handled"},
+        {"state": "orphan"},
+    ]
+    state = fold(lines)
+    assert list(state) == ["m1", "m2"]
+    assert state["m1"] == {"id": "m1", "state": "handled", "body": "x", "by": "c1"}
+
+
+def test_corrupt_json_is_reported_and_kept(tmp_path: Path) -> None:
+    target = tmp_path / "run.json"
+    target.write_text("{oops")
+    with pytest.raises(StateDamaged, match="not valid JSON"):
+        read_json(target)
+    assert target.read_text() == "{oops"
+
+
+def test_symlinks_are_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"x": 1}\n')
+    link = tmp_path / "events.jsonl"
+    link.symlink_to(secret)
+    with pytest.raises(StateDamaged, match="symlink"):
+        append_jsonl(link, {"id": "evil"})
+    with pytest.raises(StateDamaged):
+        read_json(link)
+    assert secret.read_text() == '{"x": 1}\n'
+
+
+def test_ensure_dir_makes_every_new_component_private(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        ensure_dir(tmp_path / "a" / "b" / "c")
+    finally:
+        os.umask(old)
+    for part in ("a", "a/b", "a/b/c"):
+        assert stat.S_IMODE((tmp_path / part).stat().st_mode) == 0o700
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from runtime.files import append_jsonl
+path, writer, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+for i in range(count):
+    append_jsonl(path, {"w": writer, "i": i, "pad": "p" * 300}, fsync=i % 50 == 0)
+"""
+
+
+def test_concurrent_writers_never_tear_or_reorder_lines(tmp_path: Path) -> None:
+    journal = tmp_path / "shared.jsonl"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(journal), f"w{n}", "500"])
+        for n in range(8)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 8
+    raw = journal.read_bytes().splitlines()
+    assert len(raw) == 4000
+    seen: dict[str, int] = {}
+    for line in raw:
+        record = json.loads(line)
+        assert record["i"] == seen.get(record["w"], -1) + 1
+        seen[record["w"]] = record["i"]
+    assert seen == {f"w{n}": 499 for n in range(8)}
+
+
+def test_tail_reads_only_the_end(tmp_path: Path) -> None:
+    journal = tmp_path / "big.jsonl"
+    for i in range(2000):
+        append_jsonl(journal, {"id": str(i), "pad": "x" * 200})
+    last = tail_jsonl(journal, 3, window=4096)
+    assert [r["id"] for r in last] == ["1997", "1998", "1999"]
