@@ -11,9 +11,9 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from runtime.errors import Conflict, Refused
+from runtime.errors import Conflict, Refused, StateDamaged
 from runtime.events import record_event, write_progress
-from runtime.files import publish_json_once
+from runtime.files import publish_json_once, read_json
 from runtime.ids import now_iso
 from runtime.ownership import Principal, check_control
 from runtime.paths import RunPaths, StateRoot
@@ -55,7 +55,12 @@ def _publish(paths: RunPaths, run: dict[str, Any], status: str, code: int, reaso
     if paths.result.exists():
         return
     instance = run["run_instance_id"]
-    write_progress(paths.progress, instance, phase=status, active=0)
+    try:
+        last = read_json(paths.progress) or {}
+    except StateDamaged:
+        last = {}
+    counts = {k: last[k] for k in ("completed", "failed") if k in last}
+    write_progress(paths.progress, instance, phase=status, active=0, **counts)
     record_event(paths.events, instance, f"run.{status}", fsync=True, code=code, reason=reason)
     publish_json_once(
         paths.result,
@@ -74,9 +79,11 @@ def _publish(paths: RunPaths, run: dict[str, Any], status: str, code: int, reaso
 
 
 def _kill_everything(identity: dict[str, Any]) -> int:
+    """Freeze the runner (so its descendants stay linked to it), then kill the whole tree."""
     pid = int(identity["pid"])
-    send_verified(identity, signal.SIGKILL)
+    send_verified(identity, signal.SIGSTOP)
     count = kill_session(int(identity.get("sid") or pid), root_pid=pid)
+    send_verified(identity, signal.SIGKILL)
     wait_gone([pid], timeout=2.0)
     return count
 

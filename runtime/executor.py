@@ -189,11 +189,9 @@ async def run_leaf(
             os.write(ctx.log_fd("stderr"), message)
             code, reason = (127 if isinstance(exc, FileNotFoundError) else 126), exc.strerror
         else:
+            status = "cancelled"  # stays so unless _supervise returns normally
             code, status = await _supervise(ctx, proc, out_fd, err_fd)
             reason = None if status == "done" else f"exit code {code}"
-    except trio.Cancelled:
-        status, reason = "cancelled", "stopped"
-        raise
     finally:
         os.close(stdin_fd)
         os.close(out_fd)
@@ -203,7 +201,7 @@ async def run_leaf(
         final_code = code if code is not None else 143
         if status == "done":
             ctx.completed += 1
-        else:
+        elif status == "failed":
             ctx.failed += 1
         done = {
             "code": final_code,
@@ -371,18 +369,24 @@ async def _run_parallel(ctx: RunContext, node: dict[str, Any], stdin: Path | Non
     final = [r or Outcome("cancelled", 143, None) for r in results]
     output = _join_outputs(ctx, node, labels, final)
     successes = sum(1 for r in final if r.ok)
+    usable = sum(1 for r in final if _usable(r))
     counted_failures = [r for r in final if not r.ok and r.escalation != "branch"]
     contained = [r for r in final if not r.ok and r.escalation == "branch"]
     minimum = node.get("min_successful")
-    ok = successes >= minimum if minimum is not None else not counted_failures and successes > 0
+    ok = usable >= minimum if minimum is not None else not counted_failures and successes > 0
     degraded = ok and (len(contained) + len(counted_failures) > 0 or any(r.degraded for r in final))
     if ok:
         return Outcome("done", 0, output, None, degraded)
     worst = (counted_failures or contained or final)[0]
     reason = f"{successes} of {len(final)} branches succeeded"
     if minimum is not None:
-        reason += f" (minimum {minimum})"
+        reason = f"{usable} of {len(final)} branches usable (minimum {minimum})"
     return Outcome("failed", worst.code or 1, output, None, False, reason)
+
+
+def _usable(outcome: Outcome) -> bool:
+    """A branch counts toward `min_successful` when it succeeded and produced output."""
+    return outcome.ok and outcome.output is not None and outcome.output.stat().st_size > 0
 
 
 def _join_outputs(
@@ -393,7 +397,7 @@ def _join_outputs(
     with open(path, "wb") as out:
         minimum = node.get("min_successful")
         if minimum is not None:
-            usable = sum(1 for r in results if r.ok and r.output and r.output.stat().st_size > 0)
+            usable = sum(1 for r in results if _usable(r))
             state = (
                 "complete"
                 if usable == len(results)

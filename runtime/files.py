@@ -271,6 +271,8 @@ def read_jsonl(path: Path, *, offset: int = 0) -> JsonlChunk:
 
 def tail_jsonl(path: Path, count: int, *, window: int = 256 * 1024) -> list[dict[str, Any]]:
     """The last `count` records, reading only the end of a large journal."""
+    if count <= 0:
+        return []
     try:
         size = os.stat(path, follow_symlinks=False).st_size
     except FileNotFoundError:

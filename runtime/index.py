@@ -1,8 +1,9 @@
 """`index.json`: a rebuildable cache that keeps `actors ls` fast over many runs.
 
 It stores only facts that never change once known (id, creation time, recipe, owner,
-parent, and the terminal status after a run has ended), so it can never report a stale
-status: anything not yet terminal is derived live on every listing. A missing or corrupt
+parent, and the status recorded in result.json once it exists), keyed by the identity of
+the run's run.json file (inode and mtime), so a new run reusing an id is never mistaken
+for the old one and no status can go stale: anything without a result is derived live. A missing or corrupt
 index is rebuilt from a scan of `runs/`; writing it is best-effort.
 """
 
@@ -15,7 +16,7 @@ from runtime.errors import StateDamaged
 from runtime.files import locked, read_json, write_json_atomic
 from runtime.ids import is_valid_id, now_iso
 from runtime.paths import RunPaths, StateRoot
-from runtime.status import TERMINAL, derive, load_run
+from runtime.status import derive, load_run
 
 INDEX_VERSION = 1
 _STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
@@ -32,6 +33,15 @@ def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
     return runs if isinstance(runs, dict) else {}
 
 
+def _stamp(paths: RunPaths) -> str | None:
+    """Identity of a run's run.json: a new run reusing an id has a different one."""
+    try:
+        st = os.stat(paths.run_json, follow_symlinks=False)
+    except OSError:
+        return None
+    return f"{st.st_ino}:{st.st_mtime_ns}"
+
+
 def list_runs(root: StateRoot) -> list[dict[str, Any]]:
     """Status summaries of every run in the root, newest first."""
     try:
@@ -41,17 +51,17 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
     cached = _load(root)
     fresh: dict[str, dict[str, Any]] = {}
     summaries: list[dict[str, Any]] = []
-    changed = False
     for name in names:
         if not is_valid_id(name):
             continue
         paths = RunPaths(root.runs / name)
+        stamp = _stamp(paths)
         entry = cached.get(name)
-        terminal = entry.get("terminal") if isinstance(entry, dict) else None
         if (
             isinstance(entry, dict)
-            and isinstance(terminal, dict)
-            and terminal.get("status") in TERMINAL
+            and stamp
+            and entry.get("stamp") == stamp
+            and entry.get("terminal")
         ):
             summary: dict[str, Any] = {
                 "run": name,
@@ -59,7 +69,7 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
                 "state_dir": str(paths.dir),
             }
             summary.update({k: entry.get(k) for k in _STATIC})
-            summary.update(terminal)
+            summary.update(entry["terminal"])
             fresh[name] = entry
             summaries.append(summary)
             continue
@@ -71,13 +81,13 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
         summary = derive(paths, run)
         summaries.append(summary)
         new_entry: dict[str, Any] = {k: summary.get(k) for k in _STATIC}
-        if summary["status"] in TERMINAL and summary["status"] != "exited":
+        new_entry["stamp"] = stamp
+        if summary.get("from_result"):  # only result.json makes a status final
             new_entry["terminal"] = {
                 k: summary.get(k) for k in ("status", "code", "degraded", "ended_at")
             }
         fresh[name] = new_entry
-        changed = changed or new_entry != entry
-    if changed or set(fresh) != set(cached):
+    if fresh != cached:
         _save(root, fresh)
     summaries.sort(key=lambda s: str(s.get("created_at") or ""), reverse=True)
     return summaries

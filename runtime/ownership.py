@@ -41,7 +41,12 @@ def local_user_session() -> str:
 def current_principal(root: StateRoot, session: str | None = None) -> Principal:
     """Resolve the caller from flags and environment; a bad run token fails closed."""
     run_id = os.environ.get("ACTORS_RUN_ID")
-    if run_id and session is None:
+    if run_id and session is not None:
+        raise Refused(
+            "--session cannot be used inside a run",
+            hint="processes of a run act through its token ($ACTORS_RUN_TOKEN)",
+        )
+    if run_id:
         token = os.environ.get("ACTORS_RUN_TOKEN", "")
         if not is_valid_id(run_id) or not token:
             raise Refused("ACTORS_RUN_ID is set without a valid ACTORS_RUN_TOKEN")

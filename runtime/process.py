@@ -200,10 +200,11 @@ def session_members(sid: int, *, also_descendants_of: int | None = None) -> dict
         children: dict[int, list[int]] = {}
         for st in stats.values():
             children.setdefault(st.ppid, []).append(st.pid)
-        stack = [also_descendants_of]
+        stack, seen = [also_descendants_of], {also_descendants_of}
         while stack:
             for child in children.get(stack.pop(), []):
-                if child not in members:
+                if child not in seen:
+                    seen.add(child)
                     members[child] = stats[child].start_ticks
                     stack.append(child)
     members.pop(os.getpid(), None)

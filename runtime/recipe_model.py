@@ -182,8 +182,15 @@ def compile_recipe(raw: Any, *, source: str) -> dict[str, Any]:
         },
         "retire_when": recipe.retire_when,
         "run_id": recipe.run_id,
-        "root": _compile_node(recipe, recipe.template, "1"),
+        "root": _compile_root(recipe, source),
     }
+
+
+def _compile_root(recipe: Recipe, source: str) -> dict[str, Any]:
+    try:
+        return _compile_node(recipe, recipe.template, "1")
+    except BadInput as exc:
+        raise BadInput(f"{source}: {exc.message}", hint=exc.hint) from None
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

@@ -9,6 +9,7 @@ recipe stays on the fast path (the cache is a plain optimisation: deleting it is
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -92,7 +93,7 @@ def find_recipe(ref: str) -> RecipeSource:
                 )
             return RecipeSource(name, candidate.resolve(), raw)
     roots = ", ".join(str(r) for r in search_dirs())
-    raise NotFound(f"no recipe named {name!r}", hint=f"looked in {roots}; `actors recipes ls`")
+    raise NotFound(f"no recipe named {name!r}", hint=f"looked for {name}.json in {roots}")
 
 
 def inline_recipe(template: str) -> RecipeSource:
@@ -117,6 +118,9 @@ def compile_source(
         except StateDamaged:
             cached = None
         if isinstance(cached, dict) and cached.get("root"):
+            if fill_cache:
+                with contextlib.suppress(OSError):
+                    os.utime(cache_file)  # mark as used, for the 30-day sweep
             return cached
     from runtime.recipe_model import compile_recipe
 

@@ -25,12 +25,22 @@ from runtime.status import TERMINAL, derive, find_run
 TMP_MAX_AGE_S = 24 * 3600
 
 
+CACHE_MAX_AGE_S = 30 * 86400
+
+
 def cleanup_tmp(root: StateRoot, *, max_age_s: float = TMP_MAX_AGE_S) -> int:
-    """Remove entries of `<root>/tmp` older than `max_age_s`; fail-open, returns count."""
+    """Sweep stale `<root>/tmp` entries and compiled recipes unused for 30 days.
+
+    Fail-open (a race or permission problem skips the entry); returns how many were removed.
+    """
+    return _sweep(root.tmp, max_age_s) + _sweep(root.cache / "recipes", CACHE_MAX_AGE_S)
+
+
+def _sweep(directory: Path, max_age_s: float) -> int:
     removed = 0
     cutoff = time.time() - max_age_s
     try:
-        entries = list(os.scandir(root.tmp))
+        entries = list(os.scandir(directory))
     except OSError:
         return 0
     for entry in entries:
@@ -47,7 +57,7 @@ def cleanup_tmp(root: StateRoot, *, max_age_s: float = TMP_MAX_AGE_S) -> int:
     return removed
 
 
-def _require_terminal(root: StateRoot, run_id: str, action: str) -> dict[str, Any]:
+def require_terminal(root: StateRoot, run_id: str, action: str) -> dict[str, Any]:
     paths, run = find_run(root, run_id)
     summary = derive(paths, run)
     if summary["status"] not in TERMINAL:
@@ -60,7 +70,7 @@ def _require_terminal(root: StateRoot, run_id: str, action: str) -> dict[str, An
 
 def archive_run(root: StateRoot, run_id: str) -> Path:
     """Move a terminal run to `<root>/archive/<id>[-<ts>]`; returns the new location."""
-    _require_terminal(root, run_id, "archived")
+    require_terminal(root, run_id, "archived")
     ensure_dir(root.archive)
     target = root.archive / run_id
     if target.exists():
@@ -72,7 +82,7 @@ def archive_run(root: StateRoot, run_id: str) -> Path:
 
 def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False) -> dict[str, Any]:
     """Delete a terminal run's state; optionally copy its existing artifacts aside first."""
-    summary = _require_terminal(root, run_id, "pruned")
+    summary = require_terminal(root, run_id, "pruned")
     paths, run = find_run(root, run_id)
     preserved: dict[str, str] = {}
     if preserve_artifacts:
@@ -83,7 +93,8 @@ def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False)
             digest = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
             dest_dir = ensure_dir(root.preserved / run_id)
             dest = dest_dir / f"{name}-{digest}--{src.name}"
-            shutil.copy2(src, dest)
+            shutil.copyfile(src, dest)
+            os.chmod(dest, 0o600)
             preserved[name] = str(dest)
     # Rename first so a crash mid-delete never leaves a half run that looks alive.
     doomed = root.tmp / f"prune-{run_id}-{os.getpid()}"

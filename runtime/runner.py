@@ -65,7 +65,7 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         secrets=secret_texts(run["values"], run.get("secret_names", [])),
         grace=KILL_GRACE_S,
     )
-    started = time.monotonic()
+    started, started_at = time.monotonic(), now_iso()
     outcome = None
 
     async def watch_signals(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -90,7 +90,8 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {
         "run": run["run"],
         "run_instance_id": ctx.instance,
-        "started_at": run.get("created_at"),
+        "created_at": run.get("created_at"),
+        "started_at": started_at,
         "ended_at": now_iso(),
         "duration_ms": round((time.monotonic() - started) * 1000),
         "degraded": False,

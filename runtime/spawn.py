@@ -67,11 +67,16 @@ def _pick_run_id(req: SpawnRequest, source: RecipeSource, compiled: dict[str, An
 def _merge_values(
     req: SpawnRequest, compiled: dict[str, Any], injected: dict[str, Any]
 ) -> dict[str, Any]:
-    for name in req.values:
-        if not is_valid_name(name):
-            raise BadInput(f"invalid value name {name!r}", hint="use letters, digits and '_'")
-        if name in INJECTED:
-            raise BadInput(f"{name} is set by the runtime and cannot be given as a value")
+    for origin, names in (
+        ("-v", req.values),
+        ("recipe values", compiled["values"]),
+        ("recipe defaults", compiled["defaults"]),
+    ):
+        for name in names:
+            if not is_valid_name(name):
+                raise BadInput(f"invalid value name {name!r}", hint="use letters, digits and '_'")
+            if name in INJECTED:
+                raise BadInput(f"{name} is set by the runtime and cannot be given ({origin})")
     return {**compiled["defaults"], **compiled["values"], **req.values, **injected}
 
 

@@ -87,6 +87,7 @@ def derive(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
             degraded=bool(result.get("degraded")),
             ended_at=result.get("ended_at"),
             reason=result.get("reason"),
+            from_result=True,
         )
         return out
     identity = runner_identity(paths, run)
@@ -97,6 +98,7 @@ def derive(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         out["status"] = "starting"
     else:
         out["status"] = _stop_request(paths) or "exited"
+        out["code"] = {"killed": 137, "cancelled": 143}.get(out["status"])
         out["reason"] = reason
     out["process"] = verdict
     return out

@@ -12,7 +12,7 @@ import click
 
 from actors.cli._format import age, emit_json, status_word, stderr_is_tty, summary_line, table
 from runtime.errors import BadInput, Conflict
-from runtime.files import read_json, read_text_tail, tail_jsonl
+from runtime.files import parse_jsonl, read_bytes, read_json, read_text_tail, tail_jsonl
 from runtime.paths import StateRoot, parse_run_ref
 from runtime.status import ACTIVE, TERMINAL
 
@@ -23,6 +23,10 @@ session_option = click.option(
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")
 force_option = click.option("--force", is_flag=True, help="Act even on another session's run.")
+
+
+WAIT_TIMEOUT_EXIT = 75
+"""`wait --timeout` expired with the run still active (EX_TEMPFAIL: try again later)."""
 
 
 def _root() -> StateRoot:
@@ -77,7 +81,7 @@ def _wait_and_report(run_id: str, timeout: float | None, as_json: bool) -> None:
         click.echo("\r" + " " * 78 + "\r", err=True, nl=False)
     if summary["status"] not in TERMINAL:
         click.echo(f"run:{run_id} still {summary['status']} after {timeout:g}s", err=True)
-        sys.exit(124)
+        sys.exit(WAIT_TIMEOUT_EXIT)
     if as_json:
         emit_json(summary)
     else:
@@ -168,7 +172,7 @@ def spawn_cmd(
     "statuses",
     multiple=True,
     metavar="STATUS",
-    help="Only these statuses (running, done, failed, cancelled, killed, exited, active, terminal).",
+    help="Only these statuses (starting, running, done, failed, cancelled, killed, exited, damaged, active, terminal).",
 )
 @click.option("--mine", is_flag=True, help="Only runs owned by this session.")
 @session_option
@@ -272,14 +276,14 @@ def tail_cmd(run: str, lines: int, follow: bool, use_stderr: bool, use_events: b
     root = _root()
     paths, _ = find_run(root, parse_run_ref(run))
     path = paths.events if use_events else paths.stderr if use_stderr else paths.stdout
-    if use_events and not follow:
+    if use_events:
         for event in tail_jsonl(path, lines):
             click.echo(_event_line(event))
-        return
-    for line in read_text_tail(path, lines):
-        click.echo(line)
+    else:
+        for line in read_text_tail(path, lines):
+            click.echo(line)
     if follow:
-        _follow(root, paths.run_id, path)
+        _follow(root, paths.run_id, path, events=use_events)
 
 
 def _event_line(event: dict[str, Any]) -> str:
@@ -288,7 +292,7 @@ def _event_line(event: dict[str, Any]) -> str:
     return f"{event.get('ts', '')}  {event.get('event', '?'):<16} {rest}"
 
 
-def _follow(root: StateRoot, run_id: str, path: Any) -> None:
+def _follow(root: StateRoot, run_id: str, path: Any, *, events: bool = False) -> None:
     from runtime.process import pidfd_open
     from runtime.status import derive, find_run, runner_identity
 
@@ -301,13 +305,18 @@ def _follow(root: StateRoot, run_id: str, path: Any) -> None:
         while True:
             size = os.stat(path).st_size if os.path.exists(path) else 0
             if size > offset:
-                with open(path, "rb") as handle:
-                    handle.seek(offset)
-                    data = handle.read(size - offset)
-                offset = size
-                sys.stdout.write(data.decode(errors="replace"))
+                data = read_bytes(path, offset=offset, limit=size - offset)
+                if events:
+                    chunk = parse_jsonl(data, base_offset=offset)
+                    offset = chunk.next_offset
+                    text = "".join(_event_line(e) + "\n" for e in chunk.records)
+                else:
+                    offset = size
+                    text = data.decode(errors="replace")
+                sys.stdout.write(text)
                 sys.stdout.flush()
-                continue
+                if text:
+                    continue
             if ended:
                 return
             if derive(paths, record)["status"] in TERMINAL:
@@ -357,8 +366,13 @@ def result_cmd(run: str, as_json: bool) -> None:
             f"({failure['status']}, code {failure['code']}, policy {failure['policy']})"
         )
     for name, art in (result.get("artifacts") or {}).items():
-        size = f"{art['size']} bytes" if art.get("size") is not None else "missing"
-        click.echo(f"  artifact {name}: {art['path']} ({size if art['exists'] else 'missing'})")
+        if not art.get("exists"):
+            state = "missing"
+        elif art.get("is_dir"):
+            state = "directory"
+        else:
+            state = f"{art.get('size')} bytes"
+        click.echo(f"  artifact {name}: {art['path']} ({state})")
     if result.get("output"):
         click.echo("  output:")
         for line in str(result["output"]).splitlines()[:40]:
@@ -367,9 +381,7 @@ def result_cmd(run: str, as_json: bool) -> None:
 
 @click.command("wait")
 @click.argument("run")
-@click.option(
-    "--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 124)."
-)
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
 @json_option
 def wait_cmd(run: str, timeout: float | None, as_json: bool) -> None:
     """Block until RUN finishes, then exit with its code."""
@@ -483,8 +495,12 @@ def prune_cmd(
                 and (force or summary.get("owner_id") == me)
             ):
                 ids.append(summary["run"])
-    for run_id in ids:
+    ids = list(dict.fromkeys(ids))
+    from runtime.retention import require_terminal
+
+    for run_id in ids:  # check every run before deleting any
         _owned(root, run_id, session, force, "prune")
+        require_terminal(root, run_id, "pruned")
     results = [prune_run(root, run_id, preserve_artifacts=preserve_artifacts) for run_id in ids]
     if as_json:
         emit_json(results)

@@ -162,3 +162,44 @@ def test_ids_are_written_by_a_recipe_into_write_recipe_paths(
     record = actors.spawn(str(path), values={"word": "x"})
     assert record["recipe"] == "echoer"
     assert record["recipe_file"] == str(path)
+
+
+def test_kill_reaches_a_descendant_that_left_the_session(home: StateRoot, tmp_path: Path) -> None:
+    fifo = make_fifo(tmp_path / "ready.fifo")
+    pidfile = tmp_path / "escapee.pid"
+    escape = tmp_path / "escape.sh"
+    escape.write_text('echo $$ > "$1"; echo ready > "$2"; exec sleep 300\n')
+    record = actors.spawn(
+        template="sh -c 'setsid sh \"$0\" \"$1\" \"$2\" & wait' {script} {p} {f}",
+        values={"script": str(escape), "p": str(pidfile), "f": str(fifo)},
+    )
+    assert read_fifo_line(fifo) == "ready"
+    escapee = int(pidfile.read_text())
+    assert os.getsid(escapee) == escapee  # it left the run's session
+    actors.kill(record["run"])
+    assert not alive(escapee)
+
+
+def test_stopped_leaves_are_journaled_as_cancelled(home: StateRoot, tmp_path: Path) -> None:
+    fifo = make_fifo(tmp_path / "ready.fifo")
+    record = actors.spawn(template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)})
+    assert read_fifo_line(fifo) == "ready"
+    actors.cancel(record["run"], grace=2)
+    events = [json.loads(line) for line in home.run(record["run"]).events.read_text().splitlines()]
+    done = [e for e in events if e["event"] == "command.done"]
+    assert [e["status"] for e in done] == ["cancelled"]
+    progress = json.loads(home.run(record["run"]).progress.read_text())
+    assert progress["phase"] == "cancelled" and progress["failed"] == 0
+
+
+def test_session_flag_is_refused_inside_a_run(home: StateRoot, tmp_path: Path) -> None:
+    out = tmp_path / "out.txt"
+    import sys
+
+    record = actors.spawn(
+        template=f"sh -c '{sys.executable} -m actors ls --mine --session someone > \"$1\" 2>&1; echo $? >> \"$1\"' x {{o}}",
+        values={"o": str(out)},
+    )
+    actors.wait(record["run"], timeout=30)
+    text = out.read_text()
+    assert "--session cannot be used inside a run" in text and text.strip().endswith("2")

@@ -125,7 +125,7 @@ def test_min_successful_accepts_a_quorum_and_marks_degraded(
     )
     assert short["status"] == "failed"
     assert "insufficient_data" in short["output"]
-    assert short["reason"] == "2 of 3 branches succeeded (minimum 3)"
+    assert short["reason"] == "2 of 3 branches usable (minimum 3)"
 
 
 def test_timeout_stops_the_leaf_and_its_grandchildren(home: StateRoot, tmp_path: Path) -> None:

@@ -1,0 +1,18 @@
+"""`python -m bench [--quick]`: run every benchmark and print its figures."""
+
+from __future__ import annotations
+
+import sys
+
+from bench import bench_spawn
+from bench._stats import emit, machine
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    emit(machine() + ("  (quick mode)" if quick else ""))
+    bench_spawn.main(quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Shared helpers: percentiles, machine facts, and one printed row per measurement."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def machine() -> str:
+    return (f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"{platform.system()} {platform.release()}")
+
+
+def row(name: str, samples: list[float], baseline: list[float] | None = None, unit: str = "ms") -> str:
+    med, p99, top = statistics.median(samples), percentile(samples, 99), max(samples)
+    text = f"{name:<44} n={len(samples):<4} median {med:8.2f} {unit}  p99 {p99:8.2f}  max {top:8.2f}"
+    if baseline:
+        base = statistics.median(baseline)
+        text += f"   baseline median {base:7.2f} -> ratio {med / base:5.2f}x"
+    return text
+
+
+def emit(line: str) -> None:
+    print(line, flush=True)
+    sys.stdout.flush()
