@@ -31,6 +31,8 @@ OUTPUT_PREVIEW_CHARS = 4000
 def _child_env(paths: RunPaths, run: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("ACTORS_SESSION", None)  # children act through the run token, never a session
+    # Children find the same `actors` installation as the runner (a venv's bin directory).
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     token = read_bytes(paths.token).decode().strip()
     env.update(
         ACTORS_RUN_ID=run["run"],
@@ -77,9 +79,28 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
                 )
                 ctx.stop("cancelled")
 
+    async def consume_controls(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Apply control.* messages from the run's inbox (woken by its doorbell)."""
+        from runtime.mailbox import RECONCILE_INTERVAL_S, doorbell
+        from runtime.messaging import CONTROL_TYPES, run_mailbox
+
+        box = run_mailbox(paths)
+        with doorbell(box.doorbells) as fd:
+            task_status.started()
+            while True:
+                for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
+                    _apply_control(ctx, box, entry)
+                with trio.move_on_after(RECONCILE_INTERVAL_S):
+                    await trio.lowlevel.wait_readable(fd)
+                try:
+                    os.read(fd, 4096)
+                except BlockingIOError:
+                    pass
+
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(watch_signals)
+            await nursery.start(consume_controls)
             ctx.progress()
             with ctx.root_scope:
                 outcome = await run_node(ctx, run["template"], None)
@@ -103,8 +124,11 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
             code=ctx.abort["code"] or 1,
             reason=f"node {ctx.abort['label'] or ctx.abort['node']} failed with failure=root",
         )
-    elif outcome is None or ctx.stop_reason == "cancelled":
-        result.update(status="cancelled", code=143, reason="stopped on request")
+    elif ctx.stop_reason == "killed":
+        result.update(status="killed", code=137, killed=True, reason="control.kill")
+    elif outcome is None or ctx.stop_reason in ("cancelled", "stopped"):
+        reason = "control.stop" if ctx.stop_reason == "stopped" else "stopped on request"
+        result.update(status="cancelled", code=143, reason=reason)
     elif outcome.ok:
         result.update(status="done", code=0, degraded=outcome.degraded)
     else:
@@ -126,6 +150,19 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _apply_control(ctx: Any, box: Any, entry: dict[str, Any]) -> None:
+    kind = entry["envelope"]["type"]
+    if kind == "control.stop":
+        box.mark(entry["id"], "handled")
+        ctx.stop("stopped")
+    elif kind == "control.kill":
+        box.mark(entry["id"], "handled")
+        ctx.grace = 0.0
+        ctx.stop("killed")
+    else:
+        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
+
+
 def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> None:
     """Terminal progress, then the terminal event, then result.json (published once)."""
     instance = run["run_instance_id"]
@@ -138,7 +175,9 @@ def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> Non
         failed=result.get("failed", 0),
         degraded=result.get("degraded", False),
     )
-    event = {"done": "run.done", "cancelled": "run.cancelled"}.get(result["status"], "run.failed")
+    event = {"done": "run.done", "cancelled": "run.cancelled", "killed": "run.killed"}.get(
+        result["status"], "run.failed"
+    )
     record_event(
         paths.events,
         instance,

@@ -27,7 +27,9 @@ from runtime.placeholders import missing_values, substitute_word
 from runtime.process import capture
 from runtime.recipes import RecipeSource, compile_source, find_recipe, inline_recipe
 
-INJECTED = ("run_id", "state_dir", "actor_address", "default_room", "communication_file")
+INJECTED = (
+    "run_id", "state_dir", "actor_address", "default_room", "communication_file", "recipe_dir",
+)
 _spawned_pids: list[int] = []
 
 
@@ -159,6 +161,8 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
         "default_room": f"room:{run_id}",
         "communication_file": str(paths.communication),
     }
+    if source.file is not None:
+        injected["recipe_dir"] = str(source.file.parent)
     values = _merge_values(req, compiled, injected)
     for words in _walk_leaves(compiled["root"]):
         missing = missing_values(words, values)

@@ -27,6 +27,9 @@ COMMANDS = {
     "kill": "actors.cli.runs:kill_cmd",
     "archive": "actors.cli.runs:archive_cmd",
     "prune": "actors.cli.runs:prune_cmd",
+    "message": "actors.cli.messages:message_cmd",
+    "recv": "actors.cli.messages:recv_cmd",
+    "emit": "actors.cli.messages:emit_cmd",
 }
 
 

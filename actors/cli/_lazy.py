@@ -44,4 +44,7 @@ _SUMMARIES = {
     "kill": "Kill a run and every process it started, at once.",
     "archive": "Move a finished run out of runs/ into archive/.",
     "prune": "Delete finished runs' state.",
+    "message": "Send a typed message to a run, branch, room or tool.",
+    "recv": "Inside a run: wait for the next message and print it.",
+    "emit": "Inside a run: send an actor message to the coordinator or room.",
 }

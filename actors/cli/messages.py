@@ -1,0 +1,133 @@
+"""Messaging commands: message, recv, emit."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from actors.cli._format import emit_json
+from runtime.envelope import parse_body
+from runtime.paths import StateRoot
+
+
+@click.command("message")
+@click.argument("address")
+@click.argument("type")
+@click.argument("body", required=False)
+@click.option("--json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
+@click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
+@click.option("--reply-to", metavar="ID", help="The message id this answers.")
+@click.option("--force", is_flag=True, help="Send to another session's run, or an undeclared type.")
+@click.option("--session", metavar="ID", help="Act as this session.")
+@click.option(
+    "--no-fsync", is_flag=True, help="Skip the durability fsync (faster; a crash may lose it)."
+)
+@click.option("--print-json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def message_cmd(
+    address: str,
+    type: str,
+    body: str | None,
+    body_json: bool,
+    summary: str | None,
+    reply_to: str | None,
+    force: bool,
+    session: str | None,
+    no_fsync: bool,
+    as_json: bool,
+) -> None:
+    """Send a TYPE message to ADDRESS (run:ID, branch:RUN/B, room:RUN, tool:NAME, ...).
+
+    \b
+    Examples:
+      actors message run:music player.next
+      actors message branch:swarm/front task.assign '{"slice": "T-12"}' --json
+      actors message run:music control.stop
+    """
+    from runtime.messaging import send
+    from runtime.ownership import current_principal
+
+    root = StateRoot.from_env()
+    outcome = send(
+        root,
+        address,
+        type,
+        parse_body(body, as_json=body_json),
+        current_principal(root, session),
+        force=force,
+        summary=summary,
+        reply_to=reply_to,
+        fsync=not no_fsync,
+    )
+    if as_json:
+        emit_json(outcome)
+    else:
+        click.echo(" ".join(f"{k}={v}" for k, v in outcome.items()))
+
+
+@click.command("recv")
+@click.option("--type", "types", multiple=True, metavar="TYPE", help="Only messages of this type.")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole envelope as JSON.")
+def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> None:
+    """Inside a run: block until the next message for this run (or branch), print it.
+
+    Without --json prints `TYPE BODY` on one line. The message is marked handled once
+    printed; a failure to print leaves it failed for inspection.
+    """
+    import json
+
+    from runtime.messaging import finish, recv
+    from runtime.ownership import current_principal
+
+    root = StateRoot.from_env()
+    principal = current_principal(root)
+    entry = recv(root, principal, types=types or None, timeout=timeout)
+    if entry is None:
+        sys.exit(75)
+    envelope = entry["envelope"]
+    try:
+        if as_json:
+            click.echo(json.dumps(envelope, ensure_ascii=False))
+        else:
+            body = envelope.get("body")
+            text = body if isinstance(body, str) else "" if body is None else json.dumps(body)
+            click.echo(f"{envelope['type']} {text}".rstrip())
+        sys.stdout.flush()
+    except OSError as exc:
+        finish(root, principal, entry["id"], ok=False, error=str(exc))
+        raise
+    finish(root, principal, entry["id"], ok=True)
+
+
+@click.command("emit")
+@click.argument("type")
+@click.argument("body", required=False)
+@click.option("--json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
+@click.option(
+    "--to",
+    default="coordinator",
+    show_default=True,
+    metavar="ADDRESS",
+    help="coordinator, room, or session:<id>.",
+)
+@click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
+@click.option("--level", type=click.Choice(["info", "warning", "error"]), default="info")
+def emit_cmd(
+    type: str, body: str | None, body_json: bool, to: str, summary: str | None, level: str
+) -> None:
+    """Inside a run: append an actor message (e.g. a notify or followup) to the outbox."""
+    from runtime.messaging import emit
+    from runtime.ownership import current_principal
+
+    root = StateRoot.from_env()
+    outcome = emit(
+        root,
+        type,
+        parse_body(body, as_json=body_json),
+        current_principal(root),
+        to=to,
+        summary=summary,
+        level=level,
+    )
+    click.echo(" ".join(f"{k}={v}" for k, v in outcome.items()))

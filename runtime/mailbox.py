@@ -1,0 +1,267 @@
+"""Durable mailboxes: append first, ring the doorbell second, claim exclusively.
+
+An inbox is a JSONL journal. A message enters as one `queued` entry line (fsync'd before
+anything else happens); every later change (`sent`, `claimed`, `handled`, `failed`,
+`queued` again after a dead consumer's lease) is appended as a small state line, and the
+current state is the fold of the lines. Claims happen under an exclusive flock, so two
+consumers never get the same entry; a claim records the consumer's pid and start ticks,
+and is taken back when that process is gone or its lease has run out.
+
+Waking is advisory and never carries data: after the durable append the sender writes
+one byte into every consumer's doorbell FIFO (`doorbells/<pid>-<rand>.fifo`) and a line
+to wake.jsonl for observers that tail files. Consumers sleep on their FIFO and also
+re-check on a slow timer, so a missed or coalesced wake delays but never loses a message,
+and one wake drains everything queued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.files import append_jsonl, append_line, encode_line, ensure_dir, locked, read_jsonl
+from runtime.ids import new_id, now_iso, parse_iso
+from runtime.process import read_stat
+
+RECONCILE_INTERVAL_S = 1.0
+"""Upper bound on how long a queued message can wait when every doorbell is missed."""
+LEASE_S = 300.0
+OPEN_STATES = ("queued", "sent")
+
+
+def _me() -> dict[str, Any]:
+    stat = read_stat(os.getpid())
+    return {"pid": os.getpid(), "start_ticks": stat.start_ticks if stat else None}
+
+
+def _holder_alive(holder: Any) -> bool:
+    if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
+        return False
+    stat = read_stat(holder["pid"])
+    if stat is None or stat.state in ("Z", "X"):
+        return False
+    return holder.get("start_ticks") in (None, stat.start_ticks)
+
+
+@dataclass
+class Mailbox:
+    """One inbox journal plus its doorbell directory; keeps an incremental fold."""
+
+    inbox: Path
+    doorbells: Path
+    wake_log: Path | None = None
+    _offset: int = 0
+    _entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.inbox.with_name(f".{self.inbox.name}.lock")
+
+    # -- sending -----------------------------------------------------------------------
+    def deliver(
+        self,
+        envelope: dict[str, Any],
+        *,
+        fsync: bool = True,
+        instance: str | None = None,
+        state: str = "queued",
+    ) -> dict[str, Any]:
+        """Durably append a message, then ring every doorbell. Returns the entry."""
+        entry = {
+            "id": envelope["id"],
+            "state": state,
+            "queued_at": now_iso(),
+            "run_instance_id": instance,
+            "envelope": envelope,
+        }
+        append_jsonl(self.inbox, entry, fsync=fsync)
+        if self.wake_log is not None:
+            append_jsonl(
+                self.wake_log,
+                {
+                    "id": new_id(),
+                    "ts": now_iso(),
+                    "reason": "message",
+                    "actor": envelope["to"],
+                    "metadata": {"inbox_id": envelope["id"], "type": envelope["type"]},
+                },
+            )
+        ring(self.doorbells)
+        return entry
+
+    def mark(self, entry_id: str, state: str, **fields: Any) -> None:
+        append_jsonl(
+            self.inbox, {"id": entry_id, "state": state, f"{state}_at": now_iso(), **fields}
+        )
+
+    # -- reading -----------------------------------------------------------------------
+    def refresh(self) -> dict[str, dict[str, Any]]:
+        """Fold lines appended since the last call into the current entry states."""
+        chunk = read_jsonl(self.inbox, offset=self._offset)
+        self._offset = chunk.next_offset
+        for record in chunk.records:
+            ident = record.get("id")
+            if not isinstance(ident, str):
+                continue
+            current = self._entries.get(ident)
+            if current is None:
+                if "envelope" in record:
+                    self._entries[ident] = dict(record)
+            else:
+                current.update(record)
+        return self._entries
+
+    def entries(self) -> list[dict[str, Any]]:
+        return list(self.refresh().values())
+
+    # -- consuming ---------------------------------------------------------------------
+    def claim(
+        self,
+        *,
+        types: tuple[str, ...] | None = None,
+        exclude_prefix: str | None = None,
+        limit: int = 1,
+        consumer: str = "recv",
+        lease_s: float = LEASE_S,
+    ) -> list[dict[str, Any]]:
+        """Exclusively claim up to `limit` open entries (oldest first)."""
+        ensure_dir(self.inbox.parent)
+        claimed: list[dict[str, Any]] = []
+        with locked(self.lock_path):
+            now = time.time()
+            lines = []
+            for entry in self.refresh().values():
+                state = entry.get("state")
+                if state == "claimed" and not self._claim_live(entry, now):
+                    lines.append(
+                        {
+                            "id": entry["id"],
+                            "state": "queued",
+                            "queued_at": now_iso(),
+                            "requeued": "claim holder gone or lease expired",
+                        }
+                    )
+                    state = "queued"
+                if state not in OPEN_STATES or len(claimed) >= limit:
+                    continue
+                kind = str(entry["envelope"].get("type", ""))
+                if types is not None and kind not in types:
+                    continue
+                if exclude_prefix is not None and kind.startswith(exclude_prefix):
+                    continue
+                holder = {**_me(), "consumer": consumer}
+                lines.append(
+                    {
+                        "id": entry["id"],
+                        "state": "claimed",
+                        "claimed_at": now_iso(),
+                        "claimed_by": holder,
+                        "lease_until": _iso_in(lease_s),
+                    }
+                )
+                claimed.append(entry)
+            if lines:
+                append_line(self.inbox, b"".join(encode_line(line) for line in lines))
+        self.refresh()
+        return [self._entries[e["id"]] for e in claimed]
+
+    @staticmethod
+    def _claim_live(entry: dict[str, Any], now: float) -> bool:
+        if not _holder_alive(entry.get("claimed_by")):
+            return False
+        try:
+            return parse_iso(str(entry.get("lease_until"))) > now
+        except ValueError:
+            return False
+
+    def wait_claim(self, *, timeout: float | None, **claim_args: Any) -> list[dict[str, Any]]:
+        """Block (on a doorbell FIFO, with a reconcile timer) until something is claimed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with doorbell(self.doorbells) as fd:
+            while True:
+                got = self.claim(**claim_args)
+                if got:
+                    return got
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return []
+                step = (
+                    RECONCILE_INTERVAL_S
+                    if remaining is None
+                    else min(RECONCILE_INTERVAL_S, remaining)
+                )
+                ready, _, _ = select.select([fd], [], [], step)
+                if ready:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(fd, 4096)
+
+
+def _iso_in(seconds: float) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def ring(doorbells: Path) -> int:
+    """Poke every live consumer's FIFO; returns how many were rung."""
+    rung = 0
+    try:
+        names = os.listdir(doorbells)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if not name.endswith(".fifo"):
+            continue
+        path = doorbells / name
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                _remove_if_orphaned(path, name)
+            continue
+        try:
+            os.write(fd, b"\n")
+            rung += 1
+        except BlockingIOError:
+            rung += 1  # full pipe: a wake is already pending
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return rung
+
+
+def _remove_if_orphaned(path: Path, name: str) -> None:
+    pid_text = name.split("-", 1)[0]
+    if pid_text.isdigit() and read_stat(int(pid_text)) is None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+@contextlib.contextmanager
+def doorbell(doorbells: Path) -> Iterator[int]:
+    """A private FIFO in `doorbells/`, open for reading (non-blocking) while in use.
+
+    The consumer also holds a write end itself so the read end never reports a hang-up
+    (which would make select() spin) after a sender closes.
+    """
+    ensure_dir(doorbells)
+    path = doorbells / f"{os.getpid()}-{os.urandom(4).hex()}.fifo"
+    os.mkfifo(path, 0o600)
+    read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    write_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        yield read_fd
+    finally:
+        os.close(write_fd)
+        os.close(read_fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)

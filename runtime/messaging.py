@@ -1,0 +1,249 @@
+"""Route one envelope to its address; the `message`, `emit` and `recv` verbs.
+
+- `run:<id>`: the run's durable inbox. `control.*` types are consumed by the runner
+  itself; every other type must be declared in the recipe's `mailbox.accepts` (unless
+  forced) and waits for the recipe's own consumer (`actors recv`).
+- `branch:<run>/<b>`: the branch inbox `branches/<b>/inbox.jsonl` (its worker consumes
+  it), with a `routed` record in the parent run's inbox for observers.
+- `room:<run>`: appended to the room timeline `rooms/main/messages.jsonl`.
+- `coordinator` / `session:<id>`: from inside a run only: appended to the run's outbox.
+- `tool:<name>`: spawns that recipe with an object body as its values.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from runtime.addresses import Address, parse_address
+from runtime.envelope import make_envelope
+from runtime.errors import BadInput, Conflict, Refused
+from runtime.files import append_jsonl, ensure_dir
+from runtime.mailbox import Mailbox, ring
+from runtime.ownership import Principal, check_control
+from runtime.paths import RunPaths, StateRoot
+from runtime.status import TERMINAL, derive, find_run
+
+CONTROL_TYPES = ("control.stop", "control.kill", "control.archive", "control.prune")
+
+
+def run_mailbox(paths: RunPaths) -> Mailbox:
+    return Mailbox(paths.inbox, paths.dir / "doorbells", paths.wake)
+
+
+def branch_mailbox(paths: RunPaths, branch: str) -> Mailbox:
+    base = paths.branches / branch
+    return Mailbox(base / "inbox.jsonl", base / "doorbells", paths.wake)
+
+
+def room_dir(paths: RunPaths) -> Path:
+    return paths.dir / "rooms" / "main"
+
+
+def accepted_types(run: dict[str, Any]) -> list[str]:
+    entries = (run.get("mailbox") or {}).get("accepts") or []
+    return [e["type"] if isinstance(e, dict) else str(e) for e in entries]
+
+
+def _check_accepts(run: dict[str, Any], kind: str, force: bool) -> None:
+    if kind in CONTROL_TYPES or force:
+        return
+    accepts = accepted_types(run)
+    if kind not in accepts:
+        listed = ", ".join(accepts) if accepts else "none besides control.*"
+        raise BadInput(
+            f"run {run['run']} does not accept {kind!r} (accepts: {listed})",
+            hint="send a declared type, or pass --force",
+        )
+
+
+def send(
+    root: StateRoot,
+    to: str,
+    kind: str,
+    body: Any,
+    principal: Principal,
+    *,
+    force: bool = False,
+    summary: str | None = None,
+    reply_to: str | None = None,
+    fsync: bool = True,
+) -> dict[str, Any]:
+    """Validate, persist and wake; returns what happened (`state` says where it went)."""
+    address = parse_address(to)
+    if address.kind in ("coordinator", "session"):
+        return emit(root, kind, body, principal, to=to, summary=summary)
+    if address.kind == "tool":
+        return _invoke_tool(address, body, principal)
+    assert address.target is not None
+    paths, run = find_run(root, address.target)
+    envelope = make_envelope(
+        to=to, type=kind, body=body, sender=principal.id, summary=summary, reply_to=reply_to
+    )
+    if address.kind == "room":
+        return _post_room(paths, run, envelope)
+    check_control(run, principal, force=force, action="message")
+    _check_accepts(run, kind, force)
+    status = derive(paths, run)["status"]
+    if status in TERMINAL:
+        if kind in ("control.archive", "control.prune"):
+            return _apply_terminal_control(root, paths, kind, body)
+        raise Conflict(
+            f"run {paths.run_id} is {status}; nothing reads its mailbox any more",
+            hint=f"see `actors result {paths.run_id}`",
+        )
+    if kind in ("control.archive", "control.prune"):
+        raise Conflict(
+            f"run {paths.run_id} is {status}; {kind} applies to finished runs only",
+            hint=f"stop it first: actors message run:{paths.run_id} control.stop",
+        )
+    instance = run["run_instance_id"]
+    if address.kind == "branch":
+        assert address.branch is not None
+        branch = branch_mailbox(paths, address.branch)
+        ensure_dir(branch.inbox.parent)
+        entry = branch.deliver(envelope, fsync=fsync, instance=instance)
+        append_jsonl(paths.inbox, {**entry, "state": "routed"}, fsync=False)
+        return {"to": to, "type": kind, "id": envelope["id"], "state": "queued", "route": "branch"}
+    entry = run_mailbox(paths).deliver(envelope, fsync=fsync, instance=instance)
+    return {"to": to, "type": kind, "id": entry["id"], "state": entry["state"], "route": "run"}
+
+
+def _apply_terminal_control(
+    root: StateRoot, paths: RunPaths, kind: str, body: Any
+) -> dict[str, Any]:
+    from runtime.retention import archive_run, prune_run
+
+    if kind == "control.archive":
+        target = archive_run(root, paths.run_id)
+        return {
+            "to": f"run:{paths.run_id}",
+            "type": kind,
+            "state": "handled",
+            "archived_to": str(target),
+        }
+    preserve = isinstance(body, dict) and bool(body.get("preserve_artifacts"))
+    outcome = prune_run(root, paths.run_id, preserve_artifacts=preserve)
+    return {"to": f"run:{paths.run_id}", "type": kind, "state": "handled", **outcome}
+
+
+def _post_room(paths: RunPaths, run: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
+    room = ensure_dir(room_dir(paths))
+    from runtime.ids import now_iso
+
+    append_jsonl(
+        room / "messages.jsonl",
+        {**envelope, "received_at": now_iso(), "run_instance_id": run["run_instance_id"]},
+        fsync=True,
+    )
+    ring(room / "doorbells")
+    return {
+        "to": envelope["to"],
+        "type": envelope["type"],
+        "id": envelope["id"],
+        "state": "posted",
+        "route": "room",
+    }
+
+
+def _invoke_tool(address: Address, body: Any, principal: Principal) -> dict[str, Any]:
+    from runtime.spawn import SpawnRequest, spawn
+
+    values = body if isinstance(body, dict) else ({} if body is None else {"input": body})
+    record = spawn(
+        SpawnRequest(
+            recipe=address.target,
+            values=values,
+            session=None if principal.via_run_token else principal.id,
+        )
+    )
+    return {
+        "to": str(address),
+        "state": "spawned",
+        "run": record["run"],
+        "address": record["address"],
+    }
+
+
+def _sender_in_run(principal: Principal) -> tuple[str, str]:
+    if not principal.via_run_token:
+        raise Refused(
+            "only a process inside a run can emit actor messages",
+            hint="run `actors emit` from a recipe's script (it sets $ACTORS_RUN_ID)",
+        )
+    run_id = principal.id.removeprefix("run:")
+    branch = os.environ.get("ACTORS_BRANCH")
+    return run_id, (f"branch:{run_id}/{branch}" if branch else principal.id)
+
+
+def emit(
+    root: StateRoot,
+    kind: str,
+    body: Any,
+    principal: Principal,
+    *,
+    to: str = "coordinator",
+    summary: str | None = None,
+    level: str = "info",
+    fsync: bool = True,
+) -> dict[str, Any]:
+    """Append an actor message from the calling run to its outbox (or its room)."""
+    run_id, sender = _sender_in_run(principal)
+    paths, run = find_run(root, run_id)
+    if to == "room":
+        to = f"room:{run_id}"
+    address = parse_address(to)
+    if address.kind == "session" and address.target != run.get("owner_id"):
+        raise Refused(f"run {run_id} may only message its own session {run.get('owner_id')}")
+    if address.kind not in ("coordinator", "session", "room"):
+        raise BadInput(f"emit sends to coordinator, room or session:<id>, not {to}")
+    envelope = make_envelope(
+        to=to,
+        type=kind,
+        body=body,
+        sender=sender,
+        summary=summary,
+        level=level,
+        extra={"run": run_id, "run_instance_id": run["run_instance_id"]},
+    )
+    if address.kind == "room":
+        if address.target != run_id:
+            raise Refused(f"run {run_id} may only post to its own room room:{run_id}")
+        return _post_room(paths, run, envelope)
+    append_jsonl(paths.outbox, envelope, fsync=fsync)
+    return {"to": to, "type": kind, "id": envelope["id"], "state": "emitted"}
+
+
+def recv(
+    root: StateRoot,
+    principal: Principal,
+    *,
+    types: tuple[str, ...] | None = None,
+    timeout: float | None = None,
+) -> dict[str, Any] | None:
+    """Claim the next message for the calling run (or branch); None on timeout."""
+    run_id, _ = _sender_in_run(principal)
+    paths, _ = find_run(root, run_id)
+    branch = os.environ.get("ACTORS_BRANCH")
+    box = branch_mailbox(paths, branch) if branch else run_mailbox(paths)
+    got = box.wait_claim(
+        timeout=timeout,
+        types=types,
+        exclude_prefix=None if branch else "control.",
+        consumer=f"recv:{branch or run_id}",
+    )
+    return got[0] if got else None
+
+
+def finish(
+    root: StateRoot, principal: Principal, entry_id: str, *, ok: bool, error: str | None = None
+) -> None:
+    run_id, _ = _sender_in_run(principal)
+    paths, _ = find_run(root, run_id)
+    branch = os.environ.get("ACTORS_BRANCH")
+    box = branch_mailbox(paths, branch) if branch else run_mailbox(paths)
+    if ok:
+        box.mark(entry_id, "handled")
+    else:
+        box.mark(entry_id, "failed", error=error)
