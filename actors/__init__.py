@@ -20,6 +20,11 @@ _EXPORTS = {
     "tail": "actors.api",
     "cancel": "actors.api",
     "kill": "actors.api",
+    "message": "actors.api",
+    "recv": "actors.api",
+    "ack": "actors.api",
+    "emit": "actors.api",
+    "inspect": "actors.api",
     "ActorsError": "runtime.errors",
     "BadInput": "runtime.errors",
     "NotFound": "runtime.errors",
@@ -32,45 +37,26 @@ __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
     from actors.api import (
+        ack as ack,
         cancel as cancel,
-    )
-    from actors.api import (
+        emit as emit,
+        inspect as inspect,
         kill as kill,
-    )
-    from actors.api import (
+        message as message,
+        recv as recv,
         result as result,
-    )
-    from actors.api import (
         runs as runs,
-    )
-    from actors.api import (
         spawn as spawn,
-    )
-    from actors.api import (
         status as status,
-    )
-    from actors.api import (
         tail as tail,
-    )
-    from actors.api import (
         wait as wait,
     )
     from runtime.errors import (
         ActorsError as ActorsError,
-    )
-    from runtime.errors import (
         BadInput as BadInput,
-    )
-    from runtime.errors import (
         Conflict as Conflict,
-    )
-    from runtime.errors import (
         NotFound as NotFound,
-    )
-    from runtime.errors import (
         Refused as Refused,
-    )
-    from runtime.errors import (
         StateDamaged as StateDamaged,
     )
 

@@ -32,8 +32,7 @@ def spawn(
     home: str | None = None,
 ) -> dict[str, Any]:
     """Start a detached run; returns its run.json record (`record["run"]` is the id)."""
-    from runtime.spawn import SpawnRequest
-    from runtime.spawn import spawn as _spawn
+    from runtime.spawn import SpawnRequest, spawn as _spawn
 
     request = SpawnRequest(
         recipe=recipe,
@@ -114,3 +113,103 @@ def kill(
 
     root = _root(home)
     return _kill(root, parse_run_ref(run), current_principal(root, session), force=force)
+
+
+def message(
+    to: str,
+    type: str,
+    body: Any = None,
+    *,
+    summary: str | None = None,
+    reply_to: str | None = None,
+    force: bool = False,
+    session: str | None = None,
+    fsync: bool = True,
+    home: str | None = None,
+) -> dict[str, Any]:
+    """Send one envelope (durable append, then doorbell); returns where it went."""
+    from runtime.messaging import send
+    from runtime.ownership import current_principal
+
+    root = _root(home)
+    return send(
+        root,
+        to,
+        type,
+        body,
+        current_principal(root, session),
+        force=force,
+        summary=summary,
+        reply_to=reply_to,
+        fsync=fsync,
+    )
+
+
+def recv(
+    types: tuple[str, ...] | list[str] | None = None,
+    *,
+    timeout: float | None = None,
+    ack: bool = True,
+    home: str | None = None,
+) -> dict[str, Any] | None:
+    """Inside a run: claim the next message (blocking); returns its envelope, or None.
+
+    With `ack=True` (default) it is marked handled at once. With `ack=False` the return
+    value is the whole inbox entry; call `ack(entry["id"])` when done (a consumer that
+    dies before that gives the message back after its claim is found dead).
+    """
+    from runtime.messaging import finish, recv as _recv
+    from runtime.ownership import current_principal
+
+    root = _root(home)
+    principal = current_principal(root)
+    entry = _recv(root, principal, types=tuple(types) if types else None, timeout=timeout)
+    if entry is None:
+        return None
+    if not ack:
+        return entry
+    finish(root, principal, entry["id"], ok=True)
+    envelope: dict[str, Any] = entry["envelope"]
+    return envelope
+
+
+def ack(
+    entry_id: str, *, ok: bool = True, error: str | None = None, home: str | None = None
+) -> None:
+    """Mark a message claimed with `recv(ack=False)` as handled (or failed)."""
+    from runtime.messaging import finish
+    from runtime.ownership import current_principal
+
+    root = _root(home)
+    finish(root, current_principal(root), entry_id, ok=ok, error=error)
+
+
+def emit(
+    type: str,
+    body: Any = None,
+    *,
+    to: str = "coordinator",
+    summary: str | None = None,
+    level: str = "info",
+    home: str | None = None,
+) -> dict[str, Any]:
+    """Inside a run: append an actor message to the run's outbox (or its room)."""
+    from runtime.messaging import emit as _emit
+    from runtime.ownership import current_principal
+
+    root = _root(home)
+    return _emit(root, type, body, current_principal(root), to=to, summary=summary, level=level)
+
+
+def inspect(
+    target: str,
+    view: str = "status",
+    *,
+    lines: int = 40,
+    status: str = "all",
+    home: str | None = None,
+) -> dict[str, Any]:
+    """A bounded read of a run, branch, room or session (see the CLI's `inspect`)."""
+    from runtime.inspect import inspect as _inspect
+
+    return _inspect(_root(home), target, view, lines=lines, status=status)

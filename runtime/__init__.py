@@ -37,42 +37,24 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from runtime.control import cancel as cancel
-    from runtime.control import kill as kill
+    from runtime.control import cancel as cancel, kill as kill
     from runtime.errors import (
         ActorsError as ActorsError,
-    )
-    from runtime.errors import (
         BadInput as BadInput,
-    )
-    from runtime.errors import (
         Conflict as Conflict,
-    )
-    from runtime.errors import (
         NotFound as NotFound,
-    )
-    from runtime.errors import (
         Refused as Refused,
-    )
-    from runtime.errors import (
         StateDamaged as StateDamaged,
     )
     from runtime.index import list_runs as list_runs
-    from runtime.ownership import Principal as Principal
-    from runtime.ownership import current_principal as current_principal
+    from runtime.ownership import Principal as Principal, current_principal as current_principal
     from runtime.paths import (
         RunPaths as RunPaths,
-    )
-    from runtime.paths import (
         StateRoot as StateRoot,
-    )
-    from runtime.paths import (
         parse_run_ref as parse_run_ref,
     )
-    from runtime.spawn import SpawnRequest as SpawnRequest
-    from runtime.spawn import spawn as spawn
-    from runtime.status import derive as derive
-    from runtime.status import status_of as status_of
+    from runtime.spawn import SpawnRequest as SpawnRequest, spawn as spawn
+    from runtime.status import derive as derive, status_of as status_of
     from runtime.waiting import wait_for as wait_for
 
 

@@ -43,7 +43,7 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def short_suffix(length: int = 5) -> str:
+def short_suffix(length: int = 6) -> str:
     """Lowercase base36 suffix for generated run ids (`hello-k3x9f`)."""
     alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
     return "".join(secrets.choice(alphabet) for _ in range(length))

@@ -16,6 +16,7 @@ and one wake drains everything queued.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -33,7 +34,9 @@ from runtime.process import read_stat
 RECONCILE_INTERVAL_S = 1.0
 """Upper bound on how long a queued message can wait when every doorbell is missed."""
 LEASE_S = 300.0
-OPEN_STATES = ("queued", "sent")
+OPEN_STATES = ("queued",)
+SENDING_GRACE_S = 5.0
+"""A `sending` entry (FIFO fast path under way) older than this is treated as queued."""
 
 
 def _me() -> dict[str, Any]:
@@ -59,6 +62,8 @@ class Mailbox:
     wake_log: Path | None = None
     _offset: int = 0
     _entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _bell: int | None = None
+    _bell_cm: Any = None
 
     @property
     def lock_path(self) -> Path:
@@ -82,6 +87,12 @@ class Mailbox:
             "envelope": envelope,
         }
         append_jsonl(self.inbox, entry, fsync=fsync)
+        if state == "queued":
+            self.wake(envelope)
+        return entry
+
+    def wake(self, envelope: dict[str, Any]) -> None:
+        """Record the advisory doorbell line, then poke every consumer's FIFO."""
         if self.wake_log is not None:
             append_jsonl(
                 self.wake_log,
@@ -94,7 +105,6 @@ class Mailbox:
                 },
             )
         ring(self.doorbells)
-        return entry
 
     def mark(self, entry_id: str, state: str, **fields: Any) -> None:
         append_jsonl(
@@ -139,6 +149,11 @@ class Mailbox:
             lines = []
             for entry in self.refresh().values():
                 state = entry.get("state")
+                if state == "sending" and _age_s(entry.get("queued_at"), now) > SENDING_GRACE_S:
+                    lines.append(
+                        {"id": entry["id"], "state": "queued", "requeued": "sender vanished"}
+                    )
+                    state = "queued"
                 if state == "claimed" and not self._claim_live(entry, now):
                     lines.append(
                         {
@@ -182,25 +197,58 @@ class Mailbox:
             return False
 
     def wait_claim(self, *, timeout: float | None, **claim_args: Any) -> list[dict[str, Any]]:
-        """Block (on a doorbell FIFO, with a reconcile timer) until something is claimed."""
+        """Block (on a doorbell FIFO, with a reconcile timer) until something is claimed.
+
+        The doorbell is created on first use and kept for the life of this object, so a
+        consumer looping on `wait_claim` pays for the FIFO once, not per message.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
-        with doorbell(self.doorbells) as fd:
-            while True:
-                got = self.claim(**claim_args)
-                if got:
-                    return got
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return []
-                step = (
-                    RECONCILE_INTERVAL_S
-                    if remaining is None
-                    else min(RECONCILE_INTERVAL_S, remaining)
-                )
-                ready, _, _ = select.select([fd], [], [], step)
-                if ready:
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(fd, 4096)
+        fd = self._doorbell()
+        while True:
+            got = self.claim(**claim_args)
+            if got:
+                return got
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return []
+            step = (
+                RECONCILE_INTERVAL_S if remaining is None else min(RECONCILE_INTERVAL_S, remaining)
+            )
+            ready, _, _ = select.select([fd], [], [], step)
+            if ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(fd, 4096)
+
+    def _doorbell(self) -> int:
+        if self._bell is None:
+            self._bell_cm = doorbell(self.doorbells)
+            self._bell = self._bell_cm.__enter__()
+            atexit.register(self.close)
+        return self._bell
+
+    def close(self) -> None:
+        """Remove this consumer's doorbell (also done at interpreter exit)."""
+        if self._bell_cm is not None:
+            cm, self._bell_cm, self._bell = self._bell_cm, None, None
+            cm.__exit__(None, None, None)
+
+
+_boxes: dict[Path, Mailbox] = {}
+
+
+def mailbox_for(inbox: Path, doorbells: Path, wake_log: Path | None = None) -> Mailbox:
+    """The process-wide Mailbox of an inbox, so repeated reads stay incremental."""
+    box = _boxes.get(inbox)
+    if box is None:
+        box = _boxes[inbox] = Mailbox(inbox, doorbells, wake_log)
+    return box
+
+
+def _age_s(stamp: Any, now: float) -> float:
+    try:
+        return now - parse_iso(str(stamp))
+    except ValueError:
+        return float("inf")
 
 
 def _iso_in(seconds: float) -> str:

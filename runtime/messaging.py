@@ -20,7 +20,7 @@ from runtime.addresses import Address, parse_address
 from runtime.envelope import make_envelope
 from runtime.errors import BadInput, Conflict, Refused
 from runtime.files import append_jsonl, ensure_dir
-from runtime.mailbox import Mailbox, ring
+from runtime.mailbox import Mailbox, mailbox_for, ring
 from runtime.ownership import Principal, check_control
 from runtime.paths import RunPaths, StateRoot
 from runtime.status import TERMINAL, derive, find_run
@@ -29,12 +29,12 @@ CONTROL_TYPES = ("control.stop", "control.kill", "control.archive", "control.pru
 
 
 def run_mailbox(paths: RunPaths) -> Mailbox:
-    return Mailbox(paths.inbox, paths.dir / "doorbells", paths.wake)
+    return mailbox_for(paths.inbox, paths.dir / "doorbells", paths.wake)
 
 
 def branch_mailbox(paths: RunPaths, branch: str) -> Mailbox:
     base = paths.branches / branch
-    return Mailbox(base / "inbox.jsonl", base / "doorbells", paths.wake)
+    return mailbox_for(base / "inbox.jsonl", base / "doorbells", paths.wake)
 
 
 def room_dir(paths: RunPaths) -> Path:
@@ -106,8 +106,45 @@ def send(
         entry = branch.deliver(envelope, fsync=fsync, instance=instance)
         append_jsonl(paths.inbox, {**entry, "state": "routed"}, fsync=False)
         return {"to": to, "type": kind, "id": envelope["id"], "state": "queued", "route": "branch"}
-    entry = run_mailbox(paths).deliver(envelope, fsync=fsync, instance=instance)
-    return {"to": to, "type": kind, "id": entry["id"], "state": entry["state"], "route": "run"}
+    box = run_mailbox(paths)
+    fifo = (run.get("mailbox") or {}).get("endpoint") == "fifo" and kind not in CONTROL_TYPES
+    entry = box.deliver(
+        envelope, fsync=fsync, instance=instance, state="sending" if fifo else "queued"
+    )
+    state = "queued"
+    if fifo:
+        if _write_fifo(paths.dir / "control.fifo", envelope):
+            box.mark(entry["id"], "sent")
+            state = "sent"
+        else:  # no reader attached: the message waits in the inbox for `actors recv`
+            box.mark(entry["id"], "queued")
+            box.wake(envelope)
+    return {"to": to, "type": kind, "id": entry["id"], "state": state, "route": "run"}
+
+
+def _write_fifo(path: Path, envelope: dict[str, Any]) -> bool:
+    """Fast path: one atomic write of the envelope line to a reader that is attached now."""
+    from runtime.files import encode_line
+
+    line = encode_line(envelope)
+    if len(line) > select_pipe_buf():
+        return False
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False  # ENXIO: nobody is reading; ENOENT: no endpoint
+    try:
+        return os.write(fd, line) == len(line)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def select_pipe_buf() -> int:
+    import select
+
+    return int(getattr(select, "PIPE_BUF", 4096))
 
 
 def _apply_terminal_control(

@@ -28,7 +28,12 @@ from runtime.process import capture
 from runtime.recipes import RecipeSource, compile_source, find_recipe, inline_recipe
 
 INJECTED = (
-    "run_id", "state_dir", "actor_address", "default_room", "communication_file", "recipe_dir",
+    "run_id",
+    "state_dir",
+    "actor_address",
+    "default_room",
+    "communication_file",
+    "recipe_dir",
 )
 _spawned_pids: list[int] = []
 
@@ -148,6 +153,11 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
         parse_run_ref(req.run_id)
     compiled = compile_source(source, root, fill_cache=False)
     run_id = _pick_run_id(req, source, compiled)
+    generated = not req.run_id and not compiled.get("run_id")
+    for _ in range(20):  # a generated id that happens to exist is simply drawn again
+        if not (generated and root.run(run_id).dir.exists()):
+            break
+        run_id = _pick_run_id(req, source, compiled)
     paths = root.run(run_id)
     if paths.dir.exists():
         raise Conflict(
@@ -229,6 +239,8 @@ def _claim(root: StateRoot, paths: RunPaths, record: dict[str, Any]) -> None:
         write_progress(stage.progress, instance, phase="starting", active=0, completed=0, failed=0)
         for name in ("stdout.log", "stderr.log", "runner.log"):
             write_bytes_atomic(stage.dir / name, b"", fsync=False)
+        if record["mailbox"].get("endpoint") == "fifo":
+            os.mkfifo(stage.dir / "control.fifo", 0o600)
         try:
             os.rename(stage.dir, paths.dir)
         except OSError as exc:

@@ -30,6 +30,7 @@ COMMANDS = {
     "message": "actors.cli.messages:message_cmd",
     "recv": "actors.cli.messages:recv_cmd",
     "emit": "actors.cli.messages:emit_cmd",
+    "inspect": "actors.cli.messages:inspect_cmd",
 }
 
 

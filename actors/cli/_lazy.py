@@ -47,4 +47,5 @@ _SUMMARIES = {
     "message": "Send a typed message to a run, branch, room or tool.",
     "recv": "Inside a run: wait for the next message and print it.",
     "emit": "Inside a run: send an actor message to the coordinator or room.",
+    "inspect": "Read a run, branch, room or session on purpose (views; --json).",
 }

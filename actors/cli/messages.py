@@ -113,8 +113,15 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
 )
 @click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
 @click.option("--level", type=click.Choice(["info", "warning", "error"]), default="info")
+@click.option("--print", "show", is_flag=True, help="Print the outcome (quiet by default).")
 def emit_cmd(
-    type: str, body: str | None, body_json: bool, to: str, summary: str | None, level: str
+    type: str,
+    body: str | None,
+    body_json: bool,
+    to: str,
+    summary: str | None,
+    level: str,
+    show: bool,
 ) -> None:
     """Inside a run: append an actor message (e.g. a notify or followup) to the outbox."""
     from runtime.messaging import emit
@@ -130,4 +137,76 @@ def emit_cmd(
         summary=summary,
         level=level,
     )
-    click.echo(" ".join(f"{k}={v}" for k, v in outcome.items()))
+    if show:
+        click.echo(" ".join(f"{k}={v}" for k, v in outcome.items()))
+
+
+@click.command("inspect")
+@click.argument("target")
+@click.option(
+    "--view",
+    default="status",
+    show_default=True,
+    help="run: status|tail|messages|artifacts|files|mailbox|communication; "
+    "room: status|messages|roster; session: status|runs; branch: mailbox.",
+)
+@click.option("-n", "--lines", default=40, show_default=True, help="How many records at most.")
+@click.option(
+    "--status",
+    "status_filter",
+    default="all",
+    show_default=True,
+    help="For session targets: all, active, running, terminal, done, failed, ...",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole view as JSON.")
+def inspect_cmd(target: str, view: str, lines: int, status_filter: str, as_json: bool) -> None:
+    """Read TARGET on purpose: a run, branch:RUN/B, room:RUN, session:ID or session:all."""
+    from runtime.inspect import inspect
+
+    data = inspect(StateRoot.from_env(), target, view, lines=lines, status=status_filter)
+    if as_json:
+        emit_json(data)
+        return
+    for line in _compact(data):
+        click.echo(line)
+
+
+_SINGULAR = {
+    "entries": "entry",
+    "messages": "message",
+    "runs": "run",
+    "files": "file",
+    "stdout": "out",
+    "stderr": "err",
+}
+
+
+def _compact(data: dict[str, object]) -> list[str]:
+    """One line per record; scalars as key=value."""
+    import json
+
+    def show(v: object) -> str:
+        return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
+
+    out: list[str] = []
+    scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
+    out.append(" ".join(f"{k}={v}" for k, v in scalars.items() if v is not None))
+    for key, value in data.items():
+        if (
+            isinstance(value, list)
+            and all(isinstance(i, str) for i in value)
+            and key not in _SINGULAR
+        ):
+            out.append(f"  {key}: {', '.join(value) if value else '-'}")
+        elif isinstance(value, list):
+            label = _SINGULAR.get(key, key)
+            for item in value:
+                if isinstance(item, dict):
+                    fields = " ".join(f"{k}={show(v)}" for k, v in item.items() if v is not None)
+                    out.append(f"  {label}: {fields}")
+                else:
+                    out.append(f"  {label}: {item}")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                out.append(f"  {key}.{k}: {show(v)}")
+    return out

@@ -252,13 +252,17 @@ def test_help_lists_every_command_quickly(home: StateRoot) -> None:
         assert f"  {name} " in proc.stdout
 
 
-def test_a_new_run_reusing_a_pruned_id_is_not_mistaken_for_the_old(home: StateRoot, tmp_path: Path) -> None:
+def test_a_new_run_reusing_a_pruned_id_is_not_mistaken_for_the_old(
+    home: StateRoot, tmp_path: Path
+) -> None:
     spawn_id("fanout", "--as", "again")
     cli("wait", "again")
     assert json.loads(cli("ls", "--json").stdout)[0]["status"] == "done"
     assert cli("prune", "again", "again").returncode == 0
     fifo = make_fifo(tmp_path / "ready.fifo")
-    spawn_id("-t", "sh -c 'echo ready > \"$1\"; sleep 300' x {f}", "-v", f"f={fifo}", "--as", "again")
+    spawn_id(
+        "-t", "sh -c 'echo ready > \"$1\"; sleep 300' x {f}", "-v", f"f={fifo}", "--as", "again"
+    )
     assert read_fifo_line(fifo) == "ready"
     listed = json.loads(cli("ls", "--json").stdout)
     assert [(r["run"], r["status"]) for r in listed] == [("again", "running")]

@@ -170,7 +170,7 @@ def test_kill_reaches_a_descendant_that_left_the_session(home: StateRoot, tmp_pa
     escape = tmp_path / "escape.sh"
     escape.write_text('echo $$ > "$1"; echo ready > "$2"; exec sleep 300\n')
     record = actors.spawn(
-        template="sh -c 'setsid sh \"$0\" \"$1\" \"$2\" & wait' {script} {p} {f}",
+        template='sh -c \'setsid sh "$0" "$1" "$2" & wait\' {script} {p} {f}',
         values={"script": str(escape), "p": str(pidfile), "f": str(fifo)},
     )
     assert read_fifo_line(fifo) == "ready"
@@ -182,7 +182,9 @@ def test_kill_reaches_a_descendant_that_left_the_session(home: StateRoot, tmp_pa
 
 def test_stopped_leaves_are_journaled_as_cancelled(home: StateRoot, tmp_path: Path) -> None:
     fifo = make_fifo(tmp_path / "ready.fifo")
-    record = actors.spawn(template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)})
+    record = actors.spawn(
+        template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)}
+    )
     assert read_fifo_line(fifo) == "ready"
     actors.cancel(record["run"], grace=2)
     events = [json.loads(line) for line in home.run(record["run"]).events.read_text().splitlines()]
@@ -197,7 +199,7 @@ def test_session_flag_is_refused_inside_a_run(home: StateRoot, tmp_path: Path) -
     import sys
 
     record = actors.spawn(
-        template=f"sh -c '{sys.executable} -m actors ls --mine --session someone > \"$1\" 2>&1; echo $? >> \"$1\"' x {{o}}",
+        template=f'sh -c \'{sys.executable} -m actors ls --mine --session someone > "$1" 2>&1; echo $? >> "$1"\' x {{o}}',
         values={"o": str(out)},
     )
     actors.wait(record["run"], timeout=30)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from runtime.errors import BadInput
 from runtime.placeholders import MissingValue, missing_values, render_argv, split_words

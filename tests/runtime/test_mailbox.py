@@ -1,0 +1,185 @@
+"""Durable mailboxes under real concurrency, crashes and missed doorbells."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import actors
+from runtime.files import append_jsonl, read_jsonl
+from runtime.ids import new_id, now_iso
+from runtime.mailbox import RECONCILE_INTERVAL_S, Mailbox
+from runtime.paths import StateRoot
+from tests.conftest import make_fifo, read_fifo_line, write_recipe
+
+CONSUMER = """
+import json, sys
+import actors
+out = open(sys.argv[1], "a")
+while True:
+    envelope = actors.recv(timeout=120)
+    if envelope is None:
+        sys.exit(3)
+    if envelope["type"] == "test.end":
+        break
+    out.write(json.dumps(envelope["body"]) + "\\n")
+    out.flush()
+"""
+
+SENDER = """
+import sys
+import actors
+run, sender, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for i in range(count):
+    actors.message(run, "test.item", {"s": sender, "i": i})
+"""
+
+
+def _consumer_run(home: StateRoot, tmp_path: Path) -> tuple[str, Path]:
+    script = tmp_path / "consumer.py"
+    script.write_text(CONSUMER)
+    out = tmp_path / "handled.jsonl"
+    recipe = write_recipe(
+        tmp_path,
+        "sink",
+        {
+            "mailbox": {"accepts": ["test.item", "test.end"]},
+            "template": f"{sys.executable} {{script}} {{out}}",
+        },
+    )
+    record = actors.spawn(str(recipe), values={"script": str(script), "out": str(out)})
+    return record["run"], out
+
+
+def test_eight_senders_thousand_messages_each_handled_exactly_once_in_order(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    run_id, out = _consumer_run(home, tmp_path)
+    senders = [
+        subprocess.Popen([sys.executable, "-c", SENDER, f"run:{run_id}", str(n), "1000"])
+        for n in range(8)
+    ]
+    assert [p.wait(timeout=300) for p in senders] == [0] * 8
+    actors.message(f"run:{run_id}", "test.end")
+    final = actors.wait(run_id, timeout=300)
+    assert final["status"] == "done", final
+    bodies = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(bodies) == 8000
+    per_sender: dict[int, list[int]] = {}
+    for body in bodies:
+        per_sender.setdefault(body["s"], []).append(body["i"])
+    assert per_sender == {n: list(range(1000)) for n in range(8)}
+    inbox = read_jsonl(home.run(run_id).inbox)
+    assert inbox.bad_lines == 0 and not inbox.torn_tail
+    handled = Counter(r["id"] for r in inbox.records if r.get("state") == "handled")
+    entries = [r for r in inbox.records if "envelope" in r]
+    assert len(entries) == 8001
+    assert all(handled[e["id"]] == 1 for e in entries)
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from runtime.mailbox import Mailbox
+box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))
+got = box.claim(consumer="doomed")
+open(sys.argv[3], "w").write(got[0]["id"] + "\\n")
+time.sleep(300)
+"""
+
+
+def _queue(box: Mailbox, kind: str = "job") -> str:
+    envelope = {
+        "id": new_id(),
+        "type": kind,
+        "to": "run:x",
+        "from": "test",
+        "ts": now_iso(),
+        "body": None,
+    }
+    box.deliver(envelope)
+    return envelope["id"]
+
+
+def test_a_claim_held_by_a_killed_consumer_is_handled_later_exactly_once(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "inbox.jsonl", tmp_path / "doorbells")
+    entry_id = _queue(box)
+    fifo = make_fifo(tmp_path / "claimed.fifo")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(box.inbox), str(box.doorbells), str(fifo)]
+    )
+    assert read_fifo_line(fifo) == entry_id
+    assert box.claim(consumer="second") == []  # a live holder keeps its claim
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    got = box.claim(consumer="second")
+    assert [e["id"] for e in got] == [entry_id]
+    box.mark(entry_id, "handled")
+    assert box.claim(consumer="third") == []
+    records = read_jsonl(box.inbox).records
+    assert [r["state"] for r in records if r["id"] == entry_id] == [
+        "queued",
+        "claimed",
+        "queued",
+        "claimed",
+        "handled",
+    ]
+
+
+def test_expired_lease_is_taken_back(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "inbox.jsonl", tmp_path / "doorbells")
+    entry_id = _queue(box)
+    assert box.claim(consumer="slow", lease_s=-1)  # already expired
+    assert [e["id"] for e in box.claim(consumer="next")] == [entry_id]
+
+
+def test_a_message_whose_doorbell_never_rings_is_found_by_the_reconcile_timer(
+    tmp_path: Path,
+) -> None:
+    box = Mailbox(tmp_path / "inbox.jsonl", tmp_path / "doorbells", tmp_path / "wake.jsonl")
+    waiter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time, json\nfrom pathlib import Path\nfrom runtime.mailbox import Mailbox\n"
+                "box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))\n"
+                "got = box.wait_claim(timeout=30, consumer='w')\n"
+                "print(json.dumps([e['id'] for e in got]), time.time())\n"
+            ),
+            str(box.inbox),
+            str(box.doorbells),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (box.doorbells.exists() and os.listdir(box.doorbells)):  # the waiter is armed
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    entry = {
+        "id": new_id(),
+        "state": "queued",
+        "queued_at": now_iso(),
+        "envelope": {"id": "x", "type": "job", "to": "run:x", "from": "t", "body": None},
+    }
+    entry["envelope"]["id"] = entry["id"]
+    sent_at = time.time()
+    append_jsonl(box.inbox, entry, fsync=True)  # durable append, but no doorbell and no wake.jsonl
+    out, _ = waiter.communicate(timeout=30)
+    ids, received_at = out.split()
+    assert json.loads(ids) == [entry["id"]]
+    assert float(received_at) - sent_at < RECONCILE_INTERVAL_S + 1.5
+
+
+def test_one_wake_drains_everything_queued(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "inbox.jsonl", tmp_path / "doorbells")
+    ids = [_queue(box) for _ in range(50)]
+    got = box.claim(limit=100)
+    assert [e["id"] for e in got] == ids
