@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import bench_spawn
+from bench import bench_message, bench_spawn
 from bench._stats import emit, machine
 
 
@@ -12,6 +12,7 @@ def main() -> None:
     quick = "--quick" in sys.argv
     emit(machine() + ("  (quick mode)" if quick else ""))
     bench_spawn.main(quick)
+    bench_message.main(quick)
 
 
 if __name__ == "__main__":

@@ -15,16 +15,25 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def machine() -> str:
-    return (f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, "
-            f"{platform.system()} {platform.release()}")
+    return (
+        f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}"
+    )
 
 
-def row(name: str, samples: list[float], baseline: list[float] | None = None, unit: str = "ms") -> str:
+def row(
+    name: str, samples: list[float], baseline: list[float] | None = None, unit: str = "ms"
+) -> str:
     med, p99, top = statistics.median(samples), percentile(samples, 99), max(samples)
-    text = f"{name:<44} n={len(samples):<4} median {med:8.2f} {unit}  p99 {p99:8.2f}  max {top:8.2f}"
+    text = (
+        f"{name:<44} n={len(samples):<4} median {med:8.2f} {unit}  p99 {p99:8.2f}  max {top:8.2f}"
+    )
     if baseline:
         base = statistics.median(baseline)
-        text += f"   baseline median {base:7.2f} -> ratio {med / base:5.2f}x"
+        if base > med:
+            text += f"   baseline median {base:7.2f} -> {base / med:6.1f}x faster"
+        else:
+            text += f"   baseline median {base:7.2f} -> ratio {med / base:5.2f}x"
     return text
 
 

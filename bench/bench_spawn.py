@@ -42,23 +42,30 @@ def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as home:
         env = dict(os.environ, ACTORS_HOME=home)
         cli = [PY, "-m", "actors"]
-        subprocess.run([*cli, "spawn", "-t", "true", "--wait"], env=env, check=True,
-                       stdout=subprocess.DEVNULL)  # warm the recipe compile cache
+        subprocess.run(
+            [*cli, "spawn", "-t", "true", "--wait"], env=env, check=True, stdout=subprocess.DEVNULL
+        )  # warm the recipe compile cache
         base = [_timed([PY, "-c", "pass"], env) for _ in range(n)]
         spawn = []
         for _ in range(n):
             # Measured on a quiet machine: the previous run (whose runner start-up would
             # compete for the 2 cores) is waited for outside the timed section.
             spawn.append(_timed([*cli, "spawn", "-t", "true", "--as", f"run:s{len(spawn)}"], env))
-            subprocess.run([*cli, "wait", f"s{len(spawn) - 1}"], env=env, check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [*cli, "wait", f"s{len(spawn) - 1}"], env=env, check=True, stdout=subprocess.DEVNULL
+            )
         emit(row("actors spawn (cached recipe) wall", spawn, base))
         # time until the runner has recorded run.runner.start, measured from before spawn
         starts = []
         for _ in range(max(5, n // 3)):
             t0 = time.time()
-            out = subprocess.run([*cli, "spawn", "-t", "true", "--json"], env=env, check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [*cli, "spawn", "-t", "true", "--json"],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             state = Path(json.loads(out)["state_dir"])
             while True:
                 lines = (state / "events.jsonl").read_text().splitlines()
@@ -70,16 +77,26 @@ def main(quick: bool) -> None:
                     starts.append((parse_iso(ts) - t0) * 1000)
                     break
                 time.sleep(0.002)
-            subprocess.run([*cli, "wait", state.name], env=env, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [*cli, "wait", state.name], env=env, check=True, stdout=subprocess.DEVNULL
+            )
         emit(row("spawn -> run.runner.start recorded", starts))
-        out = subprocess.run([*cli, "spawn", "ticker", "-v", "interval=3600", "--json"], env=env,
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [*cli, "spawn", "ticker", "-v", "interval=3600", "--json"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         pid = json.loads(out)["pid"]
         time.sleep(1.0)
         ticks0, t0 = _cpu_ticks(pid), time.monotonic()
         time.sleep(3.0 if quick else 10.0)
         cpu = (_cpu_ticks(pid) - ticks0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
-        emit(f"{'idle runner resident memory':<44} {_rss_kb(pid) / 1024:.1f} MB   "
-             f"CPU while idle {cpu * 100:.3f}% of a core")
-        subprocess.run([*cli, "kill", json.loads(out)["run"]], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        emit(
+            f"{'idle runner resident memory':<44} {_rss_kb(pid) / 1024:.1f} MB   "
+            f"CPU while idle {cpu * 100:.3f}% of a core"
+        )
+        subprocess.run(
+            [*cli, "kill", json.loads(out)["run"]], env=env, check=True, stdout=subprocess.DEVNULL
+        )

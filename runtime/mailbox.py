@@ -92,7 +92,8 @@ class Mailbox:
         return entry
 
     def wake(self, envelope: dict[str, Any]) -> None:
-        """Record the advisory doorbell line, then poke every consumer's FIFO."""
+        """Poke every consumer's FIFO, then record the advisory doorbell line."""
+        ring(self.doorbells)
         if self.wake_log is not None:
             append_jsonl(
                 self.wake_log,
@@ -104,7 +105,6 @@ class Mailbox:
                     "metadata": {"inbox_id": envelope["id"], "type": envelope["type"]},
                 },
             )
-        ring(self.doorbells)
 
     def mark(self, entry_id: str, state: str, **fields: Any) -> None:
         append_jsonl(
