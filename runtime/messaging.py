@@ -224,8 +224,15 @@ def emit(
     summary: str | None = None,
     level: str = "info",
     fsync: bool = True,
+    delivery: str = "log",
 ) -> dict[str, Any]:
-    """Append an actor message from the calling run to its outbox (or its room)."""
+    """Append an actor message from the calling run to its outbox (or its room).
+
+    `delivery`: `log` (outbox only, for inspect), `notify` (also to the coordinator
+    session, on-idle), `followup` (also to the coordinator session, immediately).
+    """
+    if delivery not in ("log", "notify", "followup"):
+        raise BadInput(f"invalid delivery {delivery!r}", hint="use log, notify or followup")
     run_id, sender = _sender_in_run(principal)
     paths, run = find_run(root, run_id)
     if to == "room":
@@ -248,8 +255,16 @@ def emit(
         if address.target != run_id:
             raise Refused(f"run {run_id} may only post to its own room room:{run_id}")
         return _post_room(paths, run, envelope)
-    append_jsonl(paths.outbox, envelope, fsync=fsync)
-    return {"to": to, "type": kind, "id": envelope["id"], "state": "emitted"}
+    append_jsonl(paths.outbox, {**envelope, "delivery": delivery}, fsync=fsync)
+    outcome = {"to": to, "type": kind, "id": envelope["id"], "state": "emitted"}
+    if delivery != "log":
+        from runtime.followups import deliver
+
+        mode = "immediate" if delivery == "followup" else "on-idle"
+        outcome["delivery"] = deliver(root, run, {**envelope, "delivery": delivery}, mode=mode).get(
+            "state"
+        )
+    return outcome
 
 
 def recv(

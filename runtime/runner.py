@@ -25,6 +25,7 @@ from runtime.process import capture, kill_session
 from runtime.redact import secret_texts
 
 KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
+DELIVERY_BUDGET_S = float(os.environ.get("ACTORS_DELIVERY_BUDGET", "30"))
 OUTPUT_PREVIEW_CHARS = 4000
 
 
@@ -67,6 +68,7 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         secrets=secret_texts(run["values"], run.get("secret_names", [])),
         grace=KILL_GRACE_S,
     )
+    ctx.on_command_done = lambda done: _command_done(paths, run, ctx, done)
     started, started_at = time.monotonic(), now_iso()
     outcome = None
 
@@ -190,6 +192,46 @@ def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> Non
     publish_json_once(paths.result, result)
 
 
+def _follow_up(paths: RunPaths, run: dict[str, Any]) -> None:
+    """Deliver the terminal follow-up (retrying within a budget; the reconciler does the rest)."""
+    from runtime.followups import follow_up_terminal
+    from runtime.paths import StateRoot
+
+    try:
+        follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
+    except Exception:
+        traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
+
+
+def _command_done(paths: RunPaths, run: dict[str, Any], ctx: Any, done: dict[str, Any]) -> None:
+    """Journal every leaf in the outbox; bubble failures and parallel branch completions."""
+    from runtime.files import append_jsonl
+    from runtime.followups import deliver
+    from runtime.ids import new_id
+    from runtime.paths import StateRoot
+
+    failed = done["status"] != "done"
+    envelope = {
+        "id": new_id(),
+        "type": "command.done",
+        "to": "coordinator",
+        "from": f"run:{run['run']}",
+        "summary": f"Command {done.get('label') or done['node']} completed with code {done['code']}",
+        "level": "error" if failed else "info",
+        "ts": now_iso(),
+        "body": done,
+        "run": run["run"],
+        "run_instance_id": run["run_instance_id"],
+        "delivery": "followup" if failed or ctx.active > 0 else "log",
+    }
+    append_jsonl(paths.outbox, envelope)
+    if envelope["delivery"] == "followup" and done["status"] != "cancelled":
+        try:
+            deliver(StateRoot.from_env(), run, envelope)
+        except Exception:
+            traceback.print_exc()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
@@ -232,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         }
     _finish(paths, run, result)
     kill_session(os.getpid())
+    _follow_up(paths, run)
     return 0 if result["status"] == "done" else 1
 
 

@@ -31,6 +31,12 @@ COMMANDS = {
     "recv": "actors.cli.messages:recv_cmd",
     "emit": "actors.cli.messages:emit_cmd",
     "inspect": "actors.cli.messages:inspect_cmd",
+    "session": "actors.cli.delivery:session_group",
+    "inbox": "actors.cli.delivery:inbox_group",
+    "flush": "actors.cli.delivery:flush_cmd",
+    "reconcile": "actors.cli.delivery:reconcile_cmd",
+    "watch": "actors.cli.delivery:watch_cmd",
+    "doctor": "actors.cli.delivery:doctor_group",
 }
 
 

@@ -48,4 +48,10 @@ _SUMMARIES = {
     "recv": "Inside a run: wait for the next message and print it.",
     "emit": "Inside a run: send an actor message to the coordinator or room.",
     "inspect": "Read a run, branch, room or session on purpose (views; --json).",
+    "session": "Register and manage coordinator sessions (follow-up targets).",
+    "inbox": "Read the follow-ups delivered to a session.",
+    "flush": "Deliver held and waiting follow-ups now.",
+    "reconcile": "Finish dead runners' runs and deliver owed follow-ups.",
+    "watch": "Observe all runs and deliver follow-ups live (optional).",
+    "doctor": "Live diagnostics (doctor delivery: D0-D8 levels).",
 }

@@ -114,6 +114,14 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
 @click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
 @click.option("--level", type=click.Choice(["info", "warning", "error"]), default="info")
 @click.option("--print", "show", is_flag=True, help="Print the outcome (quiet by default).")
+@click.option(
+    "--deliver",
+    "delivery",
+    type=click.Choice(["log", "notify", "followup"]),
+    default="log",
+    show_default=True,
+    help="Also deliver to the coordinator session (notify: on-idle, followup: now).",
+)
 def emit_cmd(
     type: str,
     body: str | None,
@@ -122,6 +130,7 @@ def emit_cmd(
     summary: str | None,
     level: str,
     show: bool,
+    delivery: str,
 ) -> None:
     """Inside a run: append an actor message (e.g. a notify or followup) to the outbox."""
     from runtime.messaging import emit
@@ -136,6 +145,7 @@ def emit_cmd(
         to=to,
         summary=summary,
         level=level,
+        delivery=delivery,
     )
     if show:
         click.echo(" ".join(f"{k}={v}" for k, v in outcome.items()))

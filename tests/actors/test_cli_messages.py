@@ -28,7 +28,8 @@ def test_player_recipe_end_to_end(home: StateRoot) -> None:
         assert "state=queued" in proc.stdout
     assert actors.wait(run_id, timeout=60)["status"] == "done"
     view = json.loads(cli("inspect", "run:music", "--view", "messages", "--json").stdout)
-    summaries = [m["summary"] for m in view["messages"]]
+    player = [m for m in view["messages"] if m["type"].startswith("player.")]
+    summaries = [m["summary"] for m in player]
     assert summaries == [
         "playing: track 1 of 3",
         "playing: track 2 of 3",
@@ -37,7 +38,8 @@ def test_player_recipe_end_to_end(home: StateRoot) -> None:
         "playing: track 3 of 3",
         "stopped at track 3",
     ]
-    assert all(m["from"] == "run:music" and m["to"] == "coordinator" for m in view["messages"])
+    assert all(m["from"] == "run:music" and m["to"] == "coordinator" for m in player)
+    assert [m["type"] for m in view["messages"]][-1] == "command.done"  # the diagnostic leaf record
     mailbox = json.loads(cli("inspect", "run:music", "--view", "mailbox", "--json").stdout)
     assert [e["state"] for e in mailbox["entries"]] == ["handled"] * 5
 

@@ -1,0 +1,278 @@
+"""Sessions and delivery: session, inbox, flush, reconcile, watch, doctor."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+
+from actors.cli._format import emit_json
+from runtime.errors import BadInput
+from runtime.paths import StateRoot
+
+
+def _root() -> StateRoot:
+    return StateRoot.from_env()
+
+
+def _session_id(explicit: str | None) -> str:
+    from runtime.ownership import local_user_session
+
+    return explicit or os.environ.get("ACTORS_SESSION") or local_user_session()
+
+
+def _options(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise BadInput(
+                f"-o {pair!r} is not KEY=VALUE", hint="e.g. -o url=http://127.0.0.1:9000/hook"
+            )
+        out[key] = value
+    return out
+
+
+@click.group("session")
+def session_group() -> None:
+    """Register and manage coordinator sessions (where follow-ups are delivered)."""
+
+
+@session_group.command("register")
+@click.option(
+    "--harness", required=True, help="file, webhook, tmux, callback, or an installed adapter."
+)
+@click.option(
+    "--id",
+    "session_id",
+    metavar="ID",
+    help="Session id (default: $ACTORS_SESSION, else generated).",
+)
+@click.option(
+    "-o",
+    "--option",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Adapter option (repeatable).",
+)
+@click.option("--json", "as_json", is_flag=True)
+def session_register(
+    harness: str, session_id: str | None, options: tuple[str, ...], as_json: bool
+) -> None:
+    """Register a session; prints its id (export it as ACTORS_SESSION)."""
+    from adapters.base import AdapterError
+    from adapters.registry import adapter_class
+    from runtime.ids import now_iso, short_suffix
+    from runtime.sessions import save_session, session_key
+
+    opts = _options(options)
+    try:
+        cls = adapter_class(harness)
+        cls.check_options(opts)
+        if harness == "tmux":
+            reachable, why = cls({"id": "probe"}, opts).pane_state()
+            if not reachable:
+                raise AdapterError(f"tmux target {opts['target']} is not reachable: {why}")
+    except AdapterError as exc:
+        raise BadInput(str(exc)) from None
+    ident = session_id or os.environ.get("ACTORS_SESSION") or f"sess-{short_suffix()}"
+    session_key(ident)
+    caps = cls.capabilities
+    record = save_session(
+        _root(),
+        {
+            "id": ident,
+            "harness": harness,
+            "options": opts,
+            "registered": True,
+            "capabilities": {
+                "wake_mode": caps.wake_mode,
+                "level": caps.level,
+                "modes": list(caps.modes),
+            },
+            "cwd": os.getcwd(),
+            "created_at": now_iso(),
+            "last_seen": now_iso(),
+        },
+    )
+    if as_json:
+        emit_json(record)
+    else:
+        click.echo(ident)
+        if sys.stderr.isatty():
+            click.echo(f"  export ACTORS_SESSION={ident}", err=True)
+
+
+@session_group.command("ls")
+@click.option("--json", "as_json", is_flag=True)
+def session_ls(as_json: bool) -> None:
+    """List sessions with their harness and unread follow-ups."""
+    from runtime.sessions import SessionInbox, list_sessions, session_paths
+
+    rows = []
+    for record in list_sessions(_root()):
+        unread = len(SessionInbox(session_paths(_root(), record["id"])).unread())
+        rows.append({**record, "unread": unread})
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        click.echo(
+            f"{r['id']:<24} {r.get('harness', 'file'):<10} unread={r['unread']}"
+            + ("" if r.get("registered", True) else "  (unregistered)")
+        )
+
+
+@session_group.command("show")
+@click.argument("session_id")
+def session_show(session_id: str) -> None:
+    """Print a session's record and delivery state."""
+    from adapters.delivery import DeliveryRunner
+    from runtime.sessions import load_session
+
+    record = load_session(_root(), session_id)
+    record["deliveries"] = DeliveryRunner(_root()).states(session_id)
+    emit_json(record)
+
+
+@session_group.command("forget")
+@click.argument("session_id")
+def session_forget(session_id: str) -> None:
+    """Delete a session's record, inbox and delivery journal."""
+    from runtime.sessions import forget_session
+
+    forget_session(_root(), session_id)
+    click.echo(f"session {session_id} forgotten")
+
+
+@click.group("inbox")
+def inbox_group() -> None:
+    """Read follow-ups delivered to a session."""
+
+
+@inbox_group.command("read")
+@click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--peek", is_flag=True, help="Show without marking them read.")
+def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
+    """Print every unread follow-up at once and mark them read."""
+    from runtime.sessions import SessionInbox, session_paths
+
+    inbox = SessionInbox(session_paths(_root(), _session_id(session)))
+    unread = inbox.unread()
+    if as_json:
+        emit_json([e["envelope"] for e in unread])
+    else:
+        click.echo(f"{len(unread)} unread follow-up(s)")
+        for entry in unread:
+            env = entry["envelope"]
+            click.echo(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}")
+            body = env.get("body")
+            if body is not None:
+                text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+                click.echo(f"  {text[:4000]}")
+    if not peek:
+        inbox.mark_read([e["id"] for e in unread])
+
+
+@click.command("flush")
+@click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
+@click.option("--delivery", metavar="ID", help="Only this delivery.")
+def flush_cmd(session: str | None, delivery: str | None) -> None:
+    """Deliver held (manual / boundary-mode) and waiting follow-ups now."""
+    from adapters.delivery import DeliveryRunner
+
+    receipts = DeliveryRunner(_root()).flush(_session_id(session), delivery)
+    for r in receipts:
+        click.echo(f"{r.delivery_id} {r.status}" + (f" ({r.reason})" if r.reason else ""))
+    if not receipts:
+        click.echo("nothing to flush", err=True)
+
+
+@click.command("reconcile")
+@click.option("--json", "as_json", is_flag=True)
+def reconcile_cmd(as_json: bool) -> None:
+    """Mark dead runners' runs exited, stop their leftovers, deliver owed follow-ups."""
+    from runtime.reconcile import reconcile
+
+    report = reconcile(_root())
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(
+            f"exited={len(report['exited'])} followed_up={len(report['followed_up'])} "
+            f"delivery_attempts={report['retried']}"
+        )
+
+
+@click.command("watch")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Stop after this long.")
+@click.option("--interval", type=float, default=2.0, show_default=True, help="Reconcile timer (s).")
+def watch_cmd(timeout: float | None, interval: float) -> None:
+    """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops)."""
+    import watchfiles
+
+    from runtime.files import ensure_dir
+    from runtime.reconcile import reconcile
+
+    root = _root()
+    ensure_dir(root.runs)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    stop = _Stopper(deadline)
+    reconcile(root)
+    try:
+        for _changes in watchfiles.watch(
+            root.runs,
+            step=50,
+            debounce=200,
+            rust_timeout=int(interval * 1000),
+            yield_on_timeout=True,
+            stop_event=stop,
+            raise_interrupt=False,
+        ):
+            report = reconcile(root)
+            if sys.stderr.isatty():
+                active = _active_count(root)
+                click.echo(
+                    f"\r  {active} active run(s); followed up {len(report['followed_up'])}   ",
+                    err=True,
+                    nl=False,
+                )
+    except KeyboardInterrupt:
+        pass
+
+
+class _Stopper:
+    """A stop_event for watchfiles that fires at a deadline."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+
+    def is_set(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
+
+def _active_count(root: StateRoot) -> int:
+    from runtime.index import list_runs
+    from runtime.status import ACTIVE
+
+    return sum(1 for r in list_runs(root) if r.get("status") in ACTIVE)
+
+
+@click.group("doctor")
+def doctor_group() -> None:
+    """Live diagnostics."""
+
+
+@doctor_group.command("delivery")
+@click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
+def doctor_delivery(session: str | None) -> None:
+    """Probe the session's adapter for real and print the DELIVERY_LEVELS block (D0-D8)."""
+    from adapters.doctor import probe
+
+    for line in probe(_root(), _session_id(session)):
+        click.echo(line)

@@ -1,0 +1,70 @@
+"""The adapter contract: how a harness receives one message and says what happened.
+
+`receive_message(envelope, context) -> Receipt`; optional `flush` and `cancel`. Each
+adapter declares its capabilities: the wake mode it uses, the highest delivery level
+(D0-D8) it can reach, and the delivery modes it supports. The envelope is already
+durable in the session inbox when an adapter is called, so an adapter that fails loses
+nothing: the receipt says whether and when to try again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+ReceiptStatus = Literal["accepted", "delivered", "deferred", "failed"]
+Mode = Literal["immediate", "next-message", "next-tool-call", "on-idle", "manual"]
+MODES: tuple[str, ...] = ("immediate", "next-message", "next-tool-call", "on-idle", "manual")
+
+
+@dataclass
+class Receipt:
+    """What the harness did with one delivery attempt."""
+
+    status: ReceiptStatus
+    delivery_id: str
+    retryable: bool = False
+    available_at: str | None = None
+    reason: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    observed: list[str] = field(default_factory=list)
+    """States of queued -> triggered -> woke -> injected -> processed -> replied seen."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, [], {})}
+
+
+@dataclass
+class DeliveryContext:
+    """Why and how a message is being delivered (the delivery id is the idempotency key)."""
+
+    delivery_id: str
+    mode: str = "immediate"
+    reason: str = "notification"
+    priority: str = "normal"
+    deadline: str | None = None
+    session: dict[str, Any] = field(default_factory=dict)
+    attempt: int = 1
+    body_file: str | None = None
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    wake_mode: str
+    level: str
+    modes: tuple[str, ...] = MODES
+    notes: str = ""
+
+
+class Adapter(Protocol):
+    capabilities: Capabilities
+
+    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt: ...
+
+
+class FlushableAdapter(Adapter, Protocol):
+    def flush(self, delivery_id: str | None = None) -> list[Receipt]: ...
+
+
+class AdapterError(Exception):
+    """Adapter options are wrong (raised at registration, where it can be known)."""

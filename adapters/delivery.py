@@ -1,0 +1,277 @@
+"""The delivery runner: durable first, then the adapter; every receipt journaled.
+
+`submit` appends the envelope to the session inbox (deduplicated by delivery id, so a
+second submission of the same id is a no-op that returns the first receipt), journals
+`created`, and then `process` walks the session's pending deliveries in inbox order:
+- modes `immediate` and `on-idle` are attempted now (adapters without an idle signal
+  treat on-idle as immediate); `manual`, `next-message` and `next-tool-call` wait for an
+  explicit flush (`actors flush`, or the harness hook of that boundary);
+- a retryable failure is retried with capped exponential backoff and jitter, a
+  `deferred` receipt at its `available_at`; while one waits, later deliveries of the same
+  session wait behind it, so per-session order holds across retries;
+- a final failure falls back along the session's `fallback` chain, if any.
+Only one process works a session at a time (a non-blocking flock), so the runner, the
+reconciler and `actors watch` can race without ever calling an adapter twice for the
+same attempt. Listeners registered with `on_event` see created / accepted / delivered /
+deferred / failed events.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from adapters.base import DeliveryContext, Receipt
+from adapters.registry import make_adapter
+from runtime.files import append_jsonl, ensure_dir, read_jsonl
+from runtime.ids import now_iso, parse_iso
+from runtime.paths import StateRoot
+from runtime.sessions import SessionInbox, SessionPaths, load_session, session_paths
+
+HELD_MODES = ("manual", "next-message", "next-tool-call")
+FINAL = ("delivered", "failed-final", "cancelled")
+BACKOFF_BASE_S = float(os.environ.get("ACTORS_RETRY_BASE", "0.5"))
+BACKOFF_CAP_S = 300.0
+MAX_ATTEMPTS = 12
+
+Listener = Callable[[dict[str, Any]], None]
+_listeners: list[Listener] = []
+
+
+def on_event(listener: Listener) -> Callable[[], None]:
+    """Subscribe to delivery events in this process; returns the unsubscribe function."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener)
+
+
+def _iso_after(seconds: float) -> str:
+    moment = datetime.now(UTC) + timedelta(seconds=seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def backoff_s(attempt: int) -> float:
+    """Capped exponential backoff with jitter (50-100 % of the step)."""
+    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * float(2 ** max(0, attempt - 1)))
+    return step * random.uniform(0.5, 1.0)
+
+
+class DeliveryRunner:
+    def __init__(self, root: StateRoot) -> None:
+        self.root = root
+
+    # -- journal -------------------------------------------------------------------
+    def _journal(self, paths: SessionPaths, record: dict[str, Any]) -> None:
+        record = {"ts": now_iso(), **record}
+        append_jsonl(paths.deliveries, record, fsync=True)
+        for listener in list(_listeners):
+            with contextlib.suppress(Exception):
+                listener(record)
+
+    def states(self, owner: str) -> dict[str, dict[str, Any]]:
+        """Current state of every delivery of a session (fold of deliveries.jsonl)."""
+        state: dict[str, dict[str, Any]] = {}
+        for record in read_jsonl(session_paths(self.root, owner).deliveries).records:
+            ident = record.get("id")
+            if isinstance(ident, str):
+                state.setdefault(ident, {}).update(record)
+        return state
+
+    # -- entry points ----------------------------------------------------------------
+    def submit(
+        self,
+        owner: str,
+        envelope: dict[str, Any],
+        *,
+        delivery_id: str,
+        mode: str = "immediate",
+        budget_s: float = 0.0,
+    ) -> dict[str, Any]:
+        """Durably enqueue for the session, then try to deliver (within `budget_s`)."""
+        paths = session_paths(self.root, owner)
+        if SessionInbox(paths).append(delivery_id, envelope, mode):
+            self._journal(
+                paths,
+                {
+                    "id": delivery_id,
+                    "event": "created",
+                    "state": "queued",
+                    "mode": mode,
+                    "type": envelope.get("type"),
+                },
+            )
+        self.process(owner, budget_s=budget_s)
+        return self.states(owner).get(delivery_id, {"id": delivery_id, "state": "queued"})
+
+    def process(
+        self, owner: str, *, flush: bool = False, only: str | None = None, budget_s: float = 0.0
+    ) -> list[Receipt]:
+        """Attempt pending deliveries in order; wait up to `budget_s` for due retries."""
+        paths = session_paths(self.root, owner)
+        deadline = time.monotonic() + budget_s
+        receipts: list[Receipt] = []
+        while True:
+            with self._session_lock(paths) as mine:
+                if not mine:
+                    return receipts
+                wait = self._pass(owner, paths, flush=flush, only=only, receipts=receipts)
+            if wait is None or time.monotonic() + wait > deadline:
+                return receipts
+            time.sleep(max(0.0, wait))
+
+    @contextlib.contextmanager
+    def _session_lock(self, paths: SessionPaths) -> Iterator[bool]:
+        ensure_dir(paths.dir)
+        fd = os.open(paths.dir / ".deliver.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def _pass(
+        self,
+        owner: str,
+        paths: SessionPaths,
+        *,
+        flush: bool,
+        only: str | None,
+        receipts: list[Receipt],
+    ) -> float | None:
+        """One walk over the inbox; returns seconds until the next due retry, or None."""
+        session = load_session(self.root, owner)
+        states = self.states(owner)
+        now = time.time()
+        for entry in SessionInbox(paths).entries():
+            ident = entry["id"]
+            state = states.get(ident, {})
+            if state.get("state") in FINAL or (only is not None and ident != only):
+                continue
+            if entry.get("mode") in HELD_MODES and not flush:
+                continue
+            due = state.get("next_attempt_at")
+            if due and not flush:
+                wait = parse_iso(due) - now
+                if wait > 0:
+                    return wait  # everything after it waits too: per-session order
+            receipt = self._attempt(session, paths, entry, int(state.get("attempts", 0)) + 1)
+            receipts.append(receipt)
+            if receipt.status in ("delivered", "accepted"):
+                continue
+            if receipt.status == "failed" and not receipt.retryable:
+                continue  # final: later deliveries need not wait for it
+            if flush:
+                return None  # one forced attempt each; the schedule takes over again
+            return self._wait_for(owner, ident)  # retrying or deferred: the rest waits behind
+        return None
+
+    def _wait_for(self, owner: str, ident: str) -> float | None:
+        """Seconds until this delivery's next attempt; None when it will not be retried."""
+        due = self.states(owner).get(ident, {}).get("next_attempt_at")
+        return max(0.0, parse_iso(due) - time.time()) if due else None
+
+    def _attempt(
+        self, session: dict[str, Any], paths: SessionPaths, entry: dict[str, Any], attempt: int
+    ) -> Receipt:
+        envelope, ident = entry["envelope"], entry["id"]
+        chain = [
+            session.get("harness", "file"),
+            *_split(session.get("options", {}).get("fallback")),
+        ]
+        receipt = Receipt("failed", ident, reason="no adapter tried")
+        for harness in chain:
+            from adapters.tmux import write_body
+
+            body = write_body(paths.bodies, ident, envelope)
+            context = DeliveryContext(
+                delivery_id=ident,
+                mode=entry.get("mode", "immediate"),
+                session=session,
+                attempt=attempt,
+                body_file=str(body),
+            )
+            try:
+                adapter = make_adapter(session, harness)
+                receipt = adapter.receive_message(envelope, context)
+            except Exception as exc:  # an adapter bug must not lose the delivery
+                receipt = Receipt(
+                    "failed",
+                    ident,
+                    retryable=True,
+                    reason=f"{harness} adapter error: {type(exc).__name__}: {exc}",
+                )
+            if receipt.status != "failed" or receipt.retryable:
+                break
+        record: dict[str, Any] = {
+            "id": ident,
+            "event": receipt.status,
+            "attempts": attempt,
+            "harness": harness,
+            **receipt.to_dict(),
+        }
+        record.pop("delivery_id", None)
+        if receipt.status in ("delivered", "accepted"):
+            record["state"] = "delivered" if receipt.status == "delivered" else "accepted"
+            record["next_attempt_at"] = None
+        elif receipt.status == "deferred":
+            record["state"] = "deferred"
+            record["next_attempt_at"] = receipt.available_at or _iso_after(backoff_s(attempt))
+        elif receipt.retryable and attempt < MAX_ATTEMPTS:
+            record["state"] = "retrying"
+            record["next_attempt_at"] = _iso_after(backoff_s(attempt))
+        else:
+            record["state"] = "failed-final"
+            record["next_attempt_at"] = None
+        self._journal(paths, record)
+        return receipt
+
+    def flush(self, owner: str, delivery_id: str | None = None) -> list[Receipt]:
+        """Deliver held (manual / boundary) and waiting deliveries now."""
+        return self.process(owner, flush=True, only=delivery_id)
+
+    def pending(self, owner: str) -> list[dict[str, Any]]:
+        states = self.states(owner)
+        return [
+            e
+            for e in SessionInbox(session_paths(self.root, owner)).entries()
+            if states.get(e["id"], {}).get("state") not in FINAL
+        ]
+
+
+def _split(value: Any) -> list[str]:
+    return [v.strip() for v in str(value or "").split(",") if v.strip()]
+
+
+def submit(
+    root: StateRoot,
+    owner: str,
+    envelope: dict[str, Any],
+    *,
+    delivery_id: str,
+    mode: str = "immediate",
+    budget_s: float = 0.0,
+) -> dict[str, Any]:
+    """Module-level entry the runtime calls through its delivery hook."""
+    return DeliveryRunner(root).submit(
+        owner, envelope, delivery_id=delivery_id, mode=mode, budget_s=budget_s
+    )
+
+
+def process_all(root: StateRoot) -> int:
+    """Retry whatever is due in every session (used by reconcile and watch)."""
+    count = 0
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(root.sessions):
+            if entry.is_dir(follow_symlinks=False):
+                owner = entry.name
+                count += len(DeliveryRunner(root).process(owner))
+    return count

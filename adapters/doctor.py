@@ -1,0 +1,143 @@
+"""`actors doctor delivery`: a live probe of a session's adapter, reported as D0-D8.
+
+The probe is a real delivery (durable inbox, then the adapter) with a unique token; each
+level is judged only from what was observed during the probe, and a level this adapter
+cannot reach on its own says so (`n/a` or `fail`) with the reason. The probe entry is
+marked read afterwards so it does not clutter the agent's inbox.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+from typing import Any
+
+from adapters.delivery import DeliveryRunner
+from adapters.registry import adapter_class
+from runtime.ids import new_id, now_iso
+from runtime.paths import StateRoot
+from runtime.sessions import SessionInbox, load_session, session_paths
+
+
+def _consumer_attached(doorbells: Any) -> bool:
+    try:
+        names = os.listdir(doorbells)
+    except FileNotFoundError:
+        return False
+    for name in names:
+        try:
+            fd = os.open(doorbells / name, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                continue
+            continue
+        os.close(fd)
+        return True
+    return False
+
+
+def probe(root: StateRoot, owner: str) -> list[str]:
+    session = load_session(root, owner)
+    harness = session.get("harness", "file")
+    caps = adapter_class(harness).capabilities
+    paths = session_paths(root, owner)
+    token = f"PROBE-{secrets.token_hex(4).upper()}"
+    delivery_id = f"doctor-{token.lower()}"
+    envelope = {
+        "id": new_id(),
+        "type": "doctor.probe",
+        "to": "coordinator",
+        "from": "actors-doctor",
+        "summary": f"actors delivery probe {token}",
+        "level": "info",
+        "ts": now_iso(),
+        "body": {"token": token},
+    }
+    runner = DeliveryRunner(root)
+    state = runner.submit(owner, envelope, delivery_id=delivery_id, mode="immediate")
+    runner.submit(owner, envelope, delivery_id=delivery_id, mode="immediate")  # duplicate
+    inbox = SessionInbox(paths)
+    copies = [e for e in inbox.entries() if e["id"] == delivery_id]
+    observed = set(state.get("observed") or [])
+    lines = [
+        "DELIVERY_LEVELS:",
+        f"harness={harness}",
+        f"transport={caps.wake_mode}",
+        f"declared_level={caps.level}",
+    ]
+
+    def level(tag: str, verdict: str, why: str) -> None:
+        lines.append(f"{tag}: {verdict}" + (f' reason="{why}"' if why else ""))
+
+    registered = bool(session.get("registered", True)) and paths.record.exists()
+    level(
+        "D0 live_session",
+        "pass" if registered else "partial",
+        f"session={owner}" if registered else "unregistered: default file session",
+    )
+    native = {
+        "file": ("n/a", "no agent harness behind a file inbox"),
+        "webhook": ("n/a", "a webhook receiver is not an agent session"),
+        "tmux": ("fail", "keystrokes into a pane, not a native channel"),
+        "callback": ("pass", "in-process call into the live program"),
+    }
+    level("D1 native_free_continuation", *native.get(harness, ("n/a", "not judged by this probe")))
+    if harness == "tmux":
+        reachable, why = adapter_class("tmux")(session, session.get("options") or {}).pane_state()
+        level("D2 receiver_armed", "pass" if reachable else "fail", "" if reachable else why)
+    elif harness == "file":
+        armed = _consumer_attached(paths.doorbells)
+        level(
+            "D2 receiver_armed",
+            "pass" if armed else "partial",
+            "" if armed else "no consumer attached now; entries wait durably in the inbox",
+        )
+    else:
+        level(
+            "D2 receiver_armed",
+            "pass" if state.get("state") == "delivered" else "fail",
+            state.get("reason") or "",
+        )
+    level(
+        "D3 addressed_enqueue",
+        "pass" if len(copies) == 1 else "fail",
+        f"token={token} in {paths.inbox}",
+    )
+    if harness == "tmux":
+        seen = "injected" in observed
+        level(
+            "D4 idle_active_wake",
+            "pass" if seen else "fail",
+            "line typed and submitted in the pane" if seen else state.get("reason") or "not seen",
+        )
+        level(
+            "D5 context_injection",
+            "partial" if seen else "fail",
+            "one pointer line in the pane; the body is a file the agent must read",
+        )
+    elif harness == "callback":
+        ok = state.get("state") == "delivered"
+        level("D4 idle_active_wake", "pass" if ok else "fail", "")
+        level("D5 context_injection", "pass" if ok else "fail", f"token={token}")
+    else:
+        level("D4 idle_active_wake", "n/a", "needs a harness hook or watcher on the wake file")
+        level("D5 context_injection", "n/a", "the agent reads bodies with `actors inbox read`")
+    level("D6 continuity", "n/a", "no model behind this adapter")
+    level(
+        "D7 completion_reply",
+        "n/a" if harness != "tmux" else "fail",
+        "no completion signal from this surface",
+    )
+    dedupe = len(copies) == 1
+    level(
+        "D8 robustness",
+        "pass" if dedupe and harness in ("file", "webhook", "callback") else "partial",
+        (
+            "duplicate delivery id suppressed; durable inbox; journaled receipts; retries with backoff"
+            if dedupe
+            else "duplicate stored twice"
+        ),
+    )
+    inbox.mark_read([delivery_id])
+    return lines

@@ -1,0 +1,122 @@
+"""`tmux`: the last resort for a harness with no delivery surface: type one line.
+
+Never a multi-line paste (TUIs split, swallow or auto-submit those): the body is written
+to a file under the session directory, and one literal line pointing at it is typed with
+`send-keys -l`. Enter is sent separately after a delay (Ink-based TUIs drop an Enter that
+arrives in the same read as the text). A pane in copy mode is taken out of it first
+(copy mode swallows input). Delivery is confirmed by seeing the line in the pane.
+
+Options: `target` (session:window.pane or %pane id), optional `socket` (a `-L` name) or
+`socket_path` (a `-S` path), `enter_delay` seconds (default 0.15), `confirm_timeout`
+seconds (default 2).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
+
+
+class TmuxAdapter:
+    capabilities = Capabilities(
+        wake_mode="pty keystrokes into a tmux pane",
+        level="D4",
+        modes=("immediate", "on-idle", "manual"),
+        notes="wakes an idle TUI by typing; not a native channel (D1 not claimed)",
+    )
+
+    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
+        self.options = self.check_options(options)
+
+    @staticmethod
+    def check_options(options: dict[str, str]) -> dict[str, str]:
+        if not options.get("target"):
+            raise AdapterError("tmux needs -o target=SESSION:WINDOW.PANE (or a %pane id)")
+        if shutil.which("tmux") is None:
+            raise AdapterError("tmux is not installed on this machine")
+        for key in ("enter_delay", "confirm_timeout"):
+            try:
+                float(options.get(key, "1"))
+            except ValueError:
+                raise AdapterError(f"tmux {key} must be a number of seconds") from None
+        return options
+
+    def _tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        base = ["tmux"]
+        if self.options.get("socket"):
+            base += ["-L", self.options["socket"]]
+        elif self.options.get("socket_path"):
+            base += ["-S", self.options["socket_path"]]
+        return subprocess.run(
+            [*base, *args], capture_output=True, text=True, timeout=10, check=False
+        )
+
+    def pane_state(self) -> tuple[bool, str]:
+        """(reachable, in_mode flag or the error)."""
+        probe = self._tmux("display-message", "-p", "-t", self.options["target"], "#{pane_in_mode}")
+        if probe.returncode != 0:
+            return False, probe.stderr.strip() or "tmux target not found"
+        return True, probe.stdout.strip()
+
+    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
+        target = self.options["target"]
+        reachable, mode = self.pane_state()
+        if not reachable:
+            return Receipt(
+                "failed",
+                context.delivery_id,
+                retryable=False,
+                reason=f"tmux target {target}: {mode}",
+            )
+        if mode == "1":
+            self._tmux("send-keys", "-t", target, "-X", "cancel")
+        line = pointer_line(envelope, context)
+        typed = self._tmux("send-keys", "-t", target, "-l", line)
+        if typed.returncode != 0:
+            return Receipt(
+                "failed", context.delivery_id, retryable=True, reason=typed.stderr.strip()
+            )
+        time.sleep(float(self.options.get("enter_delay", "0.15")))
+        self._tmux("send-keys", "-t", target, "Enter")
+        deadline = time.monotonic() + float(self.options.get("confirm_timeout", "2"))
+        while time.monotonic() < deadline:
+            screen = self._tmux("capture-pane", "-p", "-J", "-t", target, "-S", "-200").stdout
+            if line in screen:
+                return Receipt(
+                    "delivered",
+                    context.delivery_id,
+                    observed=["triggered", "injected"],
+                    metadata={"line": line},
+                )
+            time.sleep(0.02)
+        return Receipt(
+            "accepted",
+            context.delivery_id,
+            observed=["triggered"],
+            reason="typed, but the line was not seen in the pane",
+            metadata={"line": line},
+        )
+
+
+def pointer_line(envelope: dict[str, Any], context: DeliveryContext) -> str:
+    """One line an agent (or a person) can act on, pointing at the full body."""
+    summary = " ".join(str(envelope.get("summary") or envelope.get("type")).split())[:200]
+    where = f" - details: {context.body_file}" if context.body_file else ""
+    return f"[actors] {summary}{where}"
+
+
+def write_body(directory: Path, delivery_id: str, envelope: dict[str, Any]) -> Path:
+    import json
+
+    from runtime.files import ensure_dir, write_bytes_atomic
+
+    ensure_dir(directory)
+    path = directory / f"{delivery_id}.md"
+    text = f"# {envelope.get('summary')}\n\n```json\n{json.dumps(envelope, indent=2, ensure_ascii=False)}\n```\n"
+    write_bytes_atomic(path, text.encode(), fsync=False)
+    return path

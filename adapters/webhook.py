@@ -1,0 +1,91 @@
+"""`webhook`: POST the envelope JSON to a URL, signed with HMAC-SHA256.
+
+Options: `url` (http or https), optional `secret` (signs the body: header
+`X-Actors-Signature: sha256=<hex>`), optional `timeout` seconds (default 5). A 2xx answer
+is `delivered`; 429 is `deferred` until Retry-After; other 4xx are `failed` and not
+retried (the request itself is wrong); 5xx, timeouts and connection errors are `failed`
+and retryable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+from urllib.parse import urlparse
+
+from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
+
+
+def signature(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class WebhookAdapter:
+    capabilities = Capabilities(
+        wake_mode="HTTP POST per delivery",
+        level="D3",
+        modes=("immediate", "on-idle", "manual"),
+        notes="delivered = the receiver answered 2xx; what it does next is its own business",
+    )
+
+    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
+        self.options = self.check_options(options)
+
+    @staticmethod
+    def check_options(options: dict[str, str]) -> dict[str, str]:
+        url = options.get("url", "")
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise AdapterError("webhook needs -o url=http(s)://host[:port]/path")
+        try:
+            float(options.get("timeout", "5"))
+        except ValueError:
+            raise AdapterError("webhook timeout must be a number of seconds") from None
+        return options
+
+    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
+        import httpx
+
+        body = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode()
+        headers = {
+            "Content-Type": "application/json",
+            "X-Actors-Delivery": context.delivery_id,
+            "X-Actors-Attempt": str(context.attempt),
+        }
+        if self.options.get("secret"):
+            headers["X-Actors-Signature"] = signature(self.options["secret"], body)
+        try:
+            response = httpx.post(
+                self.options["url"],
+                content=body,
+                headers=headers,
+                timeout=float(self.options.get("timeout", "5")),
+            )
+        except httpx.HTTPError as exc:
+            return Receipt(
+                "failed", context.delivery_id, retryable=True, reason=f"{type(exc).__name__}: {exc}"
+            )
+        code = response.status_code
+        meta = {"http_status": code}
+        if 200 <= code < 300:
+            return Receipt("delivered", context.delivery_id, metadata=meta, observed=["triggered"])
+        if code == 429:
+            from datetime import UTC, datetime, timedelta
+
+            try:
+                wait = float(response.headers.get("Retry-After", "5"))
+            except ValueError:
+                wait = 5.0
+            at = (datetime.now(UTC) + timedelta(seconds=wait)).isoformat().replace("+00:00", "Z")
+            return Receipt(
+                "deferred", context.delivery_id, available_at=at, reason="HTTP 429", metadata=meta
+            )
+        return Receipt(
+            "failed",
+            context.delivery_id,
+            retryable=code >= 500,
+            reason=f"HTTP {code}",
+            metadata=meta,
+        )

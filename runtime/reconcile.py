@@ -1,0 +1,67 @@
+"""The reconciler: finish what dead runners could not, deliver what is still owed.
+
+For each run whose runner is gone without a result and without a stop request: stop any
+survivor of its session (only when the recorded runner is verifiably dead, never when its
+pid now belongs to someone else), publish `exited` once, and follow up. For each terminal
+run without a follow-up marker: follow up (deduplicated by delivery id). Then retry due
+deliveries of every session. Safe to run from any number of processes at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.events import record_event, write_progress
+from runtime.files import publish_json_once
+from runtime.ids import now_iso
+from runtime.index import list_runs
+from runtime.paths import StateRoot
+from runtime.process import kill_session, verify
+from runtime.status import TERMINAL, load_run, runner_identity
+
+
+def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
+    from runtime.followups import follow_up_terminal
+
+    report: dict[str, Any] = {"exited": [], "followed_up": [], "retried": 0}
+    for summary in list_runs(root):
+        status = summary.get("status")
+        if status not in TERMINAL:
+            continue
+        paths = root.run(summary["run"])
+        try:
+            run = load_run(paths)
+        except Exception:
+            continue
+        if status == "exited" and not paths.result.exists():
+            identity = runner_identity(paths, run)
+            verdict, reason = verify(identity) if identity else ("unverifiable", "no identity")
+            if verdict == "dead" and identity is not None:
+                kill_session(int(identity.get("sid") or identity["pid"]))
+            instance = run["run_instance_id"]
+            result = {
+                "run": run["run"],
+                "run_instance_id": instance,
+                "status": "exited",
+                "code": None,
+                "killed": False,
+                "degraded": False,
+                "reason": f"runner gone without a result ({reason})",
+                "ended_at": now_iso(),
+            }
+            if publish_json_once(paths.result, result):
+                write_progress(paths.progress, instance, phase="exited", active=0)
+                record_event(
+                    paths.events, instance, "run.exited", fsync=True, reason=result["reason"]
+                )
+                report["exited"].append(run["run"])
+        owed = paths.result.exists() and not paths.dir.joinpath("followup.json").exists()
+        if deliver and owed and follow_up_terminal(root, paths, run) is not None:
+            report["followed_up"].append(run["run"])
+    if deliver:
+        import os
+        from importlib import import_module
+
+        hook = import_module(os.environ.get("ACTORS_DELIVERY", "adapters.delivery"))
+        report["retried"] = hook.process_all(root)
+    return report

@@ -1,0 +1,166 @@
+"""Coordinator sessions: where follow-ups go, and their durable inbox.
+
+A session is registered with a harness name and adapter options
+(`sessions/<id>/session.json`); an unregistered owner (a plain shell, `user:<login>`)
+still gets a session directory with the `file` adapter, so no follow-up is ever dropped
+for want of a registration. Every follow-up is first appended to the session's
+`inbox.jsonl` (fsync'd, deduplicated by delivery id under a lock); adapters only ever
+try to surface what is already durable there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import BadInput, NotFound, StateDamaged
+from runtime.files import append_jsonl, ensure_dir, locked, read_json, read_jsonl, write_json_atomic
+from runtime.ids import is_valid_id, now_iso
+from runtime.paths import StateRoot
+
+
+def session_key(owner: str) -> str:
+    """Directory name for an owner id (`user:alice` -> `user-alice`)."""
+    key = owner.replace(":", "-", 1) if owner.startswith(("user:", "run:")) else owner
+    if not is_valid_id(key):
+        raise BadInput(f"invalid session id {owner!r}", hint="use letters, digits, '._-'")
+    return key
+
+
+@dataclass(frozen=True)
+class SessionPaths:
+    dir: Path
+
+    @property
+    def record(self) -> Path:
+        return self.dir / "session.json"
+
+    @property
+    def inbox(self) -> Path:
+        return self.dir / "inbox.jsonl"
+
+    @property
+    def deliveries(self) -> Path:
+        return self.dir / "deliveries.jsonl"
+
+    @property
+    def wake(self) -> Path:
+        return self.dir / "wake"
+
+    @property
+    def doorbells(self) -> Path:
+        return self.dir / "doorbells"
+
+    @property
+    def bodies(self) -> Path:
+        return self.dir / "bodies"
+
+
+def session_paths(root: StateRoot, owner: str) -> SessionPaths:
+    return SessionPaths(root.sessions / session_key(owner))
+
+
+def load_session(root: StateRoot, owner: str) -> dict[str, Any]:
+    """The session record; an unregistered owner is a `file` session."""
+    paths = session_paths(root, owner)
+    try:
+        record = read_json(paths.record)
+    except StateDamaged:
+        record = None
+    if isinstance(record, dict):
+        return record
+    return {"id": owner, "harness": "file", "options": {}, "registered": False}
+
+
+def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
+    paths = session_paths(root, record["id"])
+    ensure_dir(paths.dir)
+    write_json_atomic(paths.record, record)
+    return record
+
+
+def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
+    out = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in sorted(os.scandir(root.sessions), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                try:
+                    record = read_json(Path(entry.path) / "session.json")
+                except StateDamaged as exc:
+                    record = {"id": entry.name, "damaged": exc.message}
+                out.append(
+                    record
+                    if isinstance(record, dict)
+                    else {"id": entry.name, "harness": "file", "registered": False}
+                )
+    return out
+
+
+def forget_session(root: StateRoot, owner: str) -> None:
+    paths = session_paths(root, owner)
+    if not paths.dir.is_dir():
+        raise NotFound(f"no session {owner}", hint="`actors session ls` lists them")
+    shutil.rmtree(paths.dir)
+
+
+class SessionInbox:
+    """The durable, deduplicated follow-up inbox of one session."""
+
+    def __init__(self, paths: SessionPaths) -> None:
+        self.paths = paths
+
+    def append(self, delivery_id: str, envelope: dict[str, Any], mode: str) -> bool:
+        """Append unless this delivery id is already there; True when appended."""
+        ensure_dir(self.paths.dir)
+        with locked(self.paths.dir / ".inbox.lock"):
+            for record in read_jsonl(self.paths.inbox).records:
+                if record.get("id") == delivery_id:
+                    return False
+            append_jsonl(
+                self.paths.inbox,
+                {
+                    "id": delivery_id,
+                    "state": "unread",
+                    "mode": mode,
+                    "queued_at": now_iso(),
+                    "envelope": envelope,
+                },
+                fsync=True,
+            )
+        with contextlib.suppress(OSError):
+            append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
+        from runtime.mailbox import ring
+
+        ring(self.paths.doorbells)
+        return True
+
+    def entries(self) -> list[dict[str, Any]]:
+        state: dict[str, dict[str, Any]] = {}
+        for record in read_jsonl(self.paths.inbox).records:
+            ident = record.get("id")
+            if not isinstance(ident, str):
+                continue
+            if ident in state:
+                state[ident].update(record)
+            elif "envelope" in record:
+                state[ident] = dict(record)
+        return list(state.values())
+
+    def unread(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e.get("state") == "unread"]
+
+    def mark_read(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        from runtime.files import append_line, encode_line
+
+        stamp = now_iso()
+        append_line(
+            self.paths.inbox,
+            b"".join(encode_line({"id": i, "state": "read", "read_at": stamp}) for i in ids),
+            fsync=True,
+        )
