@@ -2,18 +2,23 @@
 # Both create .venv when it is missing and install the project with its test extras.
 
 PYTHON ?= python3
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test check bench clean
+.PHONY: setup system-deps demo test check bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[test]'
 	@touch $(STAMP)
 
-setup: $(STAMP)
+system-deps:
+	@command -v tmux >/dev/null 2>&1 || { echo "installing tmux (tests drive a real tmux server)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq tmux >/dev/null; }
+
+setup: system-deps $(STAMP)
 
 demo: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh

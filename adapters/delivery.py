@@ -92,8 +92,13 @@ class DeliveryRunner:
         mode: str = "immediate",
         budget_s: float = 0.0,
     ) -> dict[str, Any]:
-        """Durably enqueue for the session, then try to deliver (within `budget_s`)."""
+        """Durably enqueue for the session, then try to deliver (within `budget_s`).
+
+        A session registered with `-o mode=<mode>` delivers everything in that mode
+        (e.g. `manual`: held until `actors flush`).
+        """
         paths = session_paths(self.root, owner)
+        mode = (load_session(self.root, owner).get("options") or {}).get("mode") or mode
         if SessionInbox(paths).append(delivery_id, envelope, mode):
             self._journal(
                 paths,

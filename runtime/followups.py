@@ -109,6 +109,11 @@ def _hook() -> Any:
     return importlib.import_module(os.environ.get("ACTORS_DELIVERY", "adapters.delivery"))
 
 
+def preload() -> None:
+    """Import the delivery path ahead of time (the runner calls this at start)."""
+    _hook()
+
+
 def deliver(
     root: StateRoot,
     run: dict[str, Any],

@@ -258,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     import trio
 
+    from runtime.followups import preload
+
+    preload()  # the terminal follow-up must not wait on imports
+
     try:
         result = trio.run(_execute, paths, run)
     except BaseException as exc:  # the run must still end with a result
@@ -273,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             "killed": False,
         }
     _finish(paths, run, result)
-    kill_session(os.getpid())
     _follow_up(paths, run)
+    kill_session(os.getpid())
     return 0 if result["status"] == "done" else 1
 
 

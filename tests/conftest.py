@@ -128,3 +128,13 @@ def stray_process() -> Iterator[subprocess.Popen[bytes]]:
     yield proc
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+
+
+def finished(record: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+    """Wait until a run is terminal and its runner has exited (follow-ups attempted)."""
+    import actors
+    from runtime.process import wait_gone
+
+    summary = actors.wait(record["run"], timeout=timeout)
+    assert wait_gone([int(record["pid"])], timeout=timeout), "runner did not exit"
+    return summary

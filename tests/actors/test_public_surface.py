@@ -8,9 +8,25 @@ import pytest
 
 EXPECTED = {
     "actors": [
-        "ActorsError", "BadInput", "Conflict", "NotFound", "Refused", "StateDamaged",
-        "ack", "cancel", "emit", "inspect", "kill", "message", "recv", "result", "runs",
-        "spawn", "status", "tail", "wait",
+        "ActorsError",
+        "BadInput",
+        "Conflict",
+        "NotFound",
+        "Refused",
+        "StateDamaged",
+        "ack",
+        "cancel",
+        "emit",
+        "inspect",
+        "kill",
+        "message",
+        "recv",
+        "result",
+        "runs",
+        "spawn",
+        "status",
+        "tail",
+        "wait",
     ],
     "runtime": [
         "ActorsError",

@@ -31,13 +31,19 @@ def _inotify_fds(pid: int) -> int:
 
 def _idle_runs_each_woken(home: StateRoot, tmp_path: Path, count: int) -> None:
     barrier = make_fifo(tmp_path / "ready.fifo")
-    recipe = write_recipe(tmp_path, "idle", {
-        "mailbox": {"accepts": ["wake.up"]},
-        "template": "sh -c 'echo ready > \"$1\"; exec actors recv --timeout 300' idle {barrier}",
-    })
+    recipe = write_recipe(
+        tmp_path,
+        "idle",
+        {
+            "mailbox": {"accepts": ["wake.up"]},
+            "template": "sh -c 'echo ready > \"$1\"; exec actors recv --timeout 300' idle {barrier}",
+        },
+    )
     reader = os.open(barrier, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        runs = [actors.spawn(str(recipe), values={"barrier": str(barrier)})["run"] for _ in range(count)]
+        runs = [
+            actors.spawn(str(recipe), values={"barrier": str(barrier)})["run"] for _ in range(count)
+        ]
         ready, buffer, deadline = 0, b"", time.monotonic() + 600
         while ready < count:
             assert time.monotonic() < deadline, f"only {ready} of {count} runs became ready"

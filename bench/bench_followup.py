@@ -1,0 +1,40 @@
+"""Terminal transition -> follow-up durable in the coordinator's inbox (file adapter).
+
+Measured from the runner's own clock: result.json's `ended_at` (written as the run ends)
+to the session inbox entry's `queued_at` (written after the fsync'd append). Both are
+wall-clock timestamps with millisecond resolution, taken on this machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench._stats import emit, row
+
+
+def main(quick: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
+        import actors
+        from runtime.ids import parse_iso
+        from runtime.paths import StateRoot
+        from runtime.process import wait_gone
+        from runtime.sessions import SessionInbox, session_paths
+
+        subprocess.run([sys.executable, "-m", "actors", "session", "register", "--harness", "file",
+                        "--id", "bench"], check=True, stdout=subprocess.DEVNULL)
+        root = StateRoot.from_env()
+        samples = []
+        for _ in range(15 if quick else 60):
+            record = actors.spawn(template="true", session="bench")
+            actors.wait(record["run"], timeout=60)
+            wait_gone([int(record["pid"])], timeout=60)
+            result = actors.result(record["run"])
+            entry = next(e for e in SessionInbox(session_paths(root, "bench")).entries()
+                         if e["envelope"]["body"]["run"] == record["run"])
+            samples.append((parse_iso(entry["queued_at"]) - parse_iso(result["ended_at"])) * 1000)
+        emit(row("run end -> follow-up durable in inbox (file)", samples))
