@@ -40,6 +40,7 @@ def _idle_runs_each_woken(home: StateRoot, tmp_path: Path, count: int) -> None:
         },
     )
     reader = os.open(barrier, os.O_RDONLY | os.O_NONBLOCK)
+    keeper = os.open(barrier, os.O_WRONLY)  # no hang-up (and no busy select) between writers
     try:
         runs = [
             actors.spawn(str(recipe), values={"barrier": str(barrier)})["run"] for _ in range(count)
@@ -48,9 +49,13 @@ def _idle_runs_each_woken(home: StateRoot, tmp_path: Path, count: int) -> None:
         while ready < count:
             assert time.monotonic() < deadline, f"only {ready} of {count} runs became ready"
             if select.select([reader], [], [], 5)[0]:
-                buffer += os.read(reader, 65536)
+                try:
+                    buffer += os.read(reader, 65536)
+                except BlockingIOError:
+                    continue
                 ready = buffer.count(b"ready\n")
     finally:
+        os.close(keeper)
         os.close(reader)
     pids = []
     for run_id in runs:
