@@ -213,3 +213,19 @@ def inspect(
     from runtime.inspect import inspect as _inspect
 
     return _inspect(_root(home), target, view, lines=lines, status=status)
+
+
+def sender(
+    to: str,
+    *,
+    force: bool = False,
+    fsync: bool = True,
+    session: str | None = None,
+    home: str | None = None,
+) -> Any:
+    """A `runtime.messaging.Sender` streaming many messages to one run (use as a context)."""
+    from runtime.messaging import Sender
+    from runtime.ownership import current_principal
+
+    root = _root(home)
+    return Sender(root, to, current_principal(root, session), force=force, fsync=fsync)

@@ -35,8 +35,8 @@ from runtime.paths import StateRoot
 from runtime.sessions import SessionInbox, SessionPaths, load_session, session_paths
 
 HELD_MODES = ("manual", "next-message", "next-tool-call")
-FINAL = ("delivered", "failed-final", "cancelled")
-BACKOFF_BASE_S = float(os.environ.get("ACTORS_RETRY_BASE", "0.5"))
+FINAL = ("delivered", "accepted", "failed-final")
+"""`accepted` is final too: the harness took responsibility; retrying could duplicate it."""
 BACKOFF_CAP_S = 300.0
 MAX_ATTEMPTS = 12
 
@@ -57,7 +57,8 @@ def _iso_after(seconds: float) -> str:
 
 def backoff_s(attempt: int) -> float:
     """Capped exponential backoff with jitter (50-100 % of the step)."""
-    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * float(2 ** max(0, attempt - 1)))
+    base = float(os.environ.get("ACTORS_RETRY_BASE", "0.5"))
+    step = min(BACKOFF_CAP_S, base * float(2 ** max(0, attempt - 1)))
     return step * random.uniform(0.5, 1.0)
 
 
@@ -78,8 +79,12 @@ class DeliveryRunner:
         state: dict[str, dict[str, Any]] = {}
         for record in read_jsonl(session_paths(self.root, owner).deliveries).records:
             ident = record.get("id")
-            if isinstance(ident, str):
-                state.setdefault(ident, {}).update(record)
+            if not isinstance(ident, str):
+                continue
+            first = state.get(ident, {})
+            # each attempt's record replaces the last one (no stale reason lingers),
+            # keeping what `created` said about the delivery
+            state[ident] = {"mode": first.get("mode"), "type": first.get("type"), **record}
         return state
 
     # -- entry points ----------------------------------------------------------------
@@ -91,14 +96,16 @@ class DeliveryRunner:
         delivery_id: str,
         mode: str = "immediate",
         budget_s: float = 0.0,
+        exact_mode: bool = False,
     ) -> dict[str, Any]:
         """Durably enqueue for the session, then try to deliver (within `budget_s`).
 
         A session registered with `-o mode=<mode>` delivers everything in that mode
-        (e.g. `manual`: held until `actors flush`).
+        (e.g. `manual`: held until `actors flush`), unless `exact_mode` (the doctor's probe).
         """
         paths = session_paths(self.root, owner)
-        mode = (load_session(self.root, owner).get("options") or {}).get("mode") or mode
+        if not exact_mode:
+            mode = (load_session(self.root, owner).get("options") or {}).get("mode") or mode
         if SessionInbox(paths).append(delivery_id, envelope, mode):
             self._journal(
                 paths,
@@ -134,11 +141,10 @@ class DeliveryRunner:
         ensure_dir(paths.dir)
         fd = os.open(paths.dir / ".deliver.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                yield False
-                return
+            # Blocking: a pass holds the lock only while it walks the inbox (waits for due
+            # retries happen outside it), and waiting guarantees that an entry appended while
+            # another process was mid-pass is seen by our own pass right after.
+            fcntl.flock(fd, fcntl.LOCK_EX)
             yield True
         finally:
             os.close(fd)
@@ -227,7 +233,7 @@ class DeliveryRunner:
         if receipt.status in ("delivered", "accepted"):
             record["state"] = "delivered" if receipt.status == "delivered" else "accepted"
             record["next_attempt_at"] = None
-        elif receipt.status == "deferred":
+        elif receipt.status == "deferred" and attempt < MAX_ATTEMPTS:
             record["state"] = "deferred"
             record["next_attempt_at"] = receipt.available_at or _iso_after(backoff_s(attempt))
         elif receipt.retryable and attempt < MAX_ATTEMPTS:
@@ -238,6 +244,14 @@ class DeliveryRunner:
             record["next_attempt_at"] = None
         self._journal(paths, record)
         return receipt
+
+    def close(self, owner: str, delivery_id: str, why: str) -> None:
+        """End a delivery without further attempts (journaled as failed-final)."""
+        if self.states(owner).get(delivery_id, {}).get("state") not in FINAL:
+            self._journal(
+                session_paths(self.root, owner),
+                {"id": delivery_id, "event": "closed", "state": "failed-final", "reason": why},
+            )
 
     def flush(self, owner: str, delivery_id: str | None = None) -> list[Receipt]:
         """Deliver held (manual / boundary) and waiting deliveries now."""

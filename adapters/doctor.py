@@ -8,7 +8,6 @@ marked read afterwards so it does not clutter the agent's inbox.
 
 from __future__ import annotations
 
-import errno
 import os
 import secrets
 from typing import Any
@@ -26,12 +25,12 @@ def _consumer_attached(doorbells: Any) -> bool:
     except FileNotFoundError:
         return False
     for name in names:
+        if not name.endswith(".fifo"):
+            continue
         try:
             fd = os.open(doorbells / name, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:
-                continue
-            continue
+        except OSError:
+            continue  # ENXIO: nobody reading it
         os.close(fd)
         return True
     return False
@@ -55,8 +54,10 @@ def probe(root: StateRoot, owner: str) -> list[str]:
         "body": {"token": token},
     }
     runner = DeliveryRunner(root)
-    state = runner.submit(owner, envelope, delivery_id=delivery_id, mode="immediate")
-    runner.submit(owner, envelope, delivery_id=delivery_id, mode="immediate")  # duplicate
+    state = runner.submit(
+        owner, envelope, delivery_id=delivery_id, mode="immediate", exact_mode=True
+    )
+    runner.submit(owner, envelope, delivery_id=delivery_id, exact_mode=True)  # a duplicate
     inbox = SessionInbox(paths)
     copies = [e for e in inbox.entries() if e["id"] == delivery_id]
     observed = set(state.get("observed") or [])
@@ -140,4 +141,5 @@ def probe(root: StateRoot, owner: str) -> list[str]:
         ),
     )
     inbox.mark_read([delivery_id])
+    runner.close(owner, delivery_id, "doctor probe: never retried")
     return lines

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import bench_followup, bench_message, bench_spawn
+from bench import bench_control, bench_followup, bench_message, bench_spawn
 from bench._stats import emit, machine
 
 
@@ -14,6 +14,7 @@ def main() -> None:
     bench_spawn.main(quick)
     bench_message.main(quick)
     bench_followup.main(quick)
+    bench_control.main(quick)
 
 
 if __name__ == "__main__":

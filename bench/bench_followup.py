@@ -25,8 +25,21 @@ def main(quick: bool) -> None:
         from runtime.process import wait_gone
         from runtime.sessions import SessionInbox, session_paths
 
-        subprocess.run([sys.executable, "-m", "actors", "session", "register", "--harness", "file",
-                        "--id", "bench"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "actors",
+                "session",
+                "register",
+                "--harness",
+                "file",
+                "--id",
+                "bench",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         root = StateRoot.from_env()
         samples = []
         for _ in range(15 if quick else 60):
@@ -34,7 +47,10 @@ def main(quick: bool) -> None:
             actors.wait(record["run"], timeout=60)
             wait_gone([int(record["pid"])], timeout=60)
             result = actors.result(record["run"])
-            entry = next(e for e in SessionInbox(session_paths(root, "bench")).entries()
-                         if e["envelope"]["body"]["run"] == record["run"])
+            entry = next(
+                e
+                for e in SessionInbox(session_paths(root, "bench")).entries()
+                if e["envelope"]["body"]["run"] == record["run"]
+            )
             samples.append((parse_iso(entry["queued_at"]) - parse_iso(result["ended_at"])) * 1000)
         emit(row("run end -> follow-up durable in inbox (file)", samples))

@@ -55,6 +55,10 @@ def parse_address(text: str) -> Address:
         if not slash or not is_valid_id(run) or not is_valid_id(branch):
             raise _bad(text, "a branch address is branch:RUN/BRANCH with two valid ids")
         return Address("branch", run, branch)
+    if kind == "session" and rest.startswith(("user:", "run:")):
+        ident = rest.partition(":")[2]
+        if is_valid_id(ident):  # the implicit owners: a plain shell user, or a parent run
+            return Address("session", rest)
     if not is_valid_id(rest):
         raise _bad(text, f"{rest!r} is not a valid id")
     return Address(kind, rest)

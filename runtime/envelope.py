@@ -1,8 +1,8 @@
 """Typed envelopes: one JSON object per message, validated without pydantic.
 
-The rules live here as plain functions so the CLI's `message` / `emit` paths stay fast;
-`runtime.envelope_model.Envelope` (pydantic) applies the same rules for the Python API,
-the MCP server and published JSON schemas.
+The rules live here as plain functions so the CLI's `message` / `emit` paths stay fast
+(importing pydantic would triple their start-up time); any typed model layered on top
+must call these same functions.
 """
 
 from __future__ import annotations

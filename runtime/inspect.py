@@ -35,6 +35,7 @@ def inspect(
         return _run(root, address.target or "", view, lines)
     if address.kind == "branch":
         paths, _ = find_run(root, address.target or "")
+        view = "mailbox" if view == "status" else view
         _require(view, ("mailbox",), target)
         box = branch_mailbox(paths, address.branch or "")
         return {"target": target, "view": view, "entries": _entries(box.entries(), lines)}
@@ -130,7 +131,7 @@ def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]
     if view == "messages":
         out["messages"] = [
             {k: m.get(k) for k in ("id", "ts", "type", "from", "summary", "body")}
-            for m in recent[-lines:]
+            for m in (recent[-lines:] if lines > 0 else [])
         ]
     elif view == "roster":
         out["roster"] = _roster(run, recent)

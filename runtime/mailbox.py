@@ -136,7 +136,7 @@ class Mailbox:
         self,
         *,
         types: tuple[str, ...] | None = None,
-        exclude_prefix: str | None = None,
+        exclude_types: tuple[str, ...] = (),
         limit: int = 1,
         consumer: str = "recv",
         lease_s: float = LEASE_S,
@@ -151,7 +151,12 @@ class Mailbox:
                 state = entry.get("state")
                 if state == "sending" and _age_s(entry.get("queued_at"), now) > SENDING_GRACE_S:
                     lines.append(
-                        {"id": entry["id"], "state": "queued", "requeued": "sender vanished"}
+                        {
+                            "id": entry["id"],
+                            "state": "queued",
+                            "queued_at": now_iso(),
+                            "requeued": "sender vanished mid fast path",
+                        }
                     )
                     state = "queued"
                 if state == "claimed" and not self._claim_live(entry, now):
@@ -169,7 +174,7 @@ class Mailbox:
                 kind = str(entry["envelope"].get("type", ""))
                 if types is not None and kind not in types:
                     continue
-                if exclude_prefix is not None and kind.startswith(exclude_prefix):
+                if kind in exclude_types:
                     continue
                 holder = {**_me(), "consumer": consumer}
                 lines.append(

@@ -75,15 +75,22 @@ def send(
     if address.kind in ("coordinator", "session"):
         return emit(root, kind, body, principal, to=to, summary=summary)
     if address.kind == "tool":
+        make_envelope(
+            to=to, type=kind, body=body, sender=principal.id, summary=summary
+        )  # validates
         return _invoke_tool(address, body, principal)
     assert address.target is not None
     paths, run = find_run(root, address.target)
     envelope = make_envelope(
         to=to, type=kind, body=body, sender=principal.id, summary=summary, reply_to=reply_to
     )
+    check_control(run, principal, force=force, action="message")
     if address.kind == "room":
         return _post_room(paths, run, envelope)
-    check_control(run, principal, force=force, action="message")
+    if address.kind == "branch" and kind.startswith("control."):
+        raise BadInput(
+            f"{kind} goes to the run, not a branch", hint=f"send it to run:{paths.run_id}"
+        )
     _check_accepts(run, kind, force)
     status = derive(paths, run)["status"]
     if status in TERMINAL:
@@ -203,6 +210,18 @@ def _invoke_tool(address: Address, body: Any, principal: Principal) -> dict[str,
     }
 
 
+def current_branch() -> str | None:
+    """`$ACTORS_BRANCH`, validated: it becomes a path component of the branch inbox."""
+    from runtime.ids import is_valid_id
+
+    value = os.environ.get("ACTORS_BRANCH") or None
+    if value is not None and not is_valid_id(value):
+        raise BadInput(
+            f"invalid ACTORS_BRANCH {value[:80]!r}", hint="use a branch id like front or back"
+        )
+    return value
+
+
 def _sender_in_run(principal: Principal) -> tuple[str, str]:
     if not principal.via_run_token:
         raise Refused(
@@ -210,7 +229,7 @@ def _sender_in_run(principal: Principal) -> tuple[str, str]:
             hint="run `actors emit` from a recipe's script (it sets $ACTORS_RUN_ID)",
         )
     run_id = principal.id.removeprefix("run:")
-    branch = os.environ.get("ACTORS_BRANCH")
+    branch = current_branch()
     return run_id, (f"branch:{run_id}/{branch}" if branch else principal.id)
 
 
@@ -277,12 +296,12 @@ def recv(
     """Claim the next message for the calling run (or branch); None on timeout."""
     run_id, _ = _sender_in_run(principal)
     paths, _ = find_run(root, run_id)
-    branch = os.environ.get("ACTORS_BRANCH")
+    branch = current_branch()
     box = branch_mailbox(paths, branch) if branch else run_mailbox(paths)
     got = box.wait_claim(
         timeout=timeout,
         types=types,
-        exclude_prefix=None if branch else "control.",
+        exclude_types=() if branch else CONTROL_TYPES,
         consumer=f"recv:{branch or run_id}",
     )
     return got[0] if got else None
@@ -293,9 +312,148 @@ def finish(
 ) -> None:
     run_id, _ = _sender_in_run(principal)
     paths, _ = find_run(root, run_id)
-    branch = os.environ.get("ACTORS_BRANCH")
+    branch = current_branch()
     box = branch_mailbox(paths, branch) if branch else run_mailbox(paths)
+    entry = box.refresh().get(entry_id)
+    holder = (entry or {}).get("claimed_by") or {}
+    if entry is None or entry.get("state") != "claimed" or holder.get("pid") != os.getpid():
+        raise Conflict(
+            f"message {entry_id} is not claimed by this process",
+            hint="its lease may have expired and another consumer taken it",
+        )
     if ok:
         box.mark(entry_id, "handled")
     else:
         box.mark(entry_id, "failed", error=error)
+
+
+class Sender:
+    """A stream of messages to one run: validated once, then cheap appends.
+
+    For callers that send many messages (the throughput path; no wake.jsonl lines, no
+    FIFO fast path, no control types): the address, ownership,
+    accepted types and the run's liveness are checked when the sender is made and the
+    liveness again every `recheck_s`; the inbox descriptor and the consumers' doorbell
+    FIFOs stay open; each message is still one whole-line append under the flock (with
+    an fsync unless `fsync=False`), then one byte per doorbell.
+    """
+
+    def __init__(
+        self,
+        root: StateRoot,
+        to: str,
+        principal: Principal,
+        *,
+        force: bool = False,
+        fsync: bool = True,
+        recheck_s: float = 0.5,
+    ) -> None:
+        address = parse_address(to)
+        if address.kind != "run" or address.target is None:
+            raise BadInput(f"a sender streams to a run:ID address, not {to}")
+        self.root, self.to, self.principal, self.force = root, to, principal, force
+        self.fsync, self.recheck_s = fsync, recheck_s
+        self.paths, self.run = find_run(root, address.target)
+        check_control(self.run, principal, force=force, action="message")
+        self._fd = -1
+        self._bells: dict[str, int] = {}
+        self._checked = 0.0
+        self._bells_at = 0.0
+        self._accepts = set(accepted_types(self.run)) | set(CONTROL_TYPES)
+        self._check_alive()
+
+    def _check_alive(self) -> None:
+        import time
+
+        status = derive(self.paths, self.run)["status"]
+        if status in TERMINAL:
+            raise Conflict(
+                f"run {self.paths.run_id} is {status}; nothing reads its mailbox any more"
+            )
+        self._checked = time.monotonic()
+
+    def _doorbells(self) -> list[int]:
+        import time
+
+        now = time.monotonic()
+        if now - self._bells_at > 0.1:
+            self._bells_at = now
+            directory = self.paths.dir / "doorbells"
+            try:
+                names = {n for n in os.listdir(directory) if n.endswith(".fifo")}
+            except FileNotFoundError:
+                names = set()
+            for name in list(self._bells):
+                if name not in names:
+                    os.close(self._bells.pop(name))
+            for name in names - set(self._bells):
+                try:
+                    self._bells[name] = os.open(
+                        directory / name, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC
+                    )
+                except OSError:
+                    continue
+        return list(self._bells.values())
+
+    def send(self, kind: str, body: Any = None, *, summary: str | None = None) -> str:
+        """Append one message; returns its id."""
+        import fcntl
+        import time
+
+        from runtime.files import encode_line
+
+        if kind.startswith("control."):
+            raise BadInput(f"send {kind} with `message`, not a stream sender")
+        if kind not in self._accepts and not self.force:
+            _check_accepts(self.run, kind, self.force)
+        if time.monotonic() - self._checked > self.recheck_s:
+            self._check_alive()
+        envelope = make_envelope(
+            to=self.to, type=kind, body=body, sender=self.principal.id, summary=summary
+        )
+        from runtime.ids import now_iso
+
+        line = encode_line(
+            {
+                "id": envelope["id"],
+                "state": "queued",
+                "queued_at": envelope["ts"] or now_iso(),
+                "run_instance_id": self.run["run_instance_id"],
+                "envelope": envelope,
+            }
+        )
+        if self._fd < 0:
+            flags = (
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+            )
+            self._fd = os.open(self.paths.inbox, flags, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            start = os.lseek(self._fd, 0, os.SEEK_END)
+            if os.write(self._fd, line) != len(line):  # never leave half a record
+                os.ftruncate(self._fd, start)
+                raise OSError(f"short write to {self.paths.inbox}")
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if self.fsync:
+            os.fsync(self._fd)
+        for fd in self._doorbells():
+            try:
+                os.write(fd, b"\n")
+            except OSError:
+                pass  # full (a wake is pending) or the reader left (dropped at the next refresh)
+        return str(envelope["id"])
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        for fd in self._bells.values():
+            os.close(fd)
+        self._bells.clear()
+
+    def __enter__(self) -> Sender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -32,10 +32,12 @@ class Principal:
 
 
 def local_user_session() -> str:
+    """`user:<login>`, or `user:<uid>` when the login is not a safe id (e.g. `a@corp`)."""
     try:
-        return f"user:{getpass.getuser()}"
+        login = getpass.getuser()
     except (KeyError, OSError):
-        return f"user:{os.getuid()}"
+        login = ""
+    return f"user:{login}" if is_valid_id(login) else f"user:{os.getuid()}"
 
 
 def current_principal(root: StateRoot, session: str | None = None) -> Principal:

@@ -2,8 +2,8 @@
 
 A recipe is validated here once per distinct content (see `runtime.recipes` for the
 cache), then stored in run.json as a normalized tree of plain dicts: the runner and the
-hot CLI paths never import pydantic. The JSON schema of `Recipe` is what the MCP server
-and `actors recipes` publish.
+hot CLI paths never import pydantic. `Recipe.model_json_schema()` is the recipe format's
+JSON schema.
 """
 
 from __future__ import annotations

@@ -56,8 +56,11 @@ def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
                 )
                 report["exited"].append(run["run"])
         owed = paths.result.exists() and not paths.dir.joinpath("followup.json").exists()
-        if deliver and owed and follow_up_terminal(root, paths, run) is not None:
-            report["followed_up"].append(run["run"])
+        try:
+            if deliver and owed and follow_up_terminal(root, paths, run) is not None:
+                report["followed_up"].append(run["run"])
+        except Exception as exc:  # one bad run or session must not stop the others
+            report.setdefault("errors", []).append(f"{run['run']}: {type(exc).__name__}: {exc}")
     if deliver:
         import os
         from importlib import import_module

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -26,6 +27,7 @@ from runtime.redact import secret_texts
 
 KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
 DELIVERY_BUDGET_S = float(os.environ.get("ACTORS_DELIVERY_BUDGET", "30"))
+CONTROL_COALESCE_S = 0.002
 OUTPUT_PREVIEW_CHARS = 4000
 
 
@@ -94,8 +96,11 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
                     _apply_control(ctx, box, entry)
                 with trio.move_on_after(RECONCILE_INTERVAL_S):
                     await trio.lowlevel.wait_readable(fd)
+                    # Coalesce a burst: one claim pass for everything rung in the next ms,
+                    # instead of one pass (and one flock) per message of a busy inbox.
+                    await trio.sleep(CONTROL_COALESCE_S)
                 try:
-                    os.read(fd, 4096)
+                    os.read(fd, 65536)
                 except BlockingIOError:
                     pass
 
@@ -192,6 +197,9 @@ def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> Non
     publish_json_once(paths.result, result)
 
 
+_DELIVERY_THREADS: list[threading.Thread] = []
+
+
 def _follow_up(paths: RunPaths, run: dict[str, Any]) -> None:
     """Deliver the terminal follow-up (retrying within a budget; the reconciler does the rest)."""
     from runtime.followups import follow_up_terminal
@@ -226,10 +234,16 @@ def _command_done(paths: RunPaths, run: dict[str, Any], ctx: Any, done: dict[str
     }
     append_jsonl(paths.outbox, envelope)
     if envelope["delivery"] == "followup" and done["status"] != "cancelled":
-        try:
-            deliver(StateRoot.from_env(), run, envelope)
-        except Exception:
-            traceback.print_exc()
+        # Off the event loop: a slow adapter (a webhook timing out) must not stall the run.
+        def send() -> None:
+            try:
+                deliver(StateRoot.from_env(), run, envelope)
+            except Exception:
+                traceback.print_exc()
+
+        thread = threading.Thread(target=send, name=f"followup-{done['command_id']}")
+        thread.start()
+        _DELIVERY_THREADS.append(thread)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             "killed": False,
         }
     _finish(paths, run, result)
+    for thread in _DELIVERY_THREADS:  # step follow-ups land before the terminal one
+        thread.join(timeout=DELIVERY_BUDGET_S)
     _follow_up(paths, run)
     kill_session(os.getpid())
     return 0 if result["status"] == "done" else 1

@@ -153,6 +153,15 @@ class SessionInbox:
     def unread(self) -> list[dict[str, Any]]:
         return [e for e in self.entries() if e.get("state") == "unread"]
 
+    def drain(self) -> list[dict[str, Any]]:
+        """Every unread entry, marked read in the same locked step (two readers never
+        print the same follow-up)."""
+        ensure_dir(self.paths.dir)
+        with locked(self.paths.dir / ".inbox.lock"):
+            unread = self.unread()
+            self.mark_read([e["id"] for e in unread])
+        return unread
+
     def mark_read(self, ids: list[str]) -> None:
         if not ids:
             return

@@ -132,8 +132,11 @@ def session_ls(as_json: bool) -> None:
 def session_show(session_id: str) -> None:
     """Print a session's record and delivery state."""
     from adapters.delivery import DeliveryRunner
-    from runtime.sessions import load_session
+    from runtime.errors import NotFound
+    from runtime.sessions import load_session, session_paths
 
+    if not session_paths(_root(), session_id).dir.is_dir():
+        raise NotFound(f"no session {session_id}", hint="`actors session ls` lists them")
     record = load_session(_root(), session_id)
     record["deliveries"] = DeliveryRunner(_root()).states(session_id)
     emit_json(record)
@@ -163,7 +166,7 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
     from runtime.sessions import SessionInbox, session_paths
 
     inbox = SessionInbox(session_paths(_root(), _session_id(session)))
-    unread = inbox.unread()
+    unread = inbox.unread() if peek else inbox.drain()
     if as_json:
         emit_json([e["envelope"] for e in unread])
     else:
@@ -175,8 +178,6 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
             if body is not None:
                 text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
                 click.echo(f"  {text[:4000]}")
-    if not peek:
-        inbox.mark_read([e["id"] for e in unread])
 
 
 @click.command("flush")

@@ -94,9 +94,9 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
             text = body if isinstance(body, str) else "" if body is None else json.dumps(body)
             click.echo(f"{envelope['type']} {text}".rstrip())
         sys.stdout.flush()
-    except OSError as exc:
+    except OSError as exc:  # e.g. a closed pipe: the message was not handed over
         finish(root, principal, entry["id"], ok=False, error=str(exc))
-        raise
+        sys.exit(1)
     finish(root, principal, entry["id"], ok=True)
 
 

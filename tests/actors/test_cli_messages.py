@@ -178,3 +178,33 @@ def test_session_inventory_filters_by_status(home: StateRoot) -> None:
     assert [r["run"] for r in view["runs"]] == [first["run"]]
     bad = cli("inspect", "session:coord-1", "--status", "sleepy")
     assert bad.returncode == 2 and "unknown status filter" in bad.stderr
+
+
+def test_a_hostile_branch_variable_cannot_reach_another_runs_inbox(home: StateRoot, tmp_path: Path) -> None:
+    victim = _spawn("player", "--as", "run:victim")
+    assert cli("message", "run:victim", "player.pause").returncode == 0
+    out = tmp_path / "attempt.txt"
+    attacker = actors.spawn(
+        template="sh -c 'ACTORS_BRANCH=../../victim actors recv --timeout 1 > \"$1\" 2>&1; echo $? >> \"$1\"' x {o}",
+        values={"o": str(out)},
+    )
+    actors.wait(attacker["run"], timeout=30)
+    text = out.read_text()
+    assert "invalid ACTORS_BRANCH" in text and text.strip().endswith("2")
+    states = [e["state"] for e in actors.inspect("run:victim", "mailbox")["entries"]]
+    assert "claimed" not in states[:1] or states == ["handled"]
+    actors.kill(victim)
+
+
+def test_control_types_go_to_runs_not_branches(home: StateRoot) -> None:
+    run_id = _spawn("player")
+    proc = cli("message", f"branch:{run_id}/front", "control.stop", "--force")
+    assert proc.returncode == 2 and "goes to the run, not a branch" in proc.stderr
+    actors.kill(run_id)
+
+
+def test_rooms_of_another_sessions_run_are_refused(home: StateRoot) -> None:
+    run_id = actors.spawn("player", session="owner-a")["run"]
+    proc = cli("message", f"room:{run_id}", "note.x", "hi", env={"ACTORS_SESSION": "owner-b"})
+    assert proc.returncode == 2 and "belongs to owner-a" in proc.stderr
+    actors.kill(run_id, session="owner-a")

@@ -23,6 +23,7 @@ EXPECTED = {
         "recv",
         "result",
         "runs",
+        "sender",
         "spawn",
         "status",
         "tail",
