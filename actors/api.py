@@ -191,14 +191,27 @@ def emit(
     to: str = "coordinator",
     summary: str | None = None,
     level: str = "info",
+    delivery: str = "log",
     home: str | None = None,
 ) -> dict[str, Any]:
-    """Inside a run: append an actor message to the run's outbox (or its room)."""
+    """Inside a run: append an actor message to the run's outbox (or its room).
+
+    `delivery="notify"` or `"followup"` also delivers it to the coordinator session.
+    """
     from runtime.messaging import emit as _emit
     from runtime.ownership import current_principal
 
     root = _root(home)
-    return _emit(root, type, body, current_principal(root), to=to, summary=summary, level=level)
+    return _emit(
+        root,
+        type,
+        body,
+        current_principal(root),
+        to=to,
+        summary=summary,
+        level=level,
+        delivery=delivery,
+    )
 
 
 def inspect(

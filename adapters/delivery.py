@@ -10,9 +10,9 @@ second submission of the same id is a no-op that returns the first receipt), jou
   `deferred` receipt at its `available_at`; while one waits, later deliveries of the same
   session wait behind it, so per-session order holds across retries;
 - a final failure falls back along the session's `fallback` chain, if any.
-Only one process works a session at a time (a non-blocking flock), so the runner, the
-reconciler and `actors watch` can race without ever calling an adapter twice for the
-same attempt. Listeners registered with `on_event` see created / accepted / delivered /
+Only one process works a session at a time (a blocking flock held for one pass over the
+inbox, never while waiting for a retry), so the runner, the reconciler and `actors watch`
+can race without ever calling an adapter twice for the same attempt. Listeners registered with `on_event` see created / accepted / delivered /
 deferred / failed events.
 """
 
@@ -128,16 +128,14 @@ class DeliveryRunner:
         deadline = time.monotonic() + budget_s
         receipts: list[Receipt] = []
         while True:
-            with self._session_lock(paths) as mine:
-                if not mine:
-                    return receipts
+            with self._session_lock(paths):
                 wait = self._pass(owner, paths, flush=flush, only=only, receipts=receipts)
             if wait is None or time.monotonic() + wait > deadline:
                 return receipts
             time.sleep(max(0.0, wait))
 
     @contextlib.contextmanager
-    def _session_lock(self, paths: SessionPaths) -> Iterator[bool]:
+    def _session_lock(self, paths: SessionPaths) -> Iterator[None]:
         ensure_dir(paths.dir)
         fd = os.open(paths.dir / ".deliver.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -145,7 +143,7 @@ class DeliveryRunner:
             # retries happen outside it), and waiting guarantees that an entry appended while
             # another process was mid-pass is seen by our own pass right after.
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield True
+            yield
         finally:
             os.close(fd)
 

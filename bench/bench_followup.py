@@ -17,7 +17,7 @@ from bench._stats import emit, row
 
 
 def main(quick: bool) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
         import actors
         from runtime.ids import parse_iso

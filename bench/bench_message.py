@@ -72,7 +72,7 @@ def _read_held(path: Path, count: int, timeout: float = 60) -> dict[str, float]:
 
 
 def main(quick: bool) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
         import actors
 

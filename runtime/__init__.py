@@ -9,8 +9,9 @@ observe and act on them. Only `executor` and `runner` import trio and only
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from runtime._lazy import lazy_getattr
 
 _EXPORTS = {
     "ActorsError": "runtime.errors",
@@ -58,10 +59,4 @@ if TYPE_CHECKING:
     from runtime.waiting import wait_for as wait_for
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

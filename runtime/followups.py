@@ -21,6 +21,7 @@ parent run's inbox instead.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from typing import Any
 
@@ -44,7 +45,7 @@ def _semantic(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> d
         kind = message.get("type")
         if kind in emits and kind not in _INTERNAL_TYPES:
             body = message.get("body")
-            text = body if isinstance(body, str) else str(body)
+            text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
             return {
                 "type": kind,
                 "summary": message.get("summary"),

@@ -44,7 +44,7 @@ def new_token() -> str:
 
 
 def short_suffix(length: int = 6) -> str:
-    """Lowercase base36 suffix for generated run ids (`hello-k3x9f`)."""
+    """Lowercase base36 suffix for generated run ids (`hello-k3x9fq`)."""
     alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
     return "".join(secrets.choice(alphabet) for _ in range(length))
 

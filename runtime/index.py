@@ -33,10 +33,13 @@ def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
     return runs if isinstance(runs, dict) else {}
 
 
-def _stamp(paths: RunPaths) -> str | None:
-    """Identity of a run's run.json: a new run reusing an id has a different one."""
+def _stamp(run_dir: str) -> str | None:
+    """Identity of a run's run.json: a new run reusing an id has a different one.
+
+    (Plain strings, not pathlib, in this loop: it runs once per run on every listing.)
+    """
     try:
-        st = os.stat(paths.run_json, follow_symlinks=False)
+        st = os.stat(run_dir + "/run.json", follow_symlinks=False)
     except OSError:
         return None
     return f"{st.st_ino}:{st.st_mtime_ns}"
@@ -49,13 +52,14 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
     except FileNotFoundError:
         return []
     cached = _load(root)
+    runs_dir = str(root.runs)
     fresh: dict[str, dict[str, Any]] = {}
     summaries: list[dict[str, Any]] = []
     for name in names:
         if not is_valid_id(name):
             continue
-        paths = RunPaths(root.runs / name)
-        stamp = _stamp(paths)
+        run_dir = f"{runs_dir}/{name}"
+        stamp = _stamp(run_dir)
         entry = cached.get(name)
         if (
             isinstance(entry, dict)
@@ -66,13 +70,14 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
             summary: dict[str, Any] = {
                 "run": name,
                 "address": f"run:{name}",
-                "state_dir": str(paths.dir),
+                "state_dir": run_dir,
             }
             summary.update({k: entry.get(k) for k in _STATIC})
             summary.update(entry["terminal"])
             fresh[name] = entry
             summaries.append(summary)
             continue
+        paths = RunPaths(root.runs / name)
         try:
             run = load_run(paths)
         except StateDamaged as exc:

@@ -180,12 +180,14 @@ def test_session_inventory_filters_by_status(home: StateRoot) -> None:
     assert bad.returncode == 2 and "unknown status filter" in bad.stderr
 
 
-def test_a_hostile_branch_variable_cannot_reach_another_runs_inbox(home: StateRoot, tmp_path: Path) -> None:
+def test_a_hostile_branch_variable_cannot_reach_another_runs_inbox(
+    home: StateRoot, tmp_path: Path
+) -> None:
     victim = _spawn("player", "--as", "run:victim")
     assert cli("message", "run:victim", "player.pause").returncode == 0
     out = tmp_path / "attempt.txt"
     attacker = actors.spawn(
-        template="sh -c 'ACTORS_BRANCH=../../victim actors recv --timeout 1 > \"$1\" 2>&1; echo $? >> \"$1\"' x {o}",
+        template='sh -c \'ACTORS_BRANCH=../../victim actors recv --timeout 1 > "$1" 2>&1; echo $? >> "$1"\' x {o}',
         values={"o": str(out)},
     )
     actors.wait(attacker["run"], timeout=30)

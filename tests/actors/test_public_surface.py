@@ -7,6 +7,19 @@ import importlib
 import pytest
 
 EXPECTED = {
+    "adapters": [
+        "Adapter",
+        "AdapterError",
+        "Capabilities",
+        "DeliveryContext",
+        "DeliveryRunner",
+        "Receipt",
+        "adapter_class",
+        "known_harnesses",
+        "on_event",
+        "register_callback",
+        "unregister_callback",
+    ],
     "actors": [
         "ActorsError",
         "BadInput",
