@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bench import bench_control, bench_followup, bench_message, bench_spawn
+from bench import bench_cli, bench_control, bench_followup, bench_message, bench_scale, bench_spawn
 from bench._stats import emit, machine
 
 
@@ -14,7 +14,9 @@ def main() -> None:
     bench_spawn.main(quick)
     bench_message.main(quick)
     bench_followup.main(quick)
+    bench_cli.main(quick)
     bench_control.main(quick)
+    bench_scale.main(quick)
 
 
 if __name__ == "__main__":

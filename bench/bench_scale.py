@@ -1,0 +1,94 @@
+"""Many idle runs at once: memory, and message wake latency for each of them.
+
+Each run's leaf is a real consumer (`actors.recv()` in a Python script) that records when
+it held its message. Memory is the proportional set size (PSS: shared pages split
+fairly) of every runner and consumer process, summed; RSS is shown for comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench._stats import emit, row
+
+CONSUMER = """
+import json, sys, time
+import actors
+envelope = actors.recv(ack=False)
+held = time.time()
+actors.ack(envelope["id"])
+open(sys.argv[1], "w").write(json.dumps({"held": held, "body": envelope["envelope"]["body"]}))
+"""
+
+
+def _mem_kb(pid: int, field: str) -> int:
+    try:
+        path = "smaps_rollup" if field == "Pss" else "status"
+        for line in Path(f"/proc/{pid}/{path}").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def main(quick: bool) -> None:
+    count = 20 if quick else 200
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
+        import actors
+        from runtime.process import session_members
+
+        work = Path(tmp)
+        (work / "consumer.py").write_text(CONSUMER)
+        recipe = work / "idle.json"
+        recipe.write_text(
+            json.dumps(
+                {
+                    "mailbox": {"accepts": ["wake.up"]},
+                    "template": f"{sys.executable} {{script}} {{out}}",
+                }
+            )
+        )
+        runs = []
+        for i in range(count):
+            out = work / f"held-{i}.json"
+            runs.append(
+                (
+                    actors.spawn(
+                        str(recipe), values={"script": str(work / "consumer.py"), "out": str(out)}
+                    ),
+                    out,
+                )
+            )
+        deadline = time.monotonic() + 600
+        while True:  # every consumer has armed its doorbell
+            armed = sum(
+                1 for rec, _ in runs if len(os.listdir(Path(rec["state_dir"]) / "doorbells")) >= 2
+            )
+            if armed == count or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
+        pids = [p for rec, _ in runs for p in session_members(int(rec["pid"]))]
+        pss = sum(_mem_kb(p, "Pss") for p in pids) / 1024
+        rss = sum(_mem_kb(p, "VmRSS") for p in pids) / 1024
+        emit(
+            f"{f'{count} idle runs (runner + consumer each)':<44} PSS {pss:7.0f} MB  RSS {rss:7.0f} MB  "
+            f"({pss / count:.1f} MB PSS per run)"
+        )
+        sent = []
+        for rec, _ in runs:
+            time.sleep(0.005)
+            sent.append(time.time())
+            actors.message(f"run:{rec['run']}", "wake.up", rec["run"])
+        lat = []
+        for (rec, out), t0 in zip(runs, sent, strict=True):
+            actors.wait(rec["run"], timeout=120)
+            lat.append((json.loads(out.read_text())["held"] - t0) * 1000)
+        emit(row(f"message -> held, each of {count} idle runs", lat))
