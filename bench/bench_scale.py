@@ -67,11 +67,14 @@ def main(quick: bool) -> None:
                 )
             )
         deadline = time.monotonic() + 600
-        while True:  # every consumer has armed its doorbell
-            armed = sum(
-                1 for rec, _ in runs if len(os.listdir(Path(rec["state_dir"]) / "doorbells")) >= 2
-            )
-            if armed == count or time.monotonic() > deadline:
+        def armed(state_dir: str) -> bool:
+            try:
+                return len(os.listdir(Path(state_dir) / "doorbells")) >= 2  # runner + consumer
+            except FileNotFoundError:
+                return False
+
+        while sum(armed(rec["state_dir"]) for rec, _ in runs) < count:
+            if time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         time.sleep(1.0)

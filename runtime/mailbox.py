@@ -92,8 +92,8 @@ class Mailbox:
         return entry
 
     def wake(self, envelope: dict[str, Any]) -> None:
-        """Poke every consumer's FIFO, then record the advisory doorbell line."""
-        ring(self.doorbells)
+        """Poke every interested consumer's FIFO, then record the advisory doorbell line."""
+        ring(self.doorbells, str(envelope.get("type")))
         if self.wake_log is not None:
             append_jsonl(
                 self.wake_log,
@@ -263,15 +263,27 @@ def _iso_in(seconds: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def ring(doorbells: Path) -> int:
-    """Poke every live consumer's FIFO; returns how many were rung."""
+def _bell_topic(name: str) -> str | None:
+    """`<pid>-<hex>.fifo` rings for everything; `<pid>-<hex>.<topic>.fifo` only for types
+    under `<topic>.` (the runner listens on `control`, so data messages never wake it)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) == 3 else None
+
+
+def wants(name: str, kind: str | None) -> bool:
+    topic = _bell_topic(name)
+    return topic is None or kind is None or kind.startswith(topic + ".")
+
+
+def ring(doorbells: Path, kind: str | None = None) -> int:
+    """Poke every live consumer's FIFO that wants a `kind` message; returns how many."""
     rung = 0
     try:
         names = os.listdir(doorbells)
     except FileNotFoundError:
         return 0
     for name in names:
-        if not name.endswith(".fifo"):
+        if not name.endswith(".fifo") or not wants(name, kind):
             continue
         path = doorbells / name
         try:
@@ -300,14 +312,17 @@ def _remove_if_orphaned(path: Path, name: str) -> None:
 
 
 @contextlib.contextmanager
-def doorbell(doorbells: Path) -> Iterator[int]:
+def doorbell(doorbells: Path, topic: str | None = None) -> Iterator[int]:
     """A private FIFO in `doorbells/`, open for reading (non-blocking) while in use.
+
+    With a `topic` it is rung only for message types under `<topic>.`.
 
     The consumer also holds a write end itself so the read end never reports a hang-up
     (which would make select() spin) after a sender closes.
     """
     ensure_dir(doorbells)
-    path = doorbells / f"{os.getpid()}-{os.urandom(4).hex()}.fifo"
+    suffix = f".{topic}.fifo" if topic else ".fifo"
+    path = doorbells / f"{os.getpid()}-{os.urandom(4).hex()}{suffix}"
     os.mkfifo(path, 0o600)
     read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     write_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)

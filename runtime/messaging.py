@@ -380,7 +380,10 @@ class Sender:
             self._bells_at = now
             directory = self.paths.dir / "doorbells"
             try:
-                names = {n for n in os.listdir(directory) if n.endswith(".fifo")}
+                # data only: topic bells (the runner's `control` one) are never rung from here
+                names = {
+                    n for n in os.listdir(directory) if n.endswith(".fifo") and n.count(".") == 1
+                }
             except FileNotFoundError:
                 names = set()
             for name in list(self._bells):

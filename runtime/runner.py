@@ -89,7 +89,7 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         from runtime.messaging import CONTROL_TYPES, run_mailbox
 
         box = run_mailbox(paths)
-        with doorbell(box.doorbells) as fd:
+        with doorbell(box.doorbells, topic="control") as fd:
             task_status.started()
             while True:
                 for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):

@@ -183,3 +183,14 @@ def test_one_wake_drains_everything_queued(tmp_path: Path) -> None:
     ids = [_queue(box) for _ in range(50)]
     got = box.claim(limit=100)
     assert [e["id"] for e in got] == ids
+
+
+def test_data_messages_do_not_ring_a_control_only_doorbell(tmp_path: Path) -> None:
+    from runtime.mailbox import doorbell, ring
+
+    bells = tmp_path / "doorbells"
+    with doorbell(bells, topic="control") as control_fd, doorbell(bells) as data_fd:
+        assert ring(bells, "player.next") == 1
+        assert ring(bells, "control.stop") == 2
+        assert os.read(data_fd, 16) == b"\n\n"
+        assert os.read(control_fd, 16) == b"\n"
