@@ -21,5 +21,15 @@ say "actors tail $TICKER -f   # (for three seconds)"
 timeout 3 actors tail "$TICKER" -f -n 5 || true
 run actors status "$TICKER"
 run actors cancel "$TICKER"
+say "actors spawn player --as run:demo-player-\$\$ -v tracks=3   # an actor driven by messages"
+PLAYER=$(actors spawn player --as "run:demo-player-$$" -v tracks=3)
+echo "$PLAYER"
+run actors message "$PLAYER" player.next
+run actors message "$PLAYER" player.pause
+run actors message "$PLAYER" player.stop
+actors wait "$PLAYER" >/dev/null
+run actors inspect "$PLAYER" --view messages -n 4
 run actors ls --status terminal
+say "actors inbox read   # follow-ups the runs delivered to this shell's session"
+actors inbox read | cut -c1-160
 say "done: state lives in ${ACTORS_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/actors}; clean up with 'actors prune --older-than 0s'"
