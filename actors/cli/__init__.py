@@ -37,6 +37,7 @@ COMMANDS = {
     "reconcile": "actors.cli.delivery:reconcile_cmd",
     "watch": "actors.cli.delivery:watch_cmd",
     "doctor": "actors.cli.delivery:doctor_group",
+    "mcp": "actors.cli.mcp:mcp_cmd",
 }
 
 

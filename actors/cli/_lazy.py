@@ -54,4 +54,5 @@ _SUMMARIES = {
     "reconcile": "Finish dead runners' runs and deliver owed follow-ups.",
     "watch": "Observe all runs and deliver follow-ups live (optional).",
     "doctor": "Live diagnostics (doctor delivery: D0-D8 levels).",
+    "mcp": "Serve the coordinator tools over MCP (stdio).",
 }

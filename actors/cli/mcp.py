@@ -1,0 +1,22 @@
+"""`actors mcp`: run the MCP server on stdio (the heavy imports happen only here)."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+
+@click.command("mcp")
+@click.option(
+    "--session",
+    metavar="ID",
+    help="Coordinator session (default: $ACTORS_SESSION, else your user).",
+)
+def mcp_cmd(session: str | None) -> None:
+    """Serve spawn / message / inspect / inbox_read / recipes as MCP tools over stdio."""
+    from actors.mcp_server import serve
+    from runtime.ownership import local_user_session
+    from runtime.paths import StateRoot
+
+    serve(StateRoot.from_env(), session or os.environ.get("ACTORS_SESSION") or local_user_session())

@@ -1,0 +1,78 @@
+"""Parameter models of the coordinator tools (MCP), named as in pi-actors.
+
+Each model validates one tool call and converts it to the runtime request the CLI makes
+for the same verb, so the MCP server and the CLI share one behaviour; the JSON schemas the
+server publishes are these models' schemas.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class SpawnParams(_Params):
+    """Start a detached run actor from a recipe (name or file) or an inline template."""
+
+    as_: str | None = Field(None, alias="as", description="run:ID to use (default: generated)")
+    recipe: str | None = Field(None, description="recipe name, e.g. hello")
+    file: str | None = Field(None, description="path of a recipe JSON file")
+    template: str | None = Field(None, description="inline command template (no shell)")
+    values: dict[str, JsonValue] = Field(default_factory=dict, description="template values")
+
+
+class MessageParams(_Params):
+    """Send one typed message to run:, branch:, room: or tool: (control.* to stop/kill)."""
+
+    to: str = Field(description="run:ID, branch:RUN/B, room:RUN or tool:NAME")
+    type: str = Field(description="dotted type, e.g. player.next or control.stop")
+    body: JsonValue = Field(None, description="any JSON")
+    summary: str | None = None
+    reply_to: str | None = None
+
+
+class InspectParams(_Params):
+    """Read a run, branch, room or session on purpose (only when a follow-up asks for it)."""
+
+    target: str = Field(description="run:ID, branch:RUN/B, room:RUN, session:ID or session:all")
+    view: Literal[
+        "status",
+        "tail",
+        "messages",
+        "artifacts",
+        "files",
+        "mailbox",
+        "communication",
+        "roster",
+        "runs",
+    ] = "status"
+    lines: int = Field(40, ge=0, le=2000)
+    status: str = Field("all", description="session filter: all, active, running, terminal, ...")
+
+
+class InboxReadParams(_Params):
+    """Read (and mark read) every unread follow-up delivered to this coordinator session."""
+
+    peek: bool = Field(False, description="show without marking read")
+
+
+class RecipesParams(_Params):
+    """List the recipes `spawn` can start (project, user and shipped)."""
+
+
+TOOL_MODELS: dict[str, type[_Params]] = {
+    "spawn": SpawnParams,
+    "message": MessageParams,
+    "inspect": InspectParams,
+    "inbox_read": InboxReadParams,
+    "recipes": RecipesParams,
+}
+
+
+def schema(model: type[_Params]) -> dict[str, Any]:
+    return model.model_json_schema(by_alias=True)

@@ -1,0 +1,69 @@
+"""The MCP server driven by the mcp SDK's own client over stdio."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from runtime.paths import StateRoot
+from runtime.process import wait_gone
+
+
+def _server(home: StateRoot) -> StdioServerParameters:
+    import os
+
+    return StdioServerParameters(command=sys.executable, args=["-m", "actors", "mcp", "--session", "coord-mcp"],
+                                 env=dict(os.environ))
+
+
+async def _call(session: ClientSession, name: str, args: dict[str, Any]) -> Any:
+    result = await session.call_tool(name, args)
+    assert not result.is_error, result.content[0].text
+    return result
+
+
+async def test_spawn_message_inspect_and_read_the_follow_up(home: StateRoot) -> None:
+    import actors
+
+    async with stdio_client(_server(home)) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        assert "Do not poll" in init.instructions
+        tools = await session.list_tools()
+        assert sorted(t.name for t in tools.tools) == ["inbox_read", "inspect", "message", "recipes", "spawn"]
+        spawn_schema = next(t for t in tools.tools if t.name == "spawn").input_schema
+        assert set(spawn_schema["properties"]) == {"as", "recipe", "file", "template", "values"}
+
+        started = await _call(session, "spawn", {"recipe": "player", "as": "run:mcp-player",
+                                                 "values": {"tracks": 2}})
+        assert started.structured_content["run"] == "mcp-player"
+        sent = await _call(session, "message", {"to": "run:mcp-player", "type": "player.stop"})
+        assert sent.structured_content["state"] == "queued"
+        final = actors.wait("mcp-player", timeout=60)
+        assert final["status"] == "done"
+        assert wait_gone([int(actors.status("mcp-player")["pid"])], timeout=60)
+        view = await _call(session, "inspect", {"target": "run:mcp-player", "view": "messages"})
+        types_seen = [m["type"] for m in view.structured_content["messages"]]
+        assert "player.stopped" in types_seen
+        inbox = await _call(session, "inbox_read", {})
+        followups = inbox.structured_content["followups"]
+        assert [(f["type"], f["body"]["run"]) for f in followups] == [("run.done", "mcp-player")]
+        assert followups[0]["body"]["result"]["type"] == "player.stopped"
+        again = await _call(session, "inbox_read", {})
+        assert again.structured_content["followups"] == []
+
+
+async def test_errors_come_back_as_tool_errors_with_the_cli_message(home: StateRoot) -> None:
+    async with stdio_client(_server(home)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        missing = await session.call_tool("message", {"to": "run:ghost", "type": "x.y"})
+        assert missing.is_error
+        assert missing.content[0].text == "no run ghost; `actors ls` lists the runs"
+        bad = await session.call_tool("spawn", {"template": "echo {who}"})
+        assert bad.is_error and "needs a value for {who}" in bad.content[0].text
+        extra = await session.call_tool("spawn", {"recipe": "hello", "bogus": 1})
+        assert extra.is_error and "bogus" in extra.content[0].text
+        recipes = await session.call_tool("recipes", {})
+        assert {"hello", "fanout", "ticker", "player"} <= set(recipes.structured_content["recipes"])
