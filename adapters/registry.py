@@ -13,6 +13,7 @@ BUILTIN = {
     "webhook": "adapters.webhook:WebhookAdapter",
     "callback": "adapters.callback:CallbackAdapter",
     "tmux": "adapters.tmux:TmuxAdapter",
+    "claude_code": "adapters.claude_code:ClaudeCodeAdapter",
 }
 
 

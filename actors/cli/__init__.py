@@ -38,6 +38,9 @@ COMMANDS = {
     "watch": "actors.cli.delivery:watch_cmd",
     "doctor": "actors.cli.delivery:doctor_group",
     "mcp": "actors.cli.mcp:mcp_cmd",
+    "hook": "actors.cli.hooks:hook_group",
+    "install": "actors.cli.install:install_cmd",
+    "uninstall": "actors.cli.install:uninstall_cmd",
 }
 
 

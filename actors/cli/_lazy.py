@@ -55,4 +55,7 @@ _SUMMARIES = {
     "watch": "Observe all runs and deliver follow-ups live (optional).",
     "doctor": "Live diagnostics (doctor delivery: D0-D8 levels).",
     "mcp": "Serve the coordinator tools over MCP (stdio).",
+    "hook": "Harness hook commands (run by Claude Code).",
+    "install": "Write the harness configuration (MCP server, hooks).",
+    "uninstall": "Remove what `actors install` wrote, restoring the original files.",
 }

@@ -1,0 +1,45 @@
+"""`actors install` / `actors uninstall`."""
+
+from __future__ import annotations
+
+import click
+
+from runtime.paths import StateRoot
+
+_scope = click.option(
+    "--project/--user",
+    "project",
+    default=True,
+    show_default=True,
+    help="Configure this project (cwd) or your user account.",
+)
+
+
+@click.command("install")
+@click.argument("harness", type=click.Choice(["claude-code", "codex", "opencode"]))
+@_scope
+@click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
+def install_cmd(harness: str, project: bool, dry_run: bool) -> None:
+    """Add the actors MCP server (and, for Claude Code, the wake hooks) to HARNESS's config."""
+    from actors.install import install
+
+    for item in install(
+        StateRoot.from_env(), harness, "project" if project else "user", dry_run=dry_run
+    ):
+        if dry_run:
+            click.echo(f"--- {item['path']} ({'would change' if item['changed'] else 'unchanged'})")
+            if item["changed"]:
+                click.echo(item["content"], nl=False)
+        else:
+            click.echo(f"{item['path']}: {'updated' if item['changed'] else 'already installed'}")
+
+
+@click.command("uninstall")
+@click.argument("harness", type=click.Choice(["claude-code", "codex", "opencode"]))
+@_scope
+def uninstall_cmd(harness: str, project: bool) -> None:
+    """Undo `actors install`: restore the original bytes, or remove only our entries."""
+    from actors.install import uninstall
+
+    for item in uninstall(StateRoot.from_env(), harness, "project" if project else "user"):
+        click.echo(f"{item['path']}: {item['action']}")

@@ -1,0 +1,54 @@
+"""Claude Code hook commands, fed the JSON Claude Code sends."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import actors
+from runtime.paths import StateRoot
+from runtime.sessions import session_paths
+from tests.conftest import cli, finished
+
+SESSION = "4f2c9a1e-5b7d-4c3a-9e8f-0a1b2c3d4e5f"
+
+
+def test_session_start_registers_arms_the_wake_file_and_exports_the_session(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    env_file = tmp_path / "env.sh"
+    hook_input = json.dumps({"session_id": SESSION, "cwd": str(tmp_path), "hook_event_name": "SessionStart",
+                             "transcript_path": str(tmp_path / "t.jsonl"), "source": "startup"})
+    proc = cli("hook", "session-start", input=hook_input, env={"CLAUDE_ENV_FILE": str(env_file)})
+    assert proc.returncode == 0, proc.stderr
+    output = json.loads(proc.stdout)["hookSpecificOutput"]
+    wake = session_paths(home, SESSION).wake
+    assert output["hookEventName"] == "SessionStart"
+    assert output["watchPaths"] == [str(wake)] and wake.exists()
+    assert "actors inbox read" in output["additionalContext"]
+    assert env_file.read_text() == f"export ACTORS_SESSION={SESSION}\n"
+    record = json.loads(session_paths(home, SESSION).record.read_text())
+    assert record["harness"] == "claude_code"
+
+
+def test_file_changed_wakes_only_when_something_is_unread(home: StateRoot) -> None:
+    event = json.dumps({"session_id": SESSION, "hook_event_name": "FileChanged", "event": "change",
+                        "file_path": "/x"})
+    quiet = cli("hook", "file-changed", input=event)
+    assert (quiet.returncode, quiet.stderr) == (0, "")
+    cli("hook", "session-start", input=json.dumps({"session_id": SESSION, "cwd": "/"}))
+    record = actors.spawn("hello", session=SESSION)
+    finished(record)
+    loud = cli("hook", "file-changed", input=event)
+    assert loud.returncode == 2
+    assert loud.stderr.startswith("ACTORS: 1 unread follow-up(s); first: Run ")
+    assert f"actors inbox read --session {SESSION}" in loud.stderr
+    cli("inbox", "read", "--session", SESSION)
+    again = cli("hook", "file-changed", input=event)
+    assert again.returncode == 0
+
+
+def test_hooks_never_fail_on_garbage_input(home: StateRoot) -> None:
+    for hook in ("session-start", "file-changed"):
+        proc = cli("hook", hook, input="not json")
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr

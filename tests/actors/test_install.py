@@ -1,0 +1,100 @@
+"""`actors install` / `uninstall` on config files that already hold other entries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runtime.paths import StateRoot
+from tests.conftest import cli
+
+CLAUDE_MCP = {"mcpServers": {"other": {"command": "other-server", "args": ["--x"]}}}
+CLAUDE_SETTINGS = {
+    "permissions": {"allow": ["Bash(ls)"]},
+    "hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "echo hi"}]}]},
+}
+
+
+def _write(path: Path, text: str) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path.read_bytes()
+
+
+def test_claude_code_project_install_merges_is_idempotent_and_uninstalls_exactly(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    mcp_file, settings = tmp_path / ".mcp.json", tmp_path / ".claude" / "settings.json"
+    original_mcp = _write(mcp_file, json.dumps(CLAUDE_MCP, indent=4))
+    original_settings = _write(settings, json.dumps(CLAUDE_SETTINGS))
+    first = cli("install", "claude-code", "--project")
+    assert first.returncode == 0, first.stderr
+    merged_mcp = json.loads(mcp_file.read_text())
+    assert set(merged_mcp["mcpServers"]) == {"other", "actors"}
+    assert merged_mcp["mcpServers"]["actors"]["args"][-1] == "mcp"
+    merged = json.loads(settings.read_text())
+    assert merged["permissions"] == CLAUDE_SETTINGS["permissions"]
+    starts = merged["hooks"]["SessionStart"]
+    assert starts[0] == CLAUDE_SETTINGS["hooks"]["SessionStart"][0]
+    assert starts[1]["hooks"][0]["command"].endswith("hook session-start")
+    (changed,) = merged["hooks"]["FileChanged"]
+    assert changed["hooks"][0]["asyncRewake"] is True
+    after_first = (mcp_file.read_bytes(), settings.read_bytes())
+    second = cli("install", "claude-code", "--project")
+    assert second.stdout.count("already installed") == 2
+    assert (mcp_file.read_bytes(), settings.read_bytes()) == after_first
+    undone = cli("uninstall", "claude-code", "--project")
+    assert undone.returncode == 0, undone.stderr
+    assert mcp_file.read_bytes() == original_mcp
+    assert settings.read_bytes() == original_settings
+    assert not list(tmp_path.rglob("*.actors-backup"))
+
+
+def test_uninstall_after_a_user_edit_removes_only_our_entries(home: StateRoot, tmp_path: Path) -> None:
+    target = tmp_path / "opencode.json"
+    _write(target, json.dumps({"mcp": {"mine": {"type": "local", "command": ["x"]}}}))
+    assert cli("install", "opencode", "--project").returncode == 0
+    data = json.loads(target.read_text())
+    data["theme"] = "dark"  # the user edits the file after install
+    target.write_text(json.dumps(data))
+    cli("uninstall", "opencode", "--project")
+    assert json.loads(target.read_text()) == {"mcp": {"mine": {"type": "local", "command": ["x"]}},
+                                              "theme": "dark"}
+
+
+def test_codex_user_install_appends_a_block_and_uninstall_restores_bytes(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex"))
+    config = tmp_path / "codex" / "config.toml"
+    original = _write(config, 'model = "gpt-5"\n\n[mcp_servers.other]\ncommand = "other"\n')
+    assert cli("install", "codex", "--user").returncode == 0
+    text = config.read_text()
+    assert text.startswith(original.decode()) and "[mcp_servers.actors]" in text
+    import tomllib
+
+    parsed = tomllib.loads(text)
+    assert set(parsed["mcp_servers"]) == {"other", "actors"}
+    assert cli("install", "codex", "--user").stdout.endswith("already installed\n")
+    cli("uninstall", "codex", "--user")
+    assert config.read_bytes() == original
+
+
+def test_a_fresh_install_creates_files_and_uninstall_removes_them(home: StateRoot, tmp_path: Path) -> None:
+    assert cli("install", "opencode", "--project").returncode == 0
+    assert (tmp_path / "opencode.json").exists()
+    cli("uninstall", "opencode", "--project")
+    assert not (tmp_path / "opencode.json").exists()
+
+
+def test_dry_run_changes_nothing_and_bad_json_is_refused(home: StateRoot, tmp_path: Path) -> None:
+    dry = cli("install", "claude-code", "--project", "--dry-run")
+    assert dry.returncode == 0 and '"actors"' in dry.stdout
+    assert not (tmp_path / ".mcp.json").exists()
+    _write(tmp_path / ".mcp.json", "{broken")
+    bad = cli("install", "claude-code", "--project")
+    assert bad.returncode == 2 and "is not valid JSON" in bad.stderr
+    assert (tmp_path / ".mcp.json").read_text() == "{broken"
+    assert not (tmp_path / ".claude").exists()
