@@ -12,25 +12,16 @@ at once, so a coalesced or spurious file event never loses or doubles a follow-u
 
 from __future__ import annotations
 
-from typing import Any
+from adapters.base import Capabilities
+from adapters.file import FileAdapter
 
-from adapters.base import Capabilities, DeliveryContext, Receipt
 
+class ClaudeCodeAdapter(FileAdapter):
+    """The file adapter's delivery (the inbox append rings the wake file); Claude Code's
+    own watcher and the FileChanged hook do the waking."""
 
-class ClaudeCodeAdapter:
     capabilities = Capabilities(
         wake_mode="SessionStart watchPaths + FileChanged hook with asyncRewake on the wake file",
         level="D6",
         notes="D6 per the seed matrix (doorbell wake, body self-fetched); proven live by the peers tier",
     )
-
-    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.session = session
-
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
-        return options
-
-    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
-        # The inbox append already rang the wake file; Claude Code's watcher takes it from here.
-        return Receipt("delivered", context.delivery_id, observed=["queued", "triggered"])

@@ -17,8 +17,15 @@ def test_session_start_registers_arms_the_wake_file_and_exports_the_session(
     home: StateRoot, tmp_path: Path
 ) -> None:
     env_file = tmp_path / "env.sh"
-    hook_input = json.dumps({"session_id": SESSION, "cwd": str(tmp_path), "hook_event_name": "SessionStart",
-                             "transcript_path": str(tmp_path / "t.jsonl"), "source": "startup"})
+    hook_input = json.dumps(
+        {
+            "session_id": SESSION,
+            "cwd": str(tmp_path),
+            "hook_event_name": "SessionStart",
+            "transcript_path": str(tmp_path / "t.jsonl"),
+            "source": "startup",
+        }
+    )
     proc = cli("hook", "session-start", input=hook_input, env={"CLAUDE_ENV_FILE": str(env_file)})
     assert proc.returncode == 0, proc.stderr
     output = json.loads(proc.stdout)["hookSpecificOutput"]
@@ -32,8 +39,14 @@ def test_session_start_registers_arms_the_wake_file_and_exports_the_session(
 
 
 def test_file_changed_wakes_only_when_something_is_unread(home: StateRoot) -> None:
-    event = json.dumps({"session_id": SESSION, "hook_event_name": "FileChanged", "event": "change",
-                        "file_path": "/x"})
+    event = json.dumps(
+        {
+            "session_id": SESSION,
+            "hook_event_name": "FileChanged",
+            "event": "change",
+            "file_path": "/x",
+        }
+    )
     quiet = cli("hook", "file-changed", input=event)
     assert (quiet.returncode, quiet.stderr) == (0, "")
     cli("hook", "session-start", input=json.dumps({"session_id": SESSION, "cwd": "/"}))

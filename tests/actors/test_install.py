@@ -52,7 +52,9 @@ def test_claude_code_project_install_merges_is_idempotent_and_uninstalls_exactly
     assert not list(tmp_path.rglob("*.actors-backup"))
 
 
-def test_uninstall_after_a_user_edit_removes_only_our_entries(home: StateRoot, tmp_path: Path) -> None:
+def test_uninstall_after_a_user_edit_removes_only_our_entries(
+    home: StateRoot, tmp_path: Path
+) -> None:
     target = tmp_path / "opencode.json"
     _write(target, json.dumps({"mcp": {"mine": {"type": "local", "command": ["x"]}}}))
     assert cli("install", "opencode", "--project").returncode == 0
@@ -60,8 +62,10 @@ def test_uninstall_after_a_user_edit_removes_only_our_entries(home: StateRoot, t
     data["theme"] = "dark"  # the user edits the file after install
     target.write_text(json.dumps(data))
     cli("uninstall", "opencode", "--project")
-    assert json.loads(target.read_text()) == {"mcp": {"mine": {"type": "local", "command": ["x"]}},
-                                              "theme": "dark"}
+    assert json.loads(target.read_text()) == {
+        "mcp": {"mine": {"type": "local", "command": ["x"]}},
+        "theme": "dark",
+    }
 
 
 def test_codex_user_install_appends_a_block_and_uninstall_restores_bytes(
@@ -82,7 +86,9 @@ def test_codex_user_install_appends_a_block_and_uninstall_restores_bytes(
     assert config.read_bytes() == original
 
 
-def test_a_fresh_install_creates_files_and_uninstall_removes_them(home: StateRoot, tmp_path: Path) -> None:
+def test_a_fresh_install_creates_files_and_uninstall_removes_them(
+    home: StateRoot, tmp_path: Path
+) -> None:
     assert cli("install", "opencode", "--project").returncode == 0
     assert (tmp_path / "opencode.json").exists()
     cli("uninstall", "opencode", "--project")

@@ -15,8 +15,11 @@ from runtime.process import wait_gone
 def _server(home: StateRoot) -> StdioServerParameters:
     import os
 
-    return StdioServerParameters(command=sys.executable, args=["-m", "actors", "mcp", "--session", "coord-mcp"],
-                                 env=dict(os.environ))
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "actors", "mcp", "--session", "coord-mcp"],
+        env=dict(os.environ),
+    )
 
 
 async def _call(session: ClientSession, name: str, args: dict[str, Any]) -> Any:
@@ -32,12 +35,19 @@ async def test_spawn_message_inspect_and_read_the_follow_up(home: StateRoot) -> 
         init = await session.initialize()
         assert "Do not poll" in init.instructions
         tools = await session.list_tools()
-        assert sorted(t.name for t in tools.tools) == ["inbox_read", "inspect", "message", "recipes", "spawn"]
+        assert sorted(t.name for t in tools.tools) == [
+            "inbox_read",
+            "inspect",
+            "message",
+            "recipes",
+            "spawn",
+        ]
         spawn_schema = next(t for t in tools.tools if t.name == "spawn").input_schema
         assert set(spawn_schema["properties"]) == {"as", "recipe", "file", "template", "values"}
 
-        started = await _call(session, "spawn", {"recipe": "player", "as": "run:mcp-player",
-                                                 "values": {"tracks": 2}})
+        started = await _call(
+            session, "spawn", {"recipe": "player", "as": "run:mcp-player", "values": {"tracks": 2}}
+        )
         assert started.structured_content["run"] == "mcp-player"
         sent = await _call(session, "message", {"to": "run:mcp-player", "type": "player.stop"})
         assert sent.structured_content["state"] == "queued"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -20,19 +22,20 @@ pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is in
 
 READER = """
 import sys
-with open(sys.argv[1], "a", buffering=1) as out:
-    for line in sys.stdin:
+for line in sys.stdin:  # hand every line the pane receives to the test, through a FIFO
+    with open(sys.argv[1], "w") as out:
         out.write(line)
 """
 
 
 @pytest.fixture
-def pane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Path]]:
+def pane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, LineTap]]:
     """A tmux server on a private socket whose pane runs a line-reading program."""
     monkeypatch.setenv("TMUX_TMPDIR", str(tmp_path))
     socket = f"actors-test-{os.getpid()}"
-    received = tmp_path / "received.txt"
-    received.touch()
+    fifo = tmp_path / "received.fifo"
+    os.mkfifo(fifo)
+    tap = LineTap(fifo)
     reader = tmp_path / "reader.py"
     reader.write_text(READER)
     subprocess.run(
@@ -50,26 +53,45 @@ def pane(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str,
             "200",
             "-y",
             "50",
-            f"{sys.executable} {reader} {received}",
+            f"{sys.executable} {reader} {fifo}",
         ],
         check=True,
     )
-    yield socket, received
+    yield socket, tap
     subprocess.run(["tmux", "-L", socket, "kill-server"], check=False)
+    tap.close()
 
 
-def _lines_with(path: Path, needle: str, want: int, timeout: float = 10) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = [line for line in path.read_text().splitlines() if needle in line]
-        if len(lines) >= want or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.02)
+class LineTap:
+    """The test's end of the reader's FIFO: every line the pane program received, in order."""
+
+    def __init__(self, fifo: Path) -> None:
+        self.fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self.keeper = os.open(fifo, os.O_WRONLY)  # no hang-up between the reader's writes
+        self.buffer = b""
+
+    def until(self, needle: str, timeout: float = 15) -> list[str]:
+        """Lines received up to and including the first one containing `needle`."""
+        deadline = time.monotonic() + timeout
+        while needle.encode() not in self.buffer:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"{needle!r} never reached the pane program"
+            if select.select([self.fd], [], [], remaining)[0]:
+                with contextlib.suppress(BlockingIOError):
+                    self.buffer += os.read(self.fd, 65536)
+        cut = self.buffer.index(needle.encode())
+        end = self.buffer.index(b"\n", cut) + 1 if b"\n" in self.buffer[cut:] else len(self.buffer)
+        lines, self.buffer = self.buffer[:end].decode().splitlines(), self.buffer[end:]
+        return lines
+
+    def close(self) -> None:
+        os.close(self.keeper)
+        os.close(self.fd)
 
 
 @pytest.mark.parametrize("copy_mode", [False, True])
 def test_follow_up_pointer_is_typed_once_into_the_pane(
-    home: StateRoot, pane: tuple[str, Path], copy_mode: bool
+    home: StateRoot, pane: tuple[str, LineTap], copy_mode: bool
 ) -> None:
     socket, received = pane
     proc = cli(
@@ -96,16 +118,20 @@ def test_follow_up_pointer_is_typed_once_into_the_pane(
         assert mode.stdout.strip() == "1"
     record = actors.spawn("hello", session="tmuxed")
     assert finished(record)["status"] == "done"
-    lines = _lines_with(received, f"Run {record['run']} done", 1)
+    # A sentinel typed after the delivery finished: once it arrives, everything typed
+    # before it has arrived too, so the count below is final.
+    subprocess.run(
+        ["tmux", "-L", socket, "send-keys", "-t", "agent:0.0", "-l", "SENTINEL"], check=True
+    )
+    subprocess.run(["tmux", "-L", socket, "send-keys", "-t", "agent:0.0", "Enter"], check=True)
+    lines = [line for line in received.until("SENTINEL") if f"Run {record['run']}" in line]
     assert len(lines) == 1
     assert lines[0].startswith("[actors] Run ") and "details: " in lines[0]
     body_file = Path(lines[0].split("details: ", 1)[1])
     assert record["run"] in body_file.read_text()
-    time.sleep(0.3)  # nothing more may arrive (a second Enter or a duplicate line)
-    assert len(_lines_with(received, f"Run {record['run']}", 1, timeout=0)) == 1
 
 
-def test_doctor_prints_levels_for_tmux(home: StateRoot, pane: tuple[str, Path]) -> None:
+def test_doctor_prints_levels_for_tmux(home: StateRoot, pane: tuple[str, LineTap]) -> None:
     socket, _ = pane
     cli(
         "session",

@@ -150,6 +150,8 @@ def test_a_message_whose_doorbell_never_rings_is_found_by_the_reconcile_timer(
             (
                 "import sys, time, json\nfrom pathlib import Path\nfrom runtime.mailbox import Mailbox\n"
                 "box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))\n"
+                "box._doorbell()\n"
+                "print('armed', flush=True)\n"
                 "got = box.wait_claim(timeout=30, consumer='w')\n"
                 "print(json.dumps([e['id'] for e in got]), time.time())\n"
             ),
@@ -159,10 +161,8 @@ def test_a_message_whose_doorbell_never_rings_is_found_by_the_reconcile_timer(
         stdout=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 30
-    while not (box.doorbells.exists() and os.listdir(box.doorbells)):  # the waiter is armed
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert waiter.stdout is not None
+    assert waiter.stdout.readline().strip() == "armed"  # its doorbell exists and it is waiting
     entry = {
         "id": new_id(),
         "state": "queued",
