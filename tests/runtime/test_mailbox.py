@@ -84,13 +84,13 @@ def test_eight_senders_thousand_messages_each_handled_exactly_once_in_order(
 
 
 HOLDER = """
-import sys, time
+import sys
 from pathlib import Path
 from runtime.mailbox import Mailbox
 box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))
 got = box.claim(consumer="doomed")
 open(sys.argv[3], "w").write(got[0]["id"] + "\\n")
-time.sleep(300)
+sys.stdin.read()  # hold the claim until killed
 """
 
 
@@ -112,12 +112,13 @@ def test_a_claim_held_by_a_killed_consumer_is_handled_later_exactly_once(tmp_pat
     entry_id = _queue(box)
     fifo = make_fifo(tmp_path / "claimed.fifo")
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(box.inbox), str(box.doorbells), str(fifo)]
+        [sys.executable, "-c", HOLDER, str(box.inbox), str(box.doorbells), str(fifo)],
+        stdin=subprocess.PIPE,
     )
     assert read_fifo_line(fifo) == entry_id
     assert box.claim(consumer="second") == []  # a live holder keeps its claim
     holder.send_signal(signal.SIGKILL)
-    holder.wait()
+    holder.communicate()  # reaps it and closes our end of its stdin
     got = box.claim(consumer="second")
     assert [e["id"] for e in got] == [entry_id]
     box.mark(entry_id, "handled")
