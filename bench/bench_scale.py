@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bench._stats import emit, row
 
@@ -24,6 +25,8 @@ held = time.time()
 actors.ack(envelope["id"])
 open(sys.argv[1], "w").write(json.dumps({"held": held, "body": envelope["envelope"]["body"]}))
 """
+
+Runs = list[tuple[dict[str, Any], Path]]
 
 
 def _mem_kb(pid: int, field: str) -> int:
@@ -37,17 +40,56 @@ def _mem_kb(pid: int, field: str) -> int:
     return 0
 
 
+def _armed(state_dir: str) -> bool:
+    try:
+        return len(os.listdir(Path(state_dir) / "doorbells")) >= 2  # runner + consumer
+    except FileNotFoundError:
+        return False
+
+
+def _measure(work: Path, runs: Runs, count: int) -> None:
+    import actors
+    from runtime.process import session_members
+
+    recipe = work / "idle.json"
+    for i in range(count):
+        out = work / f"held-{i}.json"
+        record = actors.spawn(
+            str(recipe), values={"script": str(work / "consumer.py"), "out": str(out)}
+        )
+        runs.append((record, out))
+    deadline = time.monotonic() + 600
+    while sum(_armed(rec["state_dir"]) for rec, _ in runs) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    pids = [p for rec, _ in runs for p in session_members(int(rec["pid"]))]
+    pss = sum(_mem_kb(p, "Pss") for p in pids) / 1024
+    rss = sum(_mem_kb(p, "VmRSS") for p in pids) / 1024
+    emit(
+        f"{f'{count} idle runs (runner + consumer each)':<44} PSS {pss:7.0f} MB  RSS {rss:7.0f} MB  "
+        f"({pss / count:.1f} MB PSS per run)"
+    )
+    sent = []
+    for rec, _ in runs:
+        time.sleep(0.005)
+        sent.append(time.time())
+        actors.message(f"run:{rec['run']}", "wake.up", rec["run"])
+    latency = []
+    for (rec, out), t0 in zip(runs, sent, strict=True):
+        actors.wait(rec["run"], timeout=120)
+        latency.append((json.loads(out.read_text())["held"] - t0) * 1000)
+    emit(row(f"message -> held, each of {count} idle runs", latency))
+
+
 def main(quick: bool) -> None:
     count = 20 if quick else 200
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
         import actors
-        from runtime.process import session_members
 
         work = Path(tmp)
         (work / "consumer.py").write_text(CONSUMER)
-        recipe = work / "idle.json"
-        recipe.write_text(
+        (work / "idle.json").write_text(
             json.dumps(
                 {
                     "mailbox": {"accepts": ["wake.up"]},
@@ -55,43 +97,12 @@ def main(quick: bool) -> None:
                 }
             )
         )
-        runs = []
-        for i in range(count):
-            out = work / f"held-{i}.json"
-            runs.append(
-                (
-                    actors.spawn(
-                        str(recipe), values={"script": str(work / "consumer.py"), "out": str(out)}
-                    ),
-                    out,
-                )
-            )
-        deadline = time.monotonic() + 600
-        def armed(state_dir: str) -> bool:
-            try:
-                return len(os.listdir(Path(state_dir) / "doorbells")) >= 2  # runner + consumer
-            except FileNotFoundError:
-                return False
-
-        while sum(armed(rec["state_dir"]) for rec, _ in runs) < count:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
-        time.sleep(1.0)
-        pids = [p for rec, _ in runs for p in session_members(int(rec["pid"]))]
-        pss = sum(_mem_kb(p, "Pss") for p in pids) / 1024
-        rss = sum(_mem_kb(p, "VmRSS") for p in pids) / 1024
-        emit(
-            f"{f'{count} idle runs (runner + consumer each)':<44} PSS {pss:7.0f} MB  RSS {rss:7.0f} MB  "
-            f"({pss / count:.1f} MB PSS per run)"
-        )
-        sent = []
-        for rec, _ in runs:
-            time.sleep(0.005)
-            sent.append(time.time())
-            actors.message(f"run:{rec['run']}", "wake.up", rec["run"])
-        lat = []
-        for (rec, out), t0 in zip(runs, sent, strict=True):
-            actors.wait(rec["run"], timeout=120)
-            lat.append((json.loads(out.read_text())["held"] - t0) * 1000)
-        emit(row(f"message -> held, each of {count} idle runs", lat))
+        runs: Runs = []
+        try:
+            _measure(work, runs, count)
+        finally:  # never leave hundreds of idle runners behind, even after a failure
+            for rec, _ in runs:
+                try:
+                    actors.kill(str(rec["run"]))
+                except actors.ActorsError:
+                    pass
