@@ -1,0 +1,400 @@
+"""A fake model server for the peers tier: loopback only, standard library only.
+
+Speaks OpenAI Chat Completions (streaming and not), the OpenAI Responses API (streaming
+and not) and Anthropic Messages (streaming and not), so every harness can complete real
+turns offline. The reply to any request is `ACK <every TOKEN-... in the last user
+message>` (or `ACK` alone), so a test can prove which text reached the model; a prompt
+containing `[slow:N]` delays the reply N seconds, to keep a turn busy. Every request body
+is kept in `requests` (and appended to `--log FILE` when run as a program).
+
+    python -m tests.peers.fake_llm --port 0 --log /tmp/llm.jsonl   # prints "listening PORT"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+TOKEN = re.compile(r"TOKEN-[A-Za-z0-9_-]+")
+SLOW = re.compile(r"\[slow:(\d+(?:\.\d+)?)\]")
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message's content in any of the three APIs' shapes."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, dict):
+                parts.append(str(part.get("text") or _text_of(part.get("content")) or ""))
+            elif isinstance(part, str):
+                parts.append(part)
+        return "\n".join(p for p in parts if p)
+    return ""
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return _text_of(message.get("content"))
+    given = body.get("input")
+    if isinstance(given, str):
+        return given
+    if isinstance(given, list):
+        for item in reversed(given):
+            if isinstance(item, dict) and item.get("role") == "user":
+                return _text_of(item.get("content"))
+    return ""
+
+
+def reply_for(body: dict[str, Any]) -> tuple[str, float]:
+    text = last_user_text(body)
+    slow = SLOW.search(text)
+    tokens = TOKEN.findall(text)
+    return ("ACK " + " ".join(tokens)).strip(), float(slow.group(1)) if slow else 0.0
+
+
+class FakeLLM:
+    """The server plus its request log; start() returns the bound port."""
+
+    def __init__(self, log: Path | None = None) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.log = log
+        self._lock = threading.Lock()
+        self.server: ThreadingHTTPServer | None = None
+
+    def record(self, path: str, body: dict[str, Any]) -> None:
+        entry = {"ts": time.time(), "path": path, "body": body}
+        with self._lock:
+            self.requests.append(entry)
+            if self.log is not None:
+                with open(self.log, "a") as handle:
+                    handle.write(json.dumps(entry) + "\n")
+
+    def start(self, port: int = 0) -> int:
+        handler = type("Handler", (_Handler,), {"llm": self})
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return int(self.server.server_address[1])
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+    def prompts(self) -> list[str]:
+        return [last_user_text(r["body"]) for r in self.requests]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    llm: FakeLLM
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, code: int, data: Any) -> None:
+        raw = json.dumps(data).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _sse(self, events: list[tuple[str | None, Any]]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        for name, data in events:
+            chunk = (
+                (f"event: {name}\n" if name else "")
+                + "data: "
+                + (data if isinstance(data, str) else json.dumps(data))
+                + "\n\n"
+            )
+            self.wfile.write(chunk.encode())
+            self.wfile.flush()
+        self.close_connection = True
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            self._json(
+                200,
+                {"object": "list", "data": [{"id": "echo", "object": "model", "owned_by": "fake"}]},
+            )
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._json(400, {"error": {"message": "body is not JSON"}})
+            return
+        self.llm.record(self.path, body)
+        text, delay = reply_for(body)
+        if delay:
+            time.sleep(delay)
+        path = self.path.split("?")[0].rstrip("/")
+        if path.endswith("/chat/completions"):
+            self._chat(body, text)
+        elif path.endswith("/responses"):
+            self._responses(body, text)
+        elif path.endswith("/messages"):
+            self._anthropic(body, text)
+        else:
+            self._json(404, {"error": {"message": f"no route {self.path}"}})
+
+    def _chat(self, body: dict[str, Any], text: str) -> None:
+        ident, model, now = (
+            f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            body.get("model", "echo"),
+            int(time.time()),
+        )
+        usage = {
+            "prompt_tokens": 10,
+            "completion_tokens": len(text.split()),
+            "total_tokens": 10 + len(text.split()),
+        }
+        if not body.get("stream"):
+            self._json(
+                200,
+                {
+                    "id": ident,
+                    "object": "chat.completion",
+                    "created": now,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": usage,
+                },
+            )
+            return
+
+        def chunk(delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+            return {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": now,
+                "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+
+        final = chunk({}, "stop")
+        final["usage"] = usage
+        self._sse(
+            [
+                (None, chunk({"role": "assistant", "content": ""}, None)),
+                (None, chunk({"content": text}, None)),
+                (None, final),
+                (None, "[DONE]"),
+            ]
+        )
+
+    def _responses(self, body: dict[str, Any], text: str) -> None:
+        rid, mid, model = (
+            f"resp_{uuid.uuid4().hex[:12]}",
+            f"msg_{uuid.uuid4().hex[:12]}",
+            body.get("model", "echo"),
+        )
+        part = {"type": "output_text", "text": text, "annotations": []}
+        item = {
+            "id": mid,
+            "type": "message",
+            "status": "completed",
+            "role": "assistant",
+            "content": [part],
+        }
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": len(text.split()),
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 10 + len(text.split()),
+        }
+        done = {
+            "id": rid,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": model,
+            "output": [item],
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            self._json(200, done)
+            return
+        started = {**done, "status": "in_progress", "output": [], "usage": None}
+        pending = {**item, "status": "in_progress", "content": []}
+        events: list[tuple[str | None, Any]] = [
+            (
+                "response.created",
+                {"type": "response.created", "sequence_number": 0, "response": started},
+            ),
+            (
+                "response.in_progress",
+                {"type": "response.in_progress", "sequence_number": 1, "response": started},
+            ),
+            (
+                "response.output_item.added",
+                {
+                    "type": "response.output_item.added",
+                    "sequence_number": 2,
+                    "output_index": 0,
+                    "item": pending,
+                },
+            ),
+            (
+                "response.content_part.added",
+                {
+                    "type": "response.content_part.added",
+                    "sequence_number": 3,
+                    "item_id": mid,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": {**part, "text": ""},
+                },
+            ),
+            (
+                "response.output_text.delta",
+                {
+                    "type": "response.output_text.delta",
+                    "sequence_number": 4,
+                    "item_id": mid,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": text,
+                },
+            ),
+            (
+                "response.output_text.done",
+                {
+                    "type": "response.output_text.done",
+                    "sequence_number": 5,
+                    "item_id": mid,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "text": text,
+                },
+            ),
+            (
+                "response.content_part.done",
+                {
+                    "type": "response.content_part.done",
+                    "sequence_number": 6,
+                    "item_id": mid,
+                    "output_index": 0,
+                    "content_index": 0,
+                    "part": part,
+                },
+            ),
+            (
+                "response.output_item.done",
+                {
+                    "type": "response.output_item.done",
+                    "sequence_number": 7,
+                    "output_index": 0,
+                    "item": item,
+                },
+            ),
+            (
+                "response.completed",
+                {"type": "response.completed", "sequence_number": 8, "response": done},
+            ),
+        ]
+        self._sse(events)
+
+    def _anthropic(self, body: dict[str, Any], text: str) -> None:
+        mid, model = f"msg_{uuid.uuid4().hex[:12]}", body.get("model", "echo")
+        usage = {"input_tokens": 10, "output_tokens": len(text.split())}
+        message = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            self._json(200, message)
+            return
+        self._sse(
+            [
+                (
+                    "message_start",
+                    {
+                        "type": "message_start",
+                        "message": {
+                            **message,
+                            "content": [],
+                            "stop_reason": None,
+                            "usage": {**usage, "output_tokens": 0},
+                        },
+                    },
+                ),
+                (
+                    "content_block_start",
+                    {
+                        "type": "content_block_start",
+                        "index": 0,
+                        "content_block": {"type": "text", "text": ""},
+                    },
+                ),
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": text},
+                    },
+                ),
+                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                (
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                        "usage": {"output_tokens": usage["output_tokens"]},
+                    },
+                ),
+                ("message_stop", {"type": "message_stop"}),
+            ]
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--log", type=Path)
+    args = parser.parse_args()
+    llm = FakeLLM(args.log)
+    print(f"listening {llm.start(args.port)}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        llm.stop()
+
+
+if __name__ == "__main__":
+    main()
