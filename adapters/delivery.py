@@ -25,11 +25,12 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from adapters.base import DeliveryContext, Receipt
 from adapters.registry import make_adapter
-from runtime.files import append_jsonl, ensure_dir, read_jsonl
+from runtime.files import append_jsonl, ensure_dir, read_jsonl, write_bytes_atomic
 from runtime.ids import now_iso, parse_iso
 from runtime.paths import StateRoot
 from runtime.sessions import SessionInbox, SessionPaths, load_session, session_paths
@@ -197,10 +198,8 @@ class DeliveryRunner:
             *_split(session.get("options", {}).get("fallback")),
         ]
         receipt = Receipt("failed", ident, reason="no adapter tried")
+        body = _write_body(paths, ident, envelope)  # once per attempt, for any adapter in the chain
         for harness in chain:
-            from adapters.tmux import write_body
-
-            body = write_body(paths.bodies, ident, envelope)
             context = DeliveryContext(
                 delivery_id=ident,
                 mode=entry.get("mode", "immediate"),
@@ -262,6 +261,17 @@ class DeliveryRunner:
             for e in SessionInbox(session_paths(self.root, owner)).entries()
             if states.get(e["id"], {}).get("state") not in FINAL
         ]
+
+
+def _write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
+    """The full follow-up as a file an agent can read (adapters that type a pointer use it)."""
+    import json
+
+    ensure_dir(paths.bodies)
+    path = paths.bodies / f"{delivery_id}.md"
+    text = f"# {envelope.get('summary')}\n\n```json\n{json.dumps(envelope, indent=2, ensure_ascii=False)}\n```\n"
+    write_bytes_atomic(path, text.encode(), fsync=False)
+    return path
 
 
 def _split(value: Any) -> list[str]:

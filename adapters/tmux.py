@@ -16,7 +16,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
@@ -108,15 +107,3 @@ def pointer_line(envelope: dict[str, Any], context: DeliveryContext) -> str:
     summary = " ".join(str(envelope.get("summary") or envelope.get("type")).split())[:200]
     where = f" - details: {context.body_file}" if context.body_file else ""
     return f"[actors] {summary}{where}"
-
-
-def write_body(directory: Path, delivery_id: str, envelope: dict[str, Any]) -> Path:
-    import json
-
-    from runtime.files import ensure_dir, write_bytes_atomic
-
-    ensure_dir(directory)
-    path = directory / f"{delivery_id}.md"
-    text = f"# {envelope.get('summary')}\n\n```json\n{json.dumps(envelope, indent=2, ensure_ascii=False)}\n```\n"
-    write_bytes_atomic(path, text.encode(), fsync=False)
-    return path

@@ -62,7 +62,10 @@ def is_valid_name(value: str) -> bool:
 def now_iso() -> str:
     """UTC timestamp with milliseconds, e.g. `2026-11-22T15:04:05.123Z` (no datetime import)."""
     ns = time.time_ns()
-    return time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(ns // 1_000_000_000)) + f"{ns // 1_000_000 % 1000:03d}Z"
+    return (
+        time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(ns // 1_000_000_000))
+        + f"{ns // 1_000_000 % 1000:03d}Z"
+    )
 
 
 def parse_iso(value: str) -> float:

@@ -138,7 +138,7 @@ def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]
     else:
         last = recent[-1] if recent else {}
         out.update(
-            messages=sum(1 for _ in _count_lines(timeline)),
+            messages=_count_lines(timeline),
             last_type=last.get("type"),
             last_from=last.get("from"),
             last_at=last.get("ts"),
@@ -147,12 +147,12 @@ def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]
     return out
 
 
-def _count_lines(path: Any) -> list[None]:
+def _count_lines(path: Any) -> int:
     try:
         with open(path, "rb") as handle:
-            return [None for _ in handle]
+            return sum(1 for _ in handle)
     except FileNotFoundError:
-        return []
+        return 0
 
 
 def _roster(run: dict[str, Any], recent: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -25,6 +25,8 @@ from runtime.ownership import Principal, check_control
 from runtime.paths import RunPaths, StateRoot
 from runtime.status import TERMINAL, derive, find_run
 
+PIPE_BUF = 4096
+"""Writes up to this size to a FIFO are atomic (POSIX minimum; Linux's value)."""
 CONTROL_TYPES = ("control.stop", "control.kill", "control.archive", "control.prune")
 
 
@@ -134,7 +136,7 @@ def _write_fifo(path: Path, envelope: dict[str, Any]) -> bool:
     from runtime.files import encode_line
 
     line = encode_line(envelope)
-    if len(line) > select_pipe_buf():
+    if len(line) > PIPE_BUF:
         return False
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -146,12 +148,6 @@ def _write_fifo(path: Path, envelope: dict[str, Any]) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-def select_pipe_buf() -> int:
-    import select
-
-    return int(getattr(select, "PIPE_BUF", 4096))
 
 
 def _apply_terminal_control(

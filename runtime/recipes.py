@@ -9,7 +9,6 @@ recipe stays on the fast path (the cache is a plain optimisation: deleting it is
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -101,13 +100,34 @@ def inline_recipe(template: str) -> RecipeSource:
     return RecipeSource(None, None, {"template": template})
 
 
-def compile_source(
-    source: RecipeSource, root: StateRoot | None, *, fill_cache: bool = True
-) -> dict[str, Any]:
+@dataclass
+class Compiled:
+    """A compiled recipe and where its cache entry lives."""
+
+    data: dict[str, Any]
+    cache_file: Path | None
+    from_cache: bool
+
+    def remember(self) -> None:
+        """Write (or refresh) the cache entry; called once the spawn has succeeded, so a
+        failed spawn leaves the state root untouched. Best effort: the cache is only an
+        optimisation."""
+        if self.cache_file is None:
+            return
+        try:
+            if self.from_cache:
+                os.utime(self.cache_file)  # mark as used, for the 30-day sweep
+            else:
+                ensure_dir(self.cache_file.parent)
+                write_json_atomic(self.cache_file, self.data, fsync=False)
+        except OSError:
+            pass
+
+
+def compile_source(source: RecipeSource, root: StateRoot | None) -> Compiled:
     """The compiled recipe, from the cache when this exact content was compiled before.
 
-    `fill_cache=False` reads the cache but writes nothing, so a spawn that later fails
-    leaves the state root untouched; the spawn fills the cache once it has succeeded.
+    Nothing is written here; call `Compiled.remember()` to fill the cache.
     """
     canonical = json.dumps(source.raw, sort_keys=True, separators=(",", ":"), default=str)
     digest = hashlib.sha256(f"{_COMPILER_KEY}\n{canonical}".encode()).hexdigest()
@@ -118,17 +138,7 @@ def compile_source(
         except StateDamaged:
             cached = None
         if isinstance(cached, dict) and cached.get("root"):
-            if fill_cache:
-                with contextlib.suppress(OSError):
-                    os.utime(cache_file)  # mark as used, for the 30-day sweep
-            return cached
+            return Compiled(cached, cache_file, from_cache=True)
     from runtime.recipe_model import compile_recipe
 
-    compiled = compile_recipe(source.raw, source=source.label)
-    if cache_file is not None and fill_cache:
-        try:
-            ensure_dir(cache_file.parent)
-            write_json_atomic(cache_file, compiled, fsync=False)
-        except OSError:
-            pass  # the cache is an optimisation; a failure to fill it changes nothing
-    return compiled
+    return Compiled(compile_recipe(source.raw, source=source.label), cache_file, from_cache=False)

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import BadInput, NotFound, StateDamaged
-from runtime.files import append_jsonl, ensure_dir, locked, read_json, read_jsonl, write_json_atomic
+from runtime.files import (
+    append_jsonl,
+    ensure_dir,
+    fold,
+    locked,
+    read_json,
+    read_jsonl,
+    write_json_atomic,
+)
 from runtime.ids import is_valid_id, now_iso
 from runtime.paths import StateRoot
 
@@ -139,16 +147,8 @@ class SessionInbox:
         return True
 
     def entries(self) -> list[dict[str, Any]]:
-        state: dict[str, dict[str, Any]] = {}
-        for record in read_jsonl(self.paths.inbox).records:
-            ident = record.get("id")
-            if not isinstance(ident, str):
-                continue
-            if ident in state:
-                state[ident].update(record)
-            elif "envelope" in record:
-                state[ident] = dict(record)
-        return list(state.values())
+        """Current state of every entry (the fold of the journal), in arrival order."""
+        return [e for e in fold(read_jsonl(self.paths.inbox).records).values() if "envelope" in e]
 
     def unread(self) -> list[dict[str, Any]]:
         return [e for e in self.entries() if e.get("state") == "unread"]

@@ -9,7 +9,6 @@ in a new session (it leads its own process group) and is never waited on by the 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
@@ -151,7 +150,8 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     )
     if req.run_id:
         parse_run_ref(req.run_id)
-    compiled = compile_source(source, root, fill_cache=False)
+    recipe = compile_source(source, root)
+    compiled = recipe.data
     run_id = _pick_run_id(req, source, compiled)
     generated = not req.run_id and not compiled.get("run_id")
     for _ in range(20):  # a generated id that happens to exist is simply drawn again
@@ -215,8 +215,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     record.update(pid=pid, argv=runner_argv(paths), process_identity=identity)
     write_json_atomic(paths.run_json, record)
     record_event(paths.events, record["run_instance_id"], "run.start", run=run_id, pid=pid)
-    with contextlib.suppress(OSError):
-        compile_source(source, root)  # fill the compile cache now that the spawn succeeded
+    recipe.remember()  # fill the compile cache now that the spawn succeeded
     _reap_spawned()
     return record
 
