@@ -7,7 +7,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup system-deps demo test check bench clean
+.PHONY: setup system-deps demo test check bench peers clean
+
+# The real harnesses the peers tier drives (tests/peers), pinned in peers/package*.json and
+# installed into .peers/ (ignored). `make test` runs that tier when they are installed.
+PEERS_STAMP := .peers/.installed-stamp
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +39,15 @@ check: setup
 
 bench: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,)
+
+$(PEERS_STAMP): peers/package.json peers/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "make peers needs node and npm (apt-get install nodejs npm)"; exit 2; }
+	@mkdir -p .peers && cp peers/package.json peers/package-lock.json .peers/
+	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi; ~1.2 GB)"
+	@cd .peers && npm install --no-audit --no-fund --loglevel=error >/dev/null
+	@touch $(PEERS_STAMP)
+
+peers: $(PEERS_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -54,6 +54,12 @@ class Capabilities:
     level: str
     modes: tuple[str, ...] = MODES
     notes: str = ""
+    native: bool = False
+    """D1: delivers into the already-running session itself (no new process or thread)."""
+    injects: bool = False
+    """D5 in full: the body itself reaches the model's context (not a doorbell + self-fetch)."""
+    completion: bool = False
+    """D7: the adapter can observe the turn the message started finishing (`processed`)."""
 
 
 class Adapter(Protocol):

@@ -72,6 +72,7 @@ class FakeLLM:
         self.log = log
         self._lock = threading.Lock()
         self.server: ThreadingHTTPServer | None = None
+        self.port = 0
 
     def record(self, path: str, body: dict[str, Any]) -> None:
         entry = {"ts": time.time(), "path": path, "body": body}
@@ -86,7 +87,8 @@ class FakeLLM:
         self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return int(self.server.server_address[1])
+        self.port = int(self.server.server_address[1])
+        return self.port
 
     def stop(self) -> None:
         if self.server is not None:

@@ -1,0 +1,56 @@
+"""The peers tier: real harnesses (installed by `make peers`) against the fake model.
+
+Every harness runs in throw-away HOME / config directories with its network features
+off and its model provider pointed at the fake LLM on 127.0.0.1. When the harnesses are
+not installed the tests skip with a clear reason, unless ACTORS_REQUIRE_PEERS=1 (CI),
+where a missing harness is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.peers.fake_llm import FakeLLM
+
+PEERS_BIN = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers")) / "node_modules" / ".bin"
+_skipped: list[str] = []
+
+
+def peer_bin(name: str) -> Path:
+    """The installed harness executable, or skip (fail under ACTORS_REQUIRE_PEERS=1)."""
+    path = PEERS_BIN / name
+    if path.exists():
+        return path
+    why = f"peer {name!r} is not installed in {PEERS_BIN}: run `make peers`"
+    if os.environ.get("ACTORS_REQUIRE_PEERS") == "1":
+        pytest.fail(why + " (ACTORS_REQUIRE_PEERS=1: a skipped peer test is a failure)")
+    _skipped.append(name)
+    pytest.skip(why)
+
+
+@pytest.fixture
+def fake_llm(tmp_path: Path) -> Iterator[FakeLLM]:
+    llm = FakeLLM(log=tmp_path / "llm-requests.jsonl")
+    llm.start()
+    yield llm
+    llm.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/peers/" in str(item.path).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.peers)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _skipped:
+        terminalreporter.write_line(
+            f"peers tier SKIPPED ({len(_skipped)} tests): harnesses not installed;"
+            " run `make peers` to install them (CI requires them)",
+            yellow=True,
+        )
