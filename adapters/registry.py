@@ -14,6 +14,9 @@ BUILTIN = {
     "callback": "adapters.callback:CallbackAdapter",
     "tmux": "adapters.tmux:TmuxAdapter",
     "claude_code": "adapters.claude_code:ClaudeCodeAdapter",
+    "opencode": "adapters.opencode:OpenCodeAdapter",
+    "codex": "adapters.codex:CodexAdapter",
+    "pi": "adapters.pi:PiAdapter",
 }
 
 

@@ -9,7 +9,8 @@ where a missing harness is a failure.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,15 @@ def peer_bin(name: str) -> Path:
         pytest.fail(why + " (ACTORS_REQUIRE_PEERS=1: a skipped peer test is a failure)")
     _skipped.append(name)
     pytest.skip(why)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 30, what: str = "") -> None:
+    """Poll a harness's own asynchronous state until `predicate` holds (or fail loudly)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout}s: {what or predicate}")
+        time.sleep(0.02)
 
 
 @pytest.fixture

@@ -1,0 +1,99 @@
+"""Start a real `codex app-server` offline on a Unix socket, pointed at the fake model."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.peers.conftest import peer_bin
+
+CONFIG = """\
+model = "echo"
+model_provider = "fake"
+check_for_update_on_startup = false
+[model_providers.fake]
+name = "fake loopback"
+base_url = "http://127.0.0.1:{port}/v1"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+[analytics]
+enabled = false
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+plugin_sharing = false
+unbounded_connection_retries = false
+in_app_updates = false
+"""
+
+
+@dataclass
+class Codex:
+    socket: Path
+    home: Path
+    project: Path
+    process: subprocess.Popen[bytes]
+
+
+def start(base: Path, llm_port: int) -> Codex:
+    home, project, sockets = base / "home", base / "proj", base / "sock"
+    for directory in (home, project, sockets):
+        directory.mkdir(parents=True, exist_ok=True)
+    sockets.chmod(0o700)
+    (home / "config.toml").write_text(CONFIG.format(port=llm_port))
+    path = sockets / "s.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CODEX_", "OPENAI_"))}
+    env.update(CODEX_HOME=str(home), HOME=str(base), RUST_LOG="warn")
+    process = subprocess.Popen(
+        [str(peer_bin("codex")), "app-server", "--listen", f"unix://{path}"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not _connectable(path):  # the app-server's own readiness: the socket accepts
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop(process)
+            raise RuntimeError(f"codex app-server did not listen on {path}")
+        time.sleep(0.02)
+    return Codex(path, home, project, process)
+
+
+def _connectable(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def codex_server(base: Path, llm_port: int) -> Iterator[Codex]:
+    server = start(base, llm_port)
+    try:
+        yield server
+    finally:
+        stop(server.process)

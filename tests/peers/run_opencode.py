@@ -1,0 +1,140 @@
+"""Start a real `opencode serve` offline, pointed at the fake model, in throw-away dirs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.peers.conftest import peer_bin
+
+_LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
+
+
+@dataclass
+class OpenCode:
+    url: str
+    password: str
+    process: subprocess.Popen[str]
+    base: Path
+
+    def client(self, password: str | None = None) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, auth=("opencode", password or self.password), timeout=15.0
+        )
+
+    def new_session(self) -> str:
+        with self.client() as client:
+            created = client.post("/session", json={"title": "actors peer test"})
+            created.raise_for_status()
+            return str(created.json()["id"])
+
+    def user_texts(self, session: str) -> list[str]:
+        """The text of every user message the session stored, in order."""
+        with self.client() as client:
+            messages = client.get(f"/session/{session}/message").json()
+        return [
+            "".join(p.get("text", "") for p in m["parts"] if p.get("type") == "text")
+            for m in messages
+            if m["info"]["role"] == "user"
+        ]
+
+    def wait_idle(self, session: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        with self.client() as client:
+            while client.get("/session/status").json().get(session):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"opencode session {session} still busy")
+                time.sleep(0.05)
+
+
+def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:
+    config = {
+        "enabled_providers": ["fake"],
+        "model": "fake/echo",
+        "small_model": "fake/echo",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",
+                "options": {"baseURL": f"http://127.0.0.1:{llm_port}/v1", "apiKey": "x"},
+                "models": {"echo": {"name": "Echo"}},
+            }
+        },
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "XDG_"))}
+    for name in ("home", "config", "data", "state", "cache", "proj"):
+        (base / name).mkdir(parents=True, exist_ok=True)
+    env.update(
+        HOME=str(base / "home"),
+        XDG_CONFIG_HOME=str(base / "config"),
+        XDG_DATA_HOME=str(base / "data"),
+        XDG_STATE_HOME=str(base / "state"),
+        XDG_CACHE_HOME=str(base / "cache"),
+        OPENCODE_DISABLE_AUTOUPDATE="1",
+        OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+        OPENCODE_DISABLE_SHARE="1",
+        OPENCODE_SERVER_PASSWORD=password,
+        OPENCODE_CONFIG_CONTENT=json.dumps(config),
+    )
+    return env
+
+
+def start(base: Path, llm_port: int, password: str = "secret", port: int = 0) -> OpenCode:
+    """Start the server and wait for its 'listening on' line (its own readiness signal)."""
+    process = subprocess.Popen(
+        [
+            str(peer_bin("opencode")),
+            "serve",
+            "--port",
+            str(port),
+            "--hostname",
+            "127.0.0.1",
+            "--pure",
+        ],
+        cwd=base / "proj" if (base / "proj").exists() else None,
+        env=_env(base, llm_port, password),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        found = _LISTENING.search(line)
+        if found:
+            # keep draining its stdout so a chatty server never blocks on a full pipe
+            threading.Thread(target=process.stdout.read, daemon=True).start()
+            return OpenCode(found.group(1), password, process, base)
+    stop_process(process)
+    raise RuntimeError("opencode serve exited before listening")
+
+
+def stop_process(process: subprocess.Popen[Any]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+@contextlib.contextmanager
+def opencode_server(base: Path, llm_port: int, password: str = "secret") -> Iterator[OpenCode]:
+    for name in ("home", "config", "data", "state", "cache", "proj"):
+        (base / name).mkdir(parents=True, exist_ok=True)
+    server = start(base, llm_port, password)
+    try:
+        yield server
+    finally:
+        stop_process(server.process)
