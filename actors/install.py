@@ -119,7 +119,16 @@ def _claude_hooks(
         "SessionStart": {"hooks": [{"type": "command", "command": f"{cmd} hook session-start"}]},
         "FileChanged": {
             "hooks": [
-                {"type": "command", "command": f"{cmd} hook file-changed", "asyncRewake": True}
+                {
+                    "type": "command",
+                    "command": f"{cmd} hook file-changed",
+                    "asyncRewake": True,
+                    # without these the model reads a follow-up as "Stop hook blocking
+                    # error" (fields marked internal in Claude Code 2.1; honoured there,
+                    # ignored where unknown)
+                    "rewakeSummary": "actors: follow-ups to read",
+                    "rewakeMessage": "actors follow-ups arrived:",
+                }
             ]
         },
     }

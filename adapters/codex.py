@@ -250,7 +250,7 @@ class CodexAdapter:
             conn,
             finished,
             None if subscribed else turn_over,
-            self._seconds("processed_timeout", 3),
+            self._seconds("processed_timeout", _processed_default()),
             mark,
         ):
             metadata["turn_status"] = outcome.get("status")
@@ -323,3 +323,9 @@ def _run_trio(function: Callable[[], Any]) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def _processed_default() -> float:
+    """How long to watch for the turn to finish when the session sets no
+    processed_timeout (ACTORS_PROCESSED_TIMEOUT; `actors doctor delivery` raises it)."""
+    return float(os.environ.get("ACTORS_PROCESSED_TIMEOUT", "3"))

@@ -54,6 +54,8 @@ def probe(root: StateRoot, owner: str) -> list[str]:
         "body": {"token": token},
     }
     runner = DeliveryRunner(root)
+    if caps.completion:  # give the probe's turn time to finish, so D7 is judged, not guessed
+        os.environ.setdefault("ACTORS_PROCESSED_TIMEOUT", "60")
     state = runner.submit(
         owner, envelope, delivery_id=delivery_id, mode="immediate", exact_mode=True
     )
@@ -77,6 +79,11 @@ def probe(root: StateRoot, owner: str) -> list[str]:
         "pass" if registered else "partial",
         f"session={owner}" if registered else "unregistered: default file session",
     )
+    if caps.injects:
+        _judge_injecting(level, caps, state, observed, owner, token, len(copies), paths)
+        inbox.mark_read([delivery_id])
+        runner.close(owner, delivery_id, "doctor probe: never retried")
+        return lines
     native = {
         "file": ("n/a", "no agent harness behind a file inbox"),
         "webhook": ("n/a", "a webhook receiver is not an agent session"),
@@ -143,3 +150,64 @@ def probe(root: StateRoot, owner: str) -> list[str]:
     inbox.mark_read([delivery_id])
     runner.close(owner, delivery_id, "doctor probe: never retried")
     return lines
+
+
+def _judge_injecting(
+    level: Any,
+    caps: Any,
+    state: dict[str, Any],
+    observed: set[str],
+    owner: str,
+    token: str,
+    copies: int,
+    paths: Any,
+) -> None:
+    """Levels of an adapter that puts the body itself into the model's conversation
+    (opencode, codex, pi): judged from the stages its receipt confirmed."""
+    meta = state.get("metadata") or {}
+    answered = state.get("state") in ("delivered", "accepted")
+    level(
+        "D1 native_free_continuation",
+        "pass" if caps.native and answered else "fail",
+        "into the running session itself"
+        if caps.native
+        else "a process we started, not the user's own session",
+    )
+    level("D2 receiver_armed", "pass" if answered else "fail", state.get("reason") or "")
+    level(
+        "D3 addressed_enqueue", "pass" if copies == 1 else "fail", f"token={token} in {paths.inbox}"
+    )
+    woke = "processed" in observed or meta.get("turn") is not None
+    level(
+        "D4 idle_active_wake",
+        "pass" if woke else "fail",
+        "the message started a turn with no typing"
+        if woke
+        else state.get("reason") or "no turn seen",
+    )
+    level(
+        "D5 context_injection",
+        "pass" if "injected" in observed else "fail",
+        f"token={token} read back from the harness"
+        if "injected" in observed
+        else state.get("reason") or "",
+    )
+    level(
+        "D6 continuity",
+        "pass" if caps.native and "injected" in observed else "partial",
+        f"same session ({meta.get('session') or meta.get('thread') or owner})",
+    )
+    done = "processed" in observed
+    level(
+        "D7 completion_reply",
+        "pass" if done else "partial",
+        f"turn completed after {meta.get('processed_ms')} ms"
+        if done
+        else "turn end not seen in time",
+    )
+    level(
+        "D8 robustness",
+        "pass" if copies == 1 else "fail",
+        "duplicate id suppressed in the inbox and at the harness (marker checked before sending);"
+        " journaled receipts; retries with backoff",
+    )

@@ -226,7 +226,7 @@ class OpenCodeAdapter:
 
     def _wait_processed(self, client: Any, message_id: str) -> bool:
         """An assistant message after ours has completed and the session is not busy."""
-        deadline = time.monotonic() + self._seconds("processed_timeout", 3)
+        deadline = time.monotonic() + self._seconds("processed_timeout", _processed_default())
         while True:
             answered = any(
                 m["info"].get("role") == "assistant"
@@ -253,3 +253,9 @@ def _server_reason(response: Any) -> str:
         if message:
             return " ".join(str(message).split())[:200]
     return str(data)[:200]
+
+
+def _processed_default() -> float:
+    """How long to watch for the turn to finish when the session sets no
+    processed_timeout (ACTORS_PROCESSED_TIMEOUT; `actors doctor delivery` raises it)."""
+    return float(os.environ.get("ACTORS_PROCESSED_TIMEOUT", "3"))

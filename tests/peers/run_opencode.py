@@ -85,6 +85,12 @@ def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:
         OPENCODE_DISABLE_MODELS_FETCH="1",
         OPENCODE_DISABLE_LSP_DOWNLOAD="1",
         OPENCODE_DISABLE_SHARE="1",
+        OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+        OPENCODE_DISABLE_CLAUDE_CODE="1",
+        OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
+        # its background plugin install must not leave loopback: a closed local port
+        NPM_CONFIG_REGISTRY="http://127.0.0.1:9/",
+        BUN_CONFIG_REGISTRY="http://127.0.0.1:9/",
         OPENCODE_SERVER_PASSWORD=password,
         OPENCODE_CONFIG_CONTENT=json.dumps(config),
     )

@@ -196,3 +196,17 @@ async def test_stdio_transport_runs_a_turn(server: Codex, fake_llm: FakeLLM) -> 
         done = await conn.wait_for(lambda n: n["method"] == "turn/completed", 20)
     assert done is not None and done["params"]["turn"]["status"] == "completed"
     assert "TOKEN-STDIO" in fake_llm.prompts()
+
+
+async def test_doctor_proves_the_levels_live(
+    home: StateRoot, server: Codex, owner: tuple[CodexConnection, str], fake_llm: FakeLLM
+) -> None:
+    _, thread = owner
+    register(server, thread)
+    proc = await trio.to_thread.run_sync(lambda: cli("doctor", "delivery", "--session", "coord"))
+    assert proc.returncode == 0, proc.stderr
+    print(proc.stdout)
+    for tag in ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D8"):
+        assert "pass" in proc.stdout.split(f"{tag} ", 1)[1].split("\n")[0], tag
+    token = proc.stdout.split("token=", 1)[1].split()[0]
+    assert any(token in p for p in fake_llm.prompts()), "the probe never reached the model"

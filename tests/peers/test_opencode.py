@@ -25,7 +25,15 @@ def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[OpenCode]:
 
 
 def register(oc: OpenCode, session: str, **extra: str) -> None:
-    options = {"url": oc.url, "session": session, "password": oc.password, **extra}
+    # a fresh server spends seconds bootstrapping before its first turn: generous waits
+    options = {
+        "url": oc.url,
+        "session": session,
+        "password": oc.password,
+        "confirm_timeout": "15",
+        "processed_timeout": "30",
+        **extra,
+    }
     args = [item for k, v in options.items() for item in ("-o", f"{k}={v}")]
     done = cli("session", "register", "--harness", "opencode", "--id", "coord", *args)
     assert done.returncode == 0, done.stderr
@@ -69,7 +77,7 @@ def test_delivery_while_busy_is_queued_then_processed(
     home: StateRoot, server: OpenCode, fake_llm: FakeLLM
 ) -> None:
     ses = server.new_session()
-    register(server, ses, processed_timeout="15")
+    register(server, ses)
     with server.client() as client:
         busy = {"parts": [{"type": "text", "text": "[slow:2] TOKEN-BUSY"}]}
         assert client.post(f"/session/{ses}/prompt_async", json=busy).status_code == 204
@@ -139,3 +147,19 @@ def test_server_down_is_retried_and_delivered_once_after_restart(
         assert sum("TOKEN-RESTART" in t for t in second.user_texts(ses)) == 1
     finally:
         stop_process(second.process)
+
+
+def test_doctor_proves_the_levels_live(
+    home: StateRoot, server: OpenCode, fake_llm: FakeLLM
+) -> None:
+    ses = server.new_session()
+    register(server, ses)
+    proc = cli("doctor", "delivery", "--session", "coord")
+    assert proc.returncode == 0, proc.stderr
+    print(proc.stdout)
+    for tag in ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D8"):
+        assert (
+            f"{tag} " in proc.stdout and "pass" in proc.stdout.split(f"{tag} ", 1)[1].split("\n")[0]
+        )
+    token = proc.stdout.split("token=", 1)[1].split()[0]
+    assert any(token in p for p in fake_llm.prompts()), "the probe never reached the model"
