@@ -170,7 +170,7 @@ class CodexAdapter:
         metadata: dict[str, Any] = {"thread": self.thread, "thread_status": status}
         landed = await self._find_item(conn, ident)
         if landed is not None:
-            metadata.update(already_stored=True, turn=landed)
+            metadata.update(already_stored=True, turn=landed, body_injected=True)
             return Receipt("delivered", ident, observed=["injected"], metadata=metadata)
         if status == "active" and context.mode == "on-idle":
             hold_started = time.monotonic()
@@ -226,6 +226,7 @@ class CodexAdapter:
                 metadata=metadata,
             )
         observed.append("injected")
+        metadata["body_injected"] = True
         metadata["injected_ms"] = round((time.monotonic() - started) * 1000, 1)
         outcome: dict[str, str] = {}
 

@@ -230,6 +230,10 @@ class DeliveryRunner:
         if receipt.status in ("delivered", "accepted"):
             record["state"] = "delivered" if receipt.status == "delivered" else "accepted"
             record["next_attempt_at"] = None
+            if receipt.metadata.get("body_injected"):
+                # the model has the body already: not unread for `actors inbox read`
+                # (and no FileChanged doorbell rings for it)
+                SessionInbox(paths).mark_read([ident])
         elif receipt.status == "deferred" and attempt < MAX_ATTEMPTS:
             record["state"] = "deferred"
             record["next_attempt_at"] = receipt.available_at or _iso_after(backoff_s(attempt))

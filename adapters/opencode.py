@@ -181,6 +181,7 @@ class OpenCodeAdapter:
                 retryable=True,
             )
         observed.append("injected")
+        metadata["body_injected"] = True  # noReply too: it is in the conversation
         metadata["injected_ms"] = round((time.monotonic() - started) * 1000, 1)
         if context.mode != "manual" and self._wait_processed(client, message_id):
             observed.append("processed")

@@ -137,7 +137,10 @@ def session_show(session_id: str) -> None:
 
     if not session_paths(_root(), session_id).dir.is_dir():
         raise NotFound(f"no session {session_id}", hint="`actors session ls` lists them")
+    from runtime.redact import redact_values
+
     record = load_session(_root(), session_id)
+    record["options"] = redact_values(record.get("options") or {})  # passwords, tokens
     record["deliveries"] = DeliveryRunner(_root()).states(session_id)
     emit_json(record)
 

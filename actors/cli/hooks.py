@@ -52,7 +52,12 @@ def session_start() -> None:
         cwd=data.get("cwd"),
         transcript_path=data.get("transcript_path"),
     )
-    record.setdefault("options", {})
+    options = record.setdefault("options", {})
+    socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
+    if socket:
+        options["messaging_socket"] = socket
+        if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
+            options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
     record.setdefault("created_at", now_iso())
     save_session(root, record)
     paths = session_paths(root, session_id)

@@ -65,3 +65,50 @@ def test_hooks_never_fail_on_garbage_input(home: StateRoot) -> None:
     for hook in ("session-start", "file-changed"):
         proc = cli("hook", hook, input="not json")
         assert proc.returncode == 0 and "Traceback" not in proc.stderr
+
+
+def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """The (unverified) Claude Code messaging socket: a real Unix socket stands in for
+    the session's; opted in, the body is sent as a `user` line and not left unread."""
+    import socket
+    import threading
+
+    from adapters.delivery import DeliveryRunner
+    from runtime.sessions import SessionInbox
+
+    path = tmp_path / "cc.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+    received: list[bytes] = []
+
+    def accept_one() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while chunk := conn.recv(65536):
+                received.append(chunk)
+
+    env = {"CLAUDE_CODE_MESSAGING_SOCKET": str(path), "CLAUDE_CODE_MESSAGING_TOKEN": "tok"}
+    hook_input = json.dumps({"session_id": SESSION, "cwd": str(tmp_path)})
+    assert cli("hook", "session-start", input=hook_input, env=env).returncode == 0
+    record = json.loads(session_paths(home, SESSION).record.read_text())
+    assert record["options"]["messaging_socket"] == str(path)
+    envelope = {"type": "run.done", "from": "run:x", "summary": "Run x done"}
+    runner = DeliveryRunner(home)
+    runner.submit(SESSION, envelope, delivery_id="d-doorbell")  # not opted in: doorbell only
+    assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-doorbell"]
+    record["options"]["messaging"] = "socket"
+    session_paths(home, SESSION).record.write_text(json.dumps(record))
+    reader = threading.Thread(target=accept_one)
+    reader.start()
+    state = runner.submit(SESSION, envelope, delivery_id="d-socket")
+    reader.join(timeout=10)
+    server.close()
+    lines = [json.loads(line) for line in b"".join(received).decode().splitlines()]
+    assert lines[0] == {"type": "auth", "token": "tok"}
+    assert lines[1]["type"] == "user" and lines[1]["msgId"] == "d-socket"
+    assert "Run x done" in lines[1]["text"]
+    assert "unverified" in state["metadata"]["messaging_socket"]
+    assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-doorbell"]

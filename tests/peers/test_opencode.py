@@ -12,6 +12,7 @@ from adapters.base import DeliveryContext
 from adapters.delivery import DeliveryRunner
 from adapters.opencode import OpenCodeAdapter
 from runtime.paths import StateRoot
+from runtime.sessions import SessionInbox, session_paths
 from tests.conftest import cli, finished
 from tests.peers.conftest import wait_until
 from tests.peers.fake_llm import FakeLLM
@@ -63,6 +64,8 @@ def test_run_followup_reaches_idle_session(
     texts = server.user_texts(ses)
     assert sum("TOKEN-OCRUN1" in t for t in texts) == 1, texts
     assert any("TOKEN-OCRUN1" in p for p in fake_llm.prompts()), "the model never saw the follow-up"
+    # the model has the body: it is not left unread for `actors inbox read`
+    assert SessionInbox(session_paths(home, "coord")).unread() == []
     # the same delivery id again, straight at the adapter (as after a crash before the
     # receipt was journaled): found by its marker, not sent twice
     context = DeliveryContext(delivery_id=state["id"], mode="immediate")
