@@ -84,6 +84,11 @@ def probe(root: StateRoot, owner: str) -> list[str]:
         inbox.mark_read([delivery_id])
         runner.close(owner, delivery_id, "doctor probe: never retried")
         return lines
+    if harness == "claude_code":
+        _judge_claude_code(level, state, owner, token, len(copies), paths, delivery_id)
+        inbox.mark_read([delivery_id])
+        runner.close(owner, delivery_id, "doctor probe: never retried")
+        return lines
     native = {
         "file": ("n/a", "no agent harness behind a file inbox"),
         "webhook": ("n/a", "a webhook receiver is not an agent session"),
@@ -210,4 +215,63 @@ def _judge_injecting(
         "pass" if copies == 1 else "fail",
         "duplicate id suppressed in the inbox and at the harness (marker checked before sending);"
         " journaled receipts; retries with backoff",
+    )
+
+
+def _judge_claude_code(
+    level: Any,
+    state: dict[str, Any],
+    owner: str,
+    token: str,
+    copies: int,
+    paths: Any,
+    delivery_id: str,
+    wait_s: float = 10.0,
+) -> None:
+    """Claude Code is woken by its own FileChanged hook, which records each ring in
+    `wakes.jsonl`: wait for the ring that names the probe (the file watcher settles for
+    about 0.5 s first)."""
+    import time
+
+    from runtime.files import read_jsonl
+
+    started = time.monotonic()
+    rang = False
+    while not rang and time.monotonic() - started < wait_s:
+        rang = any(
+            delivery_id in (r.get("ids") or [])
+            for r in read_jsonl(paths.dir / "wakes.jsonl").records
+        )
+        if not rang:
+            time.sleep(0.05)
+    after = f"{(time.monotonic() - started) * 1000:.0f} ms"
+    level("D1 native_free_continuation", "pass", "the running Claude Code session is woken itself")
+    level(
+        "D2 receiver_armed",
+        "pass" if rang else "fail",
+        "SessionStart watchPaths armed the wake file"
+        if rang
+        else "no FileChanged hook ran: is the session running with `actors install claude-code` hooks?",
+    )
+    level(
+        "D3 addressed_enqueue", "pass" if copies == 1 else "fail", f"token={token} in {paths.inbox}"
+    )
+    level(
+        "D4 idle_active_wake",
+        "pass" if rang else "fail",
+        f"FileChanged hook exited 2 (asyncRewake) after {after}"
+        if rang
+        else f"no wake within {wait_s:.0f} s",
+    )
+    level(
+        "D5 context_injection",
+        "partial" if rang else "fail",
+        "the doorbell line reaches the model; the body is self-fetched with `actors inbox read`",
+    )
+    level("D6 continuity", "pass" if rang else "fail", f"same session ({owner})")
+    level("D7 completion_reply", "n/a", "no turn-end signal is wired (a Stop hook could add one)")
+    level(
+        "D8 robustness",
+        "pass" if copies == 1 else "fail",
+        "duplicate id suppressed; level-triggered drain; the hook stays silent when nothing is unread",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -101,4 +102,15 @@ def file_changed() -> None:
         f"Read them all with: actors inbox read --session {session_id}",
         err=True,
     )
+    _record_wake(session_paths(StateRoot.from_env(), session_id), unread)
     sys.exit(2)
+
+
+def _record_wake(paths: Any, unread: list[dict[str, Any]]) -> None:
+    """Note that the doorbell rang for these entries (`actors doctor delivery` judges D4
+    from it); never fails the hook."""
+    from runtime.files import append_jsonl
+    from runtime.ids import now_iso
+
+    with contextlib.suppress(OSError):
+        append_jsonl(paths.dir / "wakes.jsonl", {"ts": now_iso(), "ids": [e["id"] for e in unread]})

@@ -338,3 +338,17 @@ def test_a_follow_up_arriving_mid_turn_wakes_the_model_after_that_turn(
     assert len(rung) == 1 and f"first: Run {record['run']} done." in rung[0][1]
     assert WAKE_PREFIX in rung[0][1]
     assert wake["exit_code"] == 2
+
+
+def test_doctor_proves_the_wake_through_the_hook(claude: ClaudeSession, home: StateRoot) -> None:
+    session_id = _first_turn(claude)
+    proc = cli("doctor", "delivery", "--session", session_id)
+    assert proc.returncode == 0, proc.stderr
+    print(proc.stdout)
+    verdicts = {
+        line.split(" ", 1)[0]: line.split(": ", 1)[1].split(" ", 1)[0]
+        for line in proc.stdout.splitlines()
+        if line[:1] == "D" and ": " in line
+    }
+    assert verdicts["D2"] == verdicts["D4"] == verdicts["D6"] == "pass", proc.stdout
+    assert verdicts["D5"] == "partial"
