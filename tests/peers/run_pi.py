@@ -1,0 +1,227 @@
+"""Start a real pi in RPC mode under `adapters.pi_host`, offline, pointed at the fake model.
+
+pi gets throw-away HOME and agent dirs, every network feature off, and one provider
+(`fake`, model `echo`) whose baseUrl is the fake LLM on 127.0.0.1. The context manager
+yields the host's socket path once the socket accepts connections, and stops the host
+(which stops pi) after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO
+from tests.peers.conftest import peer_bin
+
+PI_FLAGS = (
+    "--offline",
+    "--no-extensions",
+    "--no-skills",
+    "--no-context-files",
+    "--provider",
+    "fake",
+    "--model",
+    "echo",
+)
+
+
+def write_models(agent_dir: Path, llm_port: int) -> Path:
+    """pi's models.json with the one fake provider (and a dummy key, which pi requires)."""
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    models = {
+        "providers": {
+            "fake": {
+                "baseUrl": f"http://127.0.0.1:{llm_port}/v1",
+                "api": "openai-completions",
+                "apiKey": "x",
+                "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+                "models": [{"id": "echo"}],
+            }
+        }
+    }
+    path = agent_dir / "models.json"
+    path.write_text(json.dumps(models))
+    return path
+
+
+def _socket_dir(base: Path) -> Path:
+    """A private directory for the socket, short enough for sun_path (107 bytes)."""
+    if len(os.fsencode(base / "sock" / "pi.sock")) <= 100:
+        return base / "sock"
+    return Path(tempfile.mkdtemp(prefix="actors-pi-"))
+
+
+def _connectable(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+@contextlib.contextmanager
+def run_pi(
+    base: Path, llm_port: int, *, models: bool = True, timeout: float = 30
+) -> Iterator[Path]:
+    """Yield the socket of a pi_host running pi offline (no models.json: `models=False`)."""
+    pi = peer_bin("pi")
+    for name in ("home", "agent", "proj"):
+        (base / name).mkdir(parents=True, exist_ok=True)
+    if models:
+        write_models(base / "agent", llm_port)
+    sock_dir = _socket_dir(base)
+    path = sock_dir / "pi.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
+    env.update(
+        HOME=str(base / "home"),
+        PI_CODING_AGENT_DIR=str(base / "agent"),
+        PI_OFFLINE="1",
+        PI_SKIP_VERSION_CHECK="1",
+        PI_TELEMETRY="0",
+    )
+    log = open(base / "pi_host.log", "wb")  # noqa: SIM115 - closed in the finally below
+    host = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "adapters.pi_host",
+            "--socket",
+            str(path),
+            "--cwd",
+            str(base / "proj"),
+            "--",
+            str(pi),
+            *(PI_FLAGS if models else PI_FLAGS[:4]),  # no provider: pi's default, keyless
+        ],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not _connectable(path):
+            if host.poll() is not None:
+                raise RuntimeError(
+                    f"pi_host exited ({host.returncode}): {(base / 'pi_host.log').read_text()}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"pi_host socket {path} not connectable within {timeout}s")
+            time.sleep(0.02)
+        with RpcClient(path) as client:  # pi itself answers: it started and parsed its flags
+            state = client.request({"type": "get_state"}, timeout=timeout)
+            assert state["success"], state
+        yield path
+    finally:
+        stop(host)
+        log.close()
+        if sock_dir != base / "sock":
+            with contextlib.suppress(OSError):
+                sock_dir.rmdir()
+
+
+def stop(host: subprocess.Popen[Any]) -> None:
+    """SIGTERM the host (it stops pi's group and removes the socket); SIGKILL if stuck."""
+    if host.poll() is None:
+        host.send_signal(signal.SIGTERM)
+    try:
+        host.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        host.kill()
+        host.wait(timeout=10)
+
+
+class RpcClient:
+    """A test's own connection to pi_host: send commands, wait for pi's events."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.connect(str(path))
+        except OSError:
+            self.sock.close()
+            raise
+        self.buffer = b""
+        self.events: list[dict[str, Any]] = []
+        self.sequence = 0
+
+    def __enter__(self) -> RpcClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
+
+    def _next(self, deadline: float) -> dict[str, Any]:
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("pi sent nothing more in time")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 16)
+            except TimeoutError:
+                continue
+            if not data:
+                raise ConnectionError("pi_host closed the connection")
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        message: dict[str, Any] = json.loads(line)
+        if message.get("type") != "response":
+            self.events.append(message)
+        return message
+
+    def request(self, command: dict[str, Any], timeout: float = 15) -> dict[str, Any]:
+        self.sequence += 1
+        ident = f"test-{self.sequence}"
+        self.sock.sendall(json.dumps({**command, "id": ident}).encode() + b"\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            message = self._next(deadline)
+            if message.get("type") == "response" and message.get("id") == ident:
+                return message
+
+    def wait_event(
+        self, event_type: str, role: str | None = None, containing: str = "", timeout: float = 30
+    ) -> int:
+        """Index (in `events`) of the first matching event, reading until it arrives."""
+        deadline, scanned = time.monotonic() + timeout, 0
+        while True:
+            for index in range(scanned, len(self.events)):
+                event = self.events[index]
+                message = event.get("message") or {}
+                if (
+                    event.get("type") == event_type
+                    and (role is None or message.get("role") == role)
+                    and containing in json.dumps(message)
+                ):
+                    return index
+            scanned = len(self.events)
+            self._next(deadline)
+
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.request({"type": "get_messages"})["data"]["messages"])
+
+    def user_texts(self) -> list[str]:
+        return [text_of(m) for m in self.messages() if m.get("role") == "user"]
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
