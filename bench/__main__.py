@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from bench import bench_cli, bench_control, bench_followup, bench_message, bench_scale, bench_spawn
+from bench import (
+    bench_cli,
+    bench_control,
+    bench_followup,
+    bench_harness,
+    bench_message,
+    bench_scale,
+    bench_spawn,
+)
 from bench._stats import emit, machine
 
 
@@ -17,6 +25,7 @@ def main() -> None:
     bench_cli.main(quick)
     bench_control.main(quick)
     bench_scale.main(quick)
+    bench_harness.main(quick)
 
 
 if __name__ == "__main__":
