@@ -11,7 +11,7 @@ import click
 @click.option(
     "--session",
     metavar="ID",
-    help="Coordinator session (default: $ACTORS_SESSION, else your user).",
+    help="Coordinator session (default: $ACTORS_SESSION, else $CLAUDE_CODE_SESSION_ID, else your user).",
 )
 def mcp_cmd(session: str | None) -> None:
     """Serve spawn / message / inspect / inbox_read / recipes as MCP tools over stdio."""
@@ -19,4 +19,13 @@ def mcp_cmd(session: str | None) -> None:
     from runtime.ownership import local_user_session
     from runtime.paths import StateRoot
 
-    serve(StateRoot.from_env(), session or os.environ.get("ACTORS_SESSION") or local_user_session())
+    # Claude Code gives the MCP servers it starts CLAUDE_CODE_SESSION_ID (seen with the real
+    # 2.1.197), the same id its SessionStart hook registers: runs spawned through the tools
+    # then wake that very session.
+    serve(
+        StateRoot.from_env(),
+        session
+        or os.environ.get("ACTORS_SESSION")
+        or os.environ.get("CLAUDE_CODE_SESSION_ID")
+        or local_user_session(),
+    )

@@ -77,3 +77,19 @@ async def test_errors_come_back_as_tool_errors_with_the_cli_message(home: StateR
         assert extra.is_error and "bogus" in extra.content[0].text
         recipes = await session.call_tool("recipes", {})
         assert {"hello", "fanout", "ticker", "player"} <= set(recipes.structured_content["recipes"])
+
+
+async def test_under_claude_code_the_server_acts_for_the_claude_session(home: StateRoot) -> None:
+    """Claude Code exports CLAUDE_CODE_SESSION_ID to the MCP servers it starts (see the
+    peers test); runs spawned through the tools then belong to that session."""
+    import os
+
+    import actors
+
+    env = {k: v for k, v in os.environ.items() if k != "ACTORS_SESSION"}
+    env["CLAUDE_CODE_SESSION_ID"] = "0b5e8a44-1c2d-4e6f-8a9b-0c1d2e3f4a5b"
+    params = StdioServerParameters(command=sys.executable, args=["-m", "actors", "mcp"], env=env)
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await _call(session, "spawn", {"template": "true", "as": "run:cc-owned"})
+    assert actors.status("cc-owned")["owner_id"] == env["CLAUDE_CODE_SESSION_ID"]

@@ -10,6 +10,7 @@ its output; the tests wait on those events and on `result` events, never on a sl
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import time
@@ -352,3 +353,27 @@ def test_doctor_proves_the_wake_through_the_hook(claude: ClaudeSession, home: St
     }
     assert verdicts["D2"] == verdicts["D4"] == verdicts["D6"] == "pass", proc.stdout
     assert verdicts["D5"] == "partial"
+
+
+def _mcp_server_environ(pgid: int) -> dict[str, str]:
+    """The environment Claude Code gave the `actors mcp` process it started."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"mcp" not in argv or os.getpgid(int(entry.name)) != pgid:
+                continue
+            raw = (entry / "environ").read_bytes()
+        except (OSError, ProcessLookupError):
+            continue
+        return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+    raise AssertionError("no actors mcp process in Claude Code's process group")
+
+
+def test_the_mcp_server_learns_the_claude_session(claude: ClaudeSession) -> None:
+    """`actors mcp` falls back to CLAUDE_CODE_SESSION_ID (tests/actors/test_mcp.py): the
+    real Claude Code does export it, equal to the id SessionStart registered."""
+    session_id = _first_turn(claude)
+    environ = _mcp_server_environ(claude.proc.pid)
+    assert environ.get("CLAUDE_CODE_SESSION_ID") == session_id
