@@ -26,10 +26,11 @@ from typing import Any, Literal
 
 import trio
 
+from runtime.errors import BadInput
 from runtime.events import record_event, write_progress
 from runtime.files import ensure_dir
 from runtime.paths import RunPaths
-from runtime.placeholders import render_argv
+from runtime.placeholders import MAX_REPEAT, render_argv, substitute_word, truthy
 from runtime.redact import redact_text
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
@@ -145,10 +146,21 @@ def _resolve_command(argv: list[str]) -> list[str]:
 
 
 async def run_leaf(
-    ctx: RunContext, node: dict[str, Any], words: list[str], stdin: Path | None, attempt: int
+    ctx: RunContext,
+    node: dict[str, Any],
+    words: list[str],
+    stdin: Path | None,
+    attempt: int,
+    values: dict[str, Any] | None = None,
 ) -> Outcome:
     """Run one command to completion; the caller's cancel scope stops its whole group."""
-    argv = _resolve_command(render_argv(words, ctx.values))
+    try:
+        argv = _resolve_command(render_argv(words, values if values is not None else ctx.values))
+    except BadInput as exc:  # e.g. an index past an array's end: this node fails, clearly
+        record_event(
+            ctx.paths.events, ctx.instance, "node.error", node=node["id"], reason=exc.message
+        )
+        return Outcome("failed", 2, None, reason=exc.message)
     command_id = ctx.next_command_id()
     capture = ensure_dir(ctx.paths.captures / command_id)
     out_path, err_path = capture / "stdout.log", capture / "stderr.log"
@@ -220,7 +232,21 @@ async def run_leaf(
         ctx.progress()
         if ctx.on_command_done is not None:
             ctx.on_command_done(done)
-    return Outcome(status, final_code, out_path, reason=reason)
+    return Outcome(status, final_code, _node_output(node, out_path, err_path), reason=reason)
+
+
+def _node_output(node: dict[str, Any], out_path: Path, err_path: Path) -> Path | None:
+    """The stream that is this node's result (and the next step's stdin): `output`."""
+    kind = node.get("output") or "stdout"
+    if kind == "stdout":
+        return out_path
+    if kind == "stderr":
+        return err_path
+    if kind == "none":
+        return None
+    both = out_path.with_name("both.log")
+    both.write_bytes(out_path.read_bytes() + err_path.read_bytes())
+    return both
 
 
 _PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
@@ -262,16 +288,44 @@ def _label(node: dict[str, Any], index: int) -> str:
     return str(node.get("label") or f"branch-{index}")
 
 
-async def run_node(ctx: RunContext, node: dict[str, Any], stdin: Path | None) -> Outcome:
-    """Run a node with its retry / recover / timeout / failure policy applied."""
+async def run_node(
+    ctx: RunContext,
+    node: dict[str, Any],
+    stdin: Path | None,
+    values: dict[str, Any] | None = None,
+) -> Outcome:
+    """Run a node with its when / repeat / delay / retry / recover / timeout / failure
+    policy applied. `values` carries the enclosing repeat's index variables."""
+    values = {**(values if values is not None else ctx.values), **(node.get("scope") or {})}
+    if node.get("when") is not None and not _when(node["when"], values):
+        ctx.nodes.append(
+            {
+                "id": node["id"],
+                "label": node.get("label"),
+                "kind": node["kind"],
+                "status": "skipped",
+                "code": 0,
+                "attempts": 0,
+                "degraded": False,
+                "reason": f"when {node['when']!r} is false",
+            }
+        )
+        return Outcome("done", 0, stdin, reason="skipped")  # stdin passes through
+    if node.get("repeat") is not None:
+        group = _repeat_group(node, values)
+        if isinstance(group, Outcome):
+            return group
+        return await run_node(ctx, group, stdin, values)
+    if node.get("delay_ms"):
+        await trio.sleep(node["delay_ms"] / 1000)
     outcome = Outcome("cancelled", 143, None)
     attempts = int(node.get("retry") or 1)
     for attempt in range(1, attempts + 1):
-        outcome = await _attempt(ctx, node, stdin, attempt)
+        outcome = await _attempt(ctx, node, stdin, attempt, values)
         if outcome.ok or ctx.stop_reason is not None or outcome.status == "cancelled":
             break
         if attempt < attempts and node.get("recover"):
-            recovered = await run_leaf(ctx, node, node["recover"], None, attempt)
+            recovered = await run_leaf(ctx, node, node["recover"], None, attempt, values)
             if not recovered.ok:
                 outcome.reason = f"{outcome.reason}; recover failed ({recovered.reason})"
                 break
@@ -306,29 +360,81 @@ async def run_node(ctx: RunContext, node: dict[str, Any], stdin: Path | None) ->
     return outcome
 
 
+def _when(condition: str, values: dict[str, Any]) -> bool:
+    try:
+        return truthy(substitute_word(condition, values))
+    except BadInput:
+        return False  # a condition on a missing value is false, as `{x??}` is
+
+
+def _repeat_group(node: dict[str, Any], values: dict[str, Any]) -> dict[str, Any] | Outcome:
+    """The node as a group of `repeat` instances, each with its own index variables."""
+    spec = node["repeat"]
+    try:
+        count = int(spec if isinstance(spec, int) else substitute_word(spec, values))
+    except (BadInput, ValueError) as exc:
+        why = exc.message if isinstance(exc, BadInput) else f"{spec!r} is not a count"
+        return Outcome("failed", 2, None, reason=f"repeat: {why}")
+    parallel = bool(node.get("repeat_parallel"))
+    limit = 64 if parallel else MAX_REPEAT
+    if not 0 <= count <= limit:
+        return Outcome("failed", 2, None, reason=f"repeat: {count} is outside 0-{limit}")
+    if count == 0:
+        return Outcome("done", 0, None, reason="repeat 0: nothing to run")
+    label = node.get("label")
+    instances = [
+        {
+            **node,
+            "repeat": None,
+            "repeat_parallel": None,
+            "id": f"{node['id']}#{index}",
+            "label": f"{label}-{index}" if label else f"{node['id']}#{index}",
+            "scope": {
+                "index": index,
+                "prev": (index - 1) % count,
+                "next": (index + 1) % count,
+                "repeat": count,
+            },
+        }
+        for index in range(count)
+    ]
+    return {
+        "id": node["id"],
+        "label": label,
+        "kind": "parallel" if parallel else "sequence",
+        "children": instances,
+        "concurrency": node.get("concurrency"),
+        "min_successful": node.get("min_successful"),
+        "retry": 1,
+        "failure": node.get("failure") or "continue",
+    }
+
+
 async def _attempt(
-    ctx: RunContext, node: dict[str, Any], stdin: Path | None, attempt: int
+    ctx: RunContext, node: dict[str, Any], stdin: Path | None, attempt: int, values: dict[str, Any]
 ) -> Outcome:
     timeout_ms = node.get("timeout_ms")
     with trio.move_on_after(timeout_ms / 1000 if timeout_ms else float("inf")) as scope:
         if node["kind"] == "leaf":
-            outcome = await run_leaf(ctx, node, node["words"], stdin, attempt)
+            outcome = await run_leaf(ctx, node, node["words"], stdin, attempt, values)
         elif node["kind"] == "sequence":
-            outcome = await _run_sequence(ctx, node, stdin)
+            outcome = await _run_sequence(ctx, node, stdin, values)
         else:
-            outcome = await _run_parallel(ctx, node, stdin)
+            outcome = await _run_parallel(ctx, node, stdin, values)
     if scope.cancelled_caught:
         return Outcome("timeout", TIMEOUT_CODE, None, reason=f"timed out after {timeout_ms:g} ms")
     return outcome
 
 
-async def _run_sequence(ctx: RunContext, node: dict[str, Any], stdin: Path | None) -> Outcome:
+async def _run_sequence(
+    ctx: RunContext, node: dict[str, Any], stdin: Path | None, values: dict[str, Any]
+) -> Outcome:
     current = stdin
     last: Outcome | None = None
     failed: Outcome | None = None
     degraded = False
     for child in node["children"]:
-        last = await run_node(ctx, child, current)
+        last = await run_node(ctx, child, current, values)
         degraded = degraded or last.degraded
         if not last.ok:
             if last.status == "cancelled":
@@ -350,7 +456,9 @@ async def _run_sequence(ctx: RunContext, node: dict[str, Any], stdin: Path | Non
     return Outcome("done", 0, last.output, None, degraded)
 
 
-async def _run_parallel(ctx: RunContext, node: dict[str, Any], stdin: Path | None) -> Outcome:
+async def _run_parallel(
+    ctx: RunContext, node: dict[str, Any], stdin: Path | None, values: dict[str, Any]
+) -> Outcome:
     children = node["children"]
     results: list[Outcome | None] = [None] * len(children)
     limiter = trio.CapacityLimiter(node.get("concurrency") or len(children))
@@ -359,7 +467,7 @@ async def _run_parallel(ctx: RunContext, node: dict[str, Any], stdin: Path | Non
     async def branch(index: int) -> None:
         async with limiter:
             ctx.branches[labels[index]] = "running"
-            result = await run_node(ctx, children[index], stdin)
+            result = await run_node(ctx, children[index], stdin, values)
             results[index] = result
             ctx.branches[labels[index]] = result.status
 

@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 
 from runtime.errors import BadInput
 from runtime.ids import is_valid_name
-from runtime.placeholders import split_words
+from runtime.placeholders import MAX_REPEAT, split_words
 
-COMPILED_VERSION = 1
+COMPILED_VERSION = 2
 FailurePolicy = Literal["continue", "branch", "root"]
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*")
 _UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0, None: 1.0}
@@ -56,11 +56,26 @@ class _Flags(BaseModel):
     failure: FailurePolicy = "continue"
     concurrency: int | None = Field(None, ge=1, le=64)
     min_successful: int | None = Field(None, ge=0, le=64)
+    when: str | None = Field(None, description="run only when this renders truthy")
+    repeat: int | str | None = Field(
+        None, description="instances of this node: a count, or e.g. '{items.length}'"
+    )
+    delay: Duration = Field(None, description="wait before the node starts (ms or '2s')")
+    output: Literal["stdout", "stderr", "both", "none"] = "stdout"
 
-    @field_validator("timeout", mode="before")
+    @field_validator("timeout", "delay", mode="before")
     @classmethod
     def _duration(cls, value: object) -> float | None:
         return parse_duration_ms(value)
+
+    @field_validator("repeat")
+    @classmethod
+    def _repeat(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and not 0 <= value <= MAX_REPEAT:
+            raise ValueError(f"repeat must be 0-{MAX_REPEAT}")
+        if isinstance(value, str) and "{" not in value:
+            raise ValueError("repeat must be a count or a placeholder such as '{items.length}'")
+        return value
 
 
 class Node(_Flags):
@@ -89,6 +104,42 @@ class Artifact(BaseModel):
     required: bool = False
 
 
+ARG_TYPES = ("string", "int", "number", "bool", "array", "enum", "path")
+
+
+class ArgSpec(BaseModel):
+    """A typed parameter: values given for it are checked and converted at spawn."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["string", "int", "number", "bool", "array", "enum", "path"] = "string"
+    values: list[str] | None = Field(None, description="enum choices")
+    default: JsonValue = None
+    description: str | None = None
+
+
+def _parse_args(raw: Any) -> dict[str, Any]:
+    """`args` as pi-actors writes it (`["n:int", "mode:enum(a,b)"]` or "n:int, f:path")
+    or as an object `{name: {type, values?, default?, description?}}`."""
+    if isinstance(raw, str):
+        raw = [item.strip() for item in raw.split(",") if item.strip()]
+    if isinstance(raw, list):
+        parsed: dict[str, Any] = {}
+        for item in raw:
+            if not isinstance(item, str):
+                raise ValueError(f"{item!r} is not a 'name:type' declaration")
+            name, _, kind = item.partition(":")
+            kind = kind.strip() or "string"
+            choices = None
+            if kind.startswith("enum(") and kind.endswith(")"):
+                choices = [c.strip() for c in kind[5:-1].split(",") if c.strip()]
+                kind = "enum"
+            parsed[name.strip()] = {"type": kind, "values": choices}
+        raw = parsed
+    if not isinstance(raw, dict):
+        raise ValueError("args must be a list of 'name:type' or an object")
+    return raw
+
+
 class Recipe(_Flags):
     """A saved definition: the template graph plus lifecycle metadata."""
 
@@ -101,10 +152,24 @@ class Recipe(_Flags):
     artifacts: dict[str, str | Artifact] = Field(default_factory=dict)
     mailbox: Mailbox | None = None
     retire_when: Literal["children_terminal"] | None = None
+    args: dict[str, ArgSpec] = Field(default_factory=dict)
     run_id: str | None = None
     name: str | None = Field(None, description="legacy; ignored for identity")
 
-    @field_validator("values", "defaults", "artifacts")
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> dict[str, Any]:
+        return _parse_args(value)
+
+    @field_validator("args")
+    @classmethod
+    def _enums(cls, args: dict[str, ArgSpec]) -> dict[str, ArgSpec]:
+        for name, spec in args.items():
+            if (spec.type == "enum") != bool(spec.values):
+                raise ValueError(f"{name}: enum(...) needs its choices, and only enum has them")
+        return args
+
+    @field_validator("values", "defaults", "artifacts", "args")
     @classmethod
     def _names(cls, mapping: dict[str, Any]) -> dict[str, Any]:
         for key in mapping:
@@ -121,8 +186,15 @@ def _compile_node(node: _Flags, template: str | list[str | Node], node_id: str) 
         "retry": node.retry,
         "recover": split_words(node.recover) if node.recover else None,
         "failure": node.failure,
+        "when": node.when,
+        "repeat": node.repeat,
+        "delay_ms": node.delay,
+        "output": node.output,
     }
     if isinstance(template, str):
+        if node.parallel and node.repeat is not None:
+            out.update(kind="leaf", words=split_words(template), repeat_parallel=True)
+            return out
         if node.parallel:
             raise BadInput(f"node {node_id}: 'parallel' needs a list template")
         out.update(kind="leaf", words=split_words(template))
@@ -181,6 +253,7 @@ def compile_recipe(raw: Any, *, source: str) -> dict[str, Any]:
             "endpoint": mailbox.endpoint,
         },
         "retire_when": recipe.retire_when,
+        "args": {name: spec.model_dump() for name, spec in recipe.args.items()},
         "run_id": recipe.run_id,
         "root": _compile_root(recipe, source),
     }

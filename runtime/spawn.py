@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtime.args import apply_args
 from runtime.errors import BadInput, Conflict
 from runtime.events import record_event, write_progress
 from runtime.files import ensure_dir, write_bytes_atomic, write_json_atomic
 from runtime.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
 from runtime.ownership import current_principal
 from runtime.paths import RunPaths, StateRoot, check_id, parse_run_ref
-from runtime.placeholders import missing_values, substitute_word
+from runtime.placeholders import REPEAT_VARS, missing_values, references, substitute_word
 from runtime.process import capture
 from runtime.recipes import RecipeSource, compile_source, find_recipe, inline_recipe
 
@@ -49,15 +50,29 @@ class SpawnRequest:
     secret_names: list[str] = field(default_factory=list)
 
 
-def _walk_leaves(node: dict[str, Any]) -> list[list[str]]:
-    words: list[list[str]] = []
+def _walk_leaves(node: dict[str, Any], in_repeat: bool = False) -> list[tuple[list[str], bool]]:
+    """Every command's words, with whether it runs inside a `repeat` node."""
+    in_repeat = in_repeat or node.get("repeat") is not None
+    words: list[tuple[list[str], bool]] = []
     if node.get("recover"):
-        words.append(node["recover"])
+        words.append((node["recover"], in_repeat))
     if node["kind"] == "leaf":
-        words.append(node["words"])
+        words.append((node["words"], in_repeat))
     for child in node.get("children", []):
-        words.extend(_walk_leaves(child))
+        words.extend(_walk_leaves(child, in_repeat))
     return words
+
+
+def _check_repeat_refs(words: list[str], in_repeat: bool) -> None:
+    if in_repeat:
+        return
+    for ref in references(words):
+        uses = ref.name in REPEAT_VARS or (not ref.name and ref.expr)
+        if uses:
+            raise BadInput(
+                f"{{{ref.expr or ref.name}}} is only defined inside a repeat node",
+                hint='add "repeat": N to the node, or pass the value with -v',
+            )
 
 
 def _pick_run_id(req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any]) -> str:
@@ -173,8 +188,12 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     }
     if source.file is not None:
         injected["recipe_dir"] = str(source.file.parent)
-    values = _merge_values(req, compiled, injected)
-    for words in _walk_leaves(compiled["root"]):
+    values = apply_args(
+        compiled.get("args") or {}, _merge_values(req, compiled, injected), os.getcwd()
+    )
+    for words, in_repeat in _walk_leaves(compiled["root"]):
+        if not any(name in values for name in REPEAT_VARS):
+            _check_repeat_refs(words, in_repeat)
         missing = missing_values(words, values)
         if missing:
             raise BadInput(
