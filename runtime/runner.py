@@ -28,6 +28,8 @@ from runtime.redact import secret_texts
 KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
 DELIVERY_BUDGET_S = float(os.environ.get("ACTORS_DELIVERY_BUDGET", "30"))
 CONTROL_COALESCE_S = 0.002
+RETIRE_RECHECK_S = 5.0  # a child that ended without a follow-up is noticed this late at worst
+RETIRE_SETTLE_S = 1.0  # children spawned within this long after the others ended still count
 OUTPUT_PREVIEW_CHARS = 4000
 
 
@@ -104,10 +106,55 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
                 except BlockingIOError:
                     pass
 
+    async def retire_when_children_end(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """`retire_when: children_terminal`: once this run has spawned child runs and every
+        one of them is terminal, stop this run (SIGTERM, grace, SIGKILL), exactly once.
+        Woken by the children's own follow-ups (types `run.*`, routed to this run's inbox);
+        a slow timer covers a child that ended without one (its runner vanished)."""
+        from runtime.index import list_runs
+        from runtime.mailbox import doorbell
+        from runtime.messaging import run_mailbox
+        from runtime.paths import StateRoot
+        from runtime.status import TERMINAL
+
+        me, root = f"run:{run['run']}", StateRoot.from_env()
+        with doorbell(run_mailbox(paths).doorbells, topic="run") as fd:
+            task_status.started()
+            while True:
+                children = [
+                    r
+                    for r in await trio.to_thread.run_sync(list_runs, root)
+                    if r.get("parent") == me
+                ]
+                if children and all(r.get("status") in TERMINAL for r in children):
+                    # settle: a supervisor may be between two spawns when its first child ends
+                    await trio.sleep(RETIRE_SETTLE_S)
+                    again = await trio.to_thread.run_sync(list_runs, root)
+                    if sorted(r["run"] for r in again if r.get("parent") == me) != sorted(
+                        r["run"] for r in children
+                    ):
+                        continue
+                    record_event(
+                        paths.events,
+                        ctx.instance,
+                        "run.retire",
+                        children=[r["run"] for r in children],
+                    )
+                    ctx.stop("retired")
+                    return
+                with trio.move_on_after(RETIRE_RECHECK_S):
+                    await trio.lowlevel.wait_readable(fd)
+                try:
+                    os.read(fd, 65536)
+                except BlockingIOError:
+                    pass
+
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(watch_signals)
             await nursery.start(consume_controls)
+            if run.get("retire_when") == "children_terminal":
+                await nursery.start(retire_when_children_end)
             ctx.progress()
             with ctx.root_scope:
                 outcome = await run_node(ctx, run["template"], None)
@@ -130,6 +177,10 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
             status="failed",
             code=ctx.abort["code"] or 1,
             reason=f"node {ctx.abort['label'] or ctx.abort['node']} failed with failure=root",
+        )
+    elif ctx.stop_reason == "retired":
+        result.update(
+            status="done", code=0, retired=True, reason="retired: every child run is terminal"
         )
     elif ctx.stop_reason == "killed":
         result.update(status="killed", code=137, killed=True, reason="control.kill")

@@ -1,0 +1,49 @@
+"""`retire_when: children_terminal`: a supervisor is retired once, when its last child ends."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import actors
+from runtime.files import read_jsonl
+from runtime.ids import parse_iso
+from runtime.index import list_runs
+from runtime.paths import StateRoot
+from tests.conftest import finished, make_fifo, read_fifo_line, write_recipe
+
+
+def test_supervisor_retires_once_when_its_last_child_ends(home: StateRoot, tmp_path: Path) -> None:
+    ready = make_fifo(tmp_path / "ready")
+    first, last = make_fifo(tmp_path / "first"), make_fifo(tmp_path / "last")
+    spawn = f"{sys.executable} -m actors spawn --json"
+    script = (
+        f"{spawn} -t 'head -n1 {first}' --as run:child-first >/dev/null && "
+        f"{spawn} -t 'head -n1 {last}' --as run:child-last >/dev/null && "
+        f"echo spawned > {ready}; exec sleep 300"
+    )
+    path = write_recipe(
+        tmp_path, "supervisor", {"retire_when": "children_terminal", "template": "sh -c {script}"}
+    )
+    record = actors.spawn(str(path), values={"script": script}, as_="run:sup")
+    assert read_fifo_line(ready) == "spawned"
+    with open(first, "w") as release:
+        release.write("go\n")
+    assert actors.wait("child-first", timeout=60)["status"] == "done"
+    assert actors.status("sup")["status"] == "running"  # one child still runs
+    with open(last, "w") as release:
+        release.write("go\n")
+    gated = actors.wait("child-last", timeout=60)
+    summary = finished(record)
+    assert summary["status"] == "done"
+    result = actors.result("sup")
+    assert result["retired"] is True and "every child run is terminal" in result["reason"]
+    retires = [
+        e for e in read_jsonl(home.run("sup").events).records if e.get("event") == "run.retire"
+    ]
+    assert len(retires) == 1
+    assert sorted(retires[0]["children"]) == ["child-first", "child-last"]
+    assert parse_iso(retires[0]["ts"]) >= parse_iso(actors.result("child-last")["ended_at"])
+    assert gated["status"] == "done"
+    children = {r["run"]: r["parent"] for r in list_runs(home) if r.get("parent")}
+    assert children == {"child-first": "run:sup", "child-last": "run:sup"}
