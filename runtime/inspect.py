@@ -77,7 +77,14 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
     paths, run = find_run(root, run_id)
     out: dict[str, Any] = {"target": f"run:{run_id}", "view": view}
     if view == "status":
+        from runtime.index import list_runs
+
         out.update(status_of(root, run_id))
+        out["children"] = [
+            {k: r.get(k) for k in ("run", "status", "recipe", "created_at")}
+            for r in list_runs(root)
+            if r.get("parent") == f"run:{run_id}"
+        ]
     elif view == "tail":
         out["stdout"] = read_text_tail(paths.stdout, lines)
         out["stderr"] = read_text_tail(paths.stderr, min(lines, 10))

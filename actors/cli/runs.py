@@ -175,9 +175,12 @@ def spawn_cmd(
     help="Only these statuses (starting, running, done, failed, cancelled, killed, exited, damaged, active, terminal).",
 )
 @click.option("--mine", is_flag=True, help="Only runs owned by this session.")
+@click.option("--tree", is_flag=True, help="Child runs under their parent, with branches.")
 @session_option
 @json_option
-def ls_cmd(statuses: tuple[str, ...], mine: bool, session: str | None, as_json: bool) -> None:
+def ls_cmd(
+    statuses: tuple[str, ...], mine: bool, tree: bool, session: str | None, as_json: bool
+) -> None:
     """List runs, newest first."""
     from runtime.index import list_runs
 
@@ -214,6 +217,9 @@ def ls_cmd(statuses: tuple[str, ...], mine: bool, session: str | None, as_json: 
             "no runs" + (" matching" if wanted or mine else "") + f" in {root.path}", err=True
         )
         return
+    if tree:
+        click.echo("\n".join(_tree_lines(root, runs)))
+        return
     now = time.time()
     rows = []
     for r in runs:
@@ -233,13 +239,77 @@ def ls_cmd(statuses: tuple[str, ...], mine: bool, session: str | None, as_json: 
     click.echo(table(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"]))
 
 
+def _tree_lines(root: Any, runs: list[dict[str, Any]]) -> list[str]:
+    """Runs with their child runs nested beneath, and each active run's branches."""
+    listed = {r["run"] for r in runs}
+    children: dict[str, list[dict[str, Any]]] = {}
+    tops = []
+    for r in reversed(runs):  # oldest first reads as a story
+        parent = str(r.get("parent") or "")
+        if parent.startswith("run:") and parent[4:] in listed:
+            children.setdefault(parent[4:], []).append(r)
+        else:
+            tops.append(r)
+    now = time.time()
+    lines: list[str] = []
+
+    def walk(r: dict[str, Any], prefix: str, last: bool, top: bool) -> None:
+        joint = "" if top else ("└─ " if last else "├─ ")
+        recipe = r.get("recipe") or r.get("tool") or "-"
+        lines.append(
+            f"{prefix}{joint}{r['run']}  {status_word(r)}  {age(r.get('created_at'), now)}  {recipe}"
+        )
+        inner = prefix + ("" if top else ("   " if last else "│  "))
+        branches: dict[str, Any] = {}
+        if r.get("status") in ACTIVE:
+            branches = (read_json(root.run(r["run"]).progress) or {}).get("branches") or {}
+        kids = children.get(r["run"], [])
+        for label, state in branches.items():
+            lines.append(f"{inner}  · branch {label}: {state}")
+        for index, kid in enumerate(kids):
+            walk(kid, inner, index == len(kids) - 1, False)
+
+    for r in tops:
+        walk(r, "", True, True)
+    return lines
+
+
+def _status_line(root: Any, session: str | None) -> str:
+    """One ▷ per active work unit of this session, a ▶ stepping across them each second."""
+    from runtime.index import list_runs
+    from runtime.ownership import current_principal
+
+    me = current_principal(root, session).id
+    units = 0
+    for r in list_runs(root):
+        if r.get("status") in ACTIVE and r.get("owner_id") == me:
+            progress = read_json(root.run(r["run"]).progress) or {}
+            units += max(1, int(progress.get("active") or 0))
+    if not units:
+        return ""
+    marks = ["▷"] * units
+    marks[int(time.time()) % units] = "▶"
+    return "".join(marks)
+
+
 @click.command("status")
-@click.argument("run")
+@click.argument("run", required=False)
+@click.option(
+    "--line", is_flag=True, help="Compact indicator of this session's active work (for a prompt)."
+)
+@session_option
 @json_option
-def status_cmd(run: str, as_json: bool) -> None:
-    """Show RUN's status (run:ID or the bare id)."""
+def status_cmd(run: str | None, line: bool, session: str | None, as_json: bool) -> None:
+    """Show RUN's status (run:ID or the bare id); --line: this session's active work."""
     from runtime.status import status_of
 
+    if line:
+        text = _status_line(_root(), session)
+        if text:
+            click.echo(text)
+        return
+    if run is None:
+        raise BadInput("which run?", hint="actors status RUN, or actors status --line")
     summary = status_of(_root(), parse_run_ref(run))
     if as_json:
         emit_json(summary)

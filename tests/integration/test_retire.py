@@ -10,7 +10,7 @@ from runtime.files import read_jsonl
 from runtime.ids import parse_iso
 from runtime.index import list_runs
 from runtime.paths import StateRoot
-from tests.conftest import finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe
 
 
 def test_supervisor_retires_once_when_its_last_child_ends(home: StateRoot, tmp_path: Path) -> None:
@@ -31,6 +31,17 @@ def test_supervisor_retires_once_when_its_last_child_ends(home: StateRoot, tmp_p
         release.write("go\n")
     assert actors.wait("child-first", timeout=60)["status"] == "done"
     assert actors.status("sup")["status"] == "running"  # one child still runs
+    tree = cli("ls", "--tree").stdout.splitlines()
+    assert tree[0].startswith("sup  running")
+    assert tree[1].startswith("├─ child-first  done") and tree[2].startswith(
+        "└─ child-last  running"
+    )
+    children = actors.inspect("run:sup")["children"]
+    assert [(c["run"], c["status"]) for c in children] == [
+        ("child-last", "running"),
+        ("child-first", "done"),
+    ]
+    assert cli("status", "--line").stdout.strip() in ("▶", "▶▷", "▷▶")  # sup (+ its leaf)
     with open(last, "w") as release:
         release.write("go\n")
     gated = actors.wait("child-last", timeout=60)
@@ -45,5 +56,6 @@ def test_supervisor_retires_once_when_its_last_child_ends(home: StateRoot, tmp_p
     assert sorted(retires[0]["children"]) == ["child-first", "child-last"]
     assert parse_iso(retires[0]["ts"]) >= parse_iso(actors.result("child-last")["ended_at"])
     assert gated["status"] == "done"
+    assert cli("status", "--line").stdout == ""  # nothing active: an empty prompt segment
     children = {r["run"]: r["parent"] for r in list_runs(home) if r.get("parent")}
     assert children == {"child-first": "run:sup", "child-last": "run:sup"}
