@@ -121,7 +121,7 @@ def _parse_args(raw: Any) -> dict[str, Any]:
     """`args` as pi-actors writes it (`["n:int", "mode:enum(a,b)"]` or "n:int, f:path")
     or as an object `{name: {type, values?, default?, description?}}`."""
     if isinstance(raw, str):
-        raw = [item.strip() for item in raw.split(",") if item.strip()]
+        raw = [item.strip() for item in re.split(r",(?![^()]*\))", raw) if item.strip()]
     if isinstance(raw, list):
         parsed: dict[str, Any] = {}
         for item in raw:

@@ -41,6 +41,9 @@ COMMANDS = {
     "hook": "actors.cli.hooks:hook_group",
     "install": "actors.cli.install:install_cmd",
     "uninstall": "actors.cli.install:uninstall_cmd",
+    "recipes": "actors.cli.recipes:recipes_group",
+    "tools": "actors.cli.recipes:tools_group",
+    "run": "actors.cli.recipes:run_cmd",
 }
 
 

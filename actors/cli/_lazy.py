@@ -36,7 +36,7 @@ class LazyGroup(click.Group):
 _SUMMARIES = {
     "spawn": "Start a detached run from a recipe or an inline template.",
     "ls": "List runs (compact table; --json for machines).",
-    "status": "Show one run's status.",
+    "status": "Show one run's status; --line: this session's active work.",
     "tail": "Print the end of a run's output; -f follows it.",
     "result": "Print a finished run's result.",
     "wait": "Block until a run finishes; exit with its code.",
@@ -57,5 +57,8 @@ _SUMMARIES = {
     "mcp": "Serve the coordinator tools over MCP (stdio).",
     "hook": "Harness hook commands (run by Claude Code).",
     "install": "Write the harness configuration (MCP server, hooks).",
+    "recipes": "List, show and check recipes (project, user, shipped).",
+    "tools": "List tools and their parameters; register one.",
+    "run": "Run a tool: sync in the foreground, async detached.",
     "uninstall": "Remove what `actors install` wrote, restoring the original files.",
 }

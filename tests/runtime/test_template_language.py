@@ -176,3 +176,12 @@ def test_bad_node_keys_name_their_location(home: StateRoot, tmp_path: Path) -> N
         path = write_recipe(tmp_path, "bad", recipe)
         proc = cli("spawn", str(path))
         assert proc.returncode == 2 and where in proc.stderr, proc.stderr
+
+
+def test_args_as_a_comma_string_keep_enum_choices_together(home: StateRoot, tmp_path: Path) -> None:
+    path = write_recipe(
+        tmp_path, "comma", {"args": "n:int, mode:enum(a,b)", "template": "echo {n} {mode}"}
+    )
+    record = actors.spawn(str(path), values={"n": "3", "mode": "b"})
+    actors.wait(record["run"], timeout=60)
+    assert actors.result(record["run"])["output"] == "3 b\n"
