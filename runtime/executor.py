@@ -296,7 +296,11 @@ async def run_node(
 ) -> Outcome:
     """Run a node with its when / repeat / delay / retry / recover / timeout / failure
     policy applied. `values` carries the enclosing repeat's index variables."""
-    values = {**(values if values is not None else ctx.values), **(node.get("scope") or {})}
+    values = {
+        **(node.get("scope_defaults") or {}),  # an imported recipe's defaults
+        **(values if values is not None else ctx.values),
+        **(node.get("scope") or {}),  # repeat variables; an import's own values
+    }
     if node.get("when") is not None and not _when(node["when"], values):
         ctx.nodes.append(
             {

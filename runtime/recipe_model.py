@@ -9,6 +9,8 @@ JSON schema.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
@@ -78,10 +80,28 @@ class _Flags(BaseModel):
         return value
 
 
+class ImportNode(BaseModel):
+    """`{"name": ALIAS, "values": {...}, "defaults": {...}}` in a template list: replaced by
+    the graph of the recipe imported under ALIAS."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=64)
+    values: dict[str, JsonValue] = Field(default_factory=dict)
+    defaults: dict[str, JsonValue] = Field(default_factory=dict)
+    label: str | None = Field(None, max_length=64)
+
+
+class ImportSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    from_: str = Field(alias="from", min_length=1)
+    values: dict[str, JsonValue] = Field(default_factory=dict)
+    defaults: dict[str, JsonValue] = Field(default_factory=dict)
+
+
 class Node(_Flags):
     """A template node: a leaf command string, or a list run in sequence or in parallel."""
 
-    template: str | list[str | Node]
+    template: str | list[str | Node | ImportNode]
 
 
 class MailboxEntry(BaseModel):
@@ -146,7 +166,8 @@ class Recipe(_Flags):
     description: str | None = None
     disabled: bool = False
     async_: bool = Field(False, alias="async")
-    template: str | list[str | Node]
+    template: str | list[str | Node | ImportNode]
+    imports: dict[str, str | ImportSpec] = Field(default_factory=dict)
     values: dict[str, JsonValue] = Field(default_factory=dict)
     defaults: dict[str, JsonValue] = Field(default_factory=dict)
     artifacts: dict[str, str | Artifact] = Field(default_factory=dict)
@@ -178,7 +199,65 @@ class Recipe(_Flags):
         return mapping
 
 
-def _compile_node(node: _Flags, template: str | list[str | Node], node_id: str) -> dict[str, Any]:
+MAX_IMPORT_DEPTH = 32
+Resolver = Callable[[str, "str | None"], tuple[str, dict[str, Any], "str | None"]]
+"""(reference, importing recipe's directory) -> (label, raw recipe, its directory)."""
+
+
+@dataclass
+class _Imports:
+    """What an import node needs while one recipe is compiled."""
+
+    specs: dict[str, str | ImportSpec]
+    resolve: Resolver | None
+    directory: str | None
+    stack: tuple[str, ...]
+
+
+def _compile_import(node: ImportNode, node_id: str, imports: _Imports) -> dict[str, Any]:
+    spec = imports.specs.get(node.name)
+    if spec is None:
+        known = ", ".join(sorted(imports.specs)) or "none declared"
+        raise BadInput(f"node {node_id}: no import named {node.name!r} ({known})")
+    if imports.resolve is None:
+        raise BadInput(f"node {node_id}: imports need a recipe file, not an inline template")
+    ref = spec if isinstance(spec, str) else spec.from_
+    label, raw, directory = imports.resolve(ref, imports.directory)
+    if label in imports.stack:
+        chain = " -> ".join([*imports.stack, label])
+        raise BadInput(f"import cycle: {chain}", hint="an imported recipe must not import back")
+    if len(imports.stack) >= MAX_IMPORT_DEPTH:
+        raise BadInput(f"imports nested deeper than {MAX_IMPORT_DEPTH} at {label}")
+    inner = compile_recipe(
+        raw, source=label, resolve=imports.resolve, directory=directory, _stack=imports.stack
+    )
+    root = _reid(inner["root"], node_id)
+    extra = spec if isinstance(spec, ImportSpec) else ImportSpec(**{"from": ref})
+    root["scope_defaults"] = {**inner["defaults"], **extra.defaults, **node.defaults}
+    root["scope"] = {**inner["values"], **extra.values, **node.values}
+    if directory is not None:
+        root["scope"]["recipe_dir"] = directory
+    if node.label:
+        root["label"] = node.label
+    return root
+
+
+def _reid(node: dict[str, Any], new_id: str) -> dict[str, Any]:
+    """The imported graph with ids under the import node's place (ids stay unique)."""
+    out = {**node, "id": new_id}
+    if "children" in node:
+        out["children"] = [
+            _reid(child, f"{new_id}.{index}") for index, child in enumerate(node["children"], 1)
+        ]
+    return out
+
+
+def _compile_node(
+    node: _Flags,
+    template: str | list[str | Node | ImportNode],
+    node_id: str,
+    imports: _Imports | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": node_id,
         "label": node.label,
@@ -205,9 +284,13 @@ def _compile_node(node: _Flags, template: str | list[str | Node], node_id: str) 
     for index, child in enumerate(template, start=1):
         child_id = f"{node_id}.{index}"
         if isinstance(child, str):
-            children.append(_compile_node(Node(template=child), child, child_id))
+            children.append(_compile_node(Node(template=child), child, child_id, imports))
+        elif isinstance(child, ImportNode):
+            children.append(
+                _compile_import(child, child_id, imports or _Imports({}, None, None, ()))
+            )
         else:
-            children.append(_compile_node(child, child.template, child_id))
+            children.append(_compile_node(child, child.template, child_id, imports))
     out.update(
         kind="parallel" if node.parallel else "sequence",
         children=children,
@@ -226,8 +309,16 @@ def _mailbox_entries(entries: list[str | MailboxEntry]) -> list[dict[str, Any]]:
     return [{"type": e} if isinstance(e, str) else e.model_dump() for e in entries]
 
 
-def compile_recipe(raw: Any, *, source: str) -> dict[str, Any]:
-    """Validate a parsed recipe and return its normalized plain form."""
+def compile_recipe(
+    raw: Any,
+    *,
+    source: str,
+    resolve: Resolver | None = None,
+    directory: str | None = None,
+    _stack: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Validate a parsed recipe and return its normalized plain form (imports resolved
+    through `resolve`, with cycle and depth checks)."""
     if not isinstance(raw, dict):
         raise BadInput(f"{source}: a recipe is a JSON object, got {type(raw).__name__}")
     try:
@@ -255,13 +346,15 @@ def compile_recipe(raw: Any, *, source: str) -> dict[str, Any]:
         "retire_when": recipe.retire_when,
         "args": {name: spec.model_dump() for name, spec in recipe.args.items()},
         "run_id": recipe.run_id,
-        "root": _compile_root(recipe, source),
+        "root": _compile_root(
+            recipe, source, _Imports(recipe.imports, resolve, directory, (*_stack, source))
+        ),
     }
 
 
-def _compile_root(recipe: Recipe, source: str) -> dict[str, Any]:
+def _compile_root(recipe: Recipe, source: str, imports: _Imports) -> dict[str, Any]:
     try:
-        return _compile_node(recipe, recipe.template, "1")
+        return _compile_node(recipe, recipe.template, "1", imports)
     except BadInput as exc:
         raise BadInput(f"{source}: {exc.message}", hint=exc.hint) from None
 

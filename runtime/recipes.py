@@ -332,4 +332,22 @@ def compile_source(source: RecipeSource, root: StateRoot | None) -> Compiled:
             return Compiled(cached, cache_file, from_cache=True)
     from runtime.recipe_model import compile_recipe
 
-    return Compiled(compile_recipe(source.raw, source=source.label), cache_file, from_cache=False)
+    directory = str(source.file.parent) if source.file else None
+    compiled = compile_recipe(
+        source.raw, source=source.label, resolve=_resolve_import, directory=directory
+    )
+    if source.raw.get("imports"):
+        cache_file = None  # the result depends on other files too: compile every time
+    return Compiled(compiled, cache_file, from_cache=False)
+
+
+def _resolve_import(ref: str, directory: str | None) -> tuple[str, dict[str, Any], str | None]:
+    """An `imports` entry: a recipe name, or a path relative to the importing recipe."""
+    if os.sep in ref or ref.endswith(".json"):
+        path = Path(ref).expanduser()
+        if not path.is_absolute() and directory is not None:
+            path = Path(directory) / path
+        source = find_recipe(str(path) if os.sep in str(path) else f"./{path}")
+    else:
+        source = find_recipe(ref)
+    return source.label, source.raw, str(source.file.parent) if source.file else None

@@ -50,16 +50,20 @@ class SpawnRequest:
     secret_names: list[str] = field(default_factory=list)
 
 
-def _walk_leaves(node: dict[str, Any], in_repeat: bool = False) -> list[tuple[list[str], bool]]:
-    """Every command's words, with whether it runs inside a `repeat` node."""
+def _walk_leaves(
+    node: dict[str, Any], values: dict[str, Any], in_repeat: bool = False
+) -> list[tuple[list[str], bool, dict[str, Any]]]:
+    """Every command's words, whether it runs inside a `repeat` node, and the values it
+    will see (an imported recipe's own defaults and values included)."""
     in_repeat = in_repeat or node.get("repeat") is not None
-    words: list[tuple[list[str], bool]] = []
+    values = {**(node.get("scope_defaults") or {}), **values, **(node.get("scope") or {})}
+    words: list[tuple[list[str], bool, dict[str, Any]]] = []
     if node.get("recover"):
-        words.append((node["recover"], in_repeat))
+        words.append((node["recover"], in_repeat, values))
     if node["kind"] == "leaf":
-        words.append((node["words"], in_repeat))
+        words.append((node["words"], in_repeat, values))
     for child in node.get("children", []):
-        words.extend(_walk_leaves(child, in_repeat))
+        words.extend(_walk_leaves(child, values, in_repeat))
     return words
 
 
@@ -191,10 +195,10 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     values = apply_args(
         compiled.get("args") or {}, _merge_values(req, compiled, injected), os.getcwd()
     )
-    for words, in_repeat in _walk_leaves(compiled["root"]):
+    for words, in_repeat, seen in _walk_leaves(compiled["root"], values):
         if not any(name in values for name in REPEAT_VARS):
             _check_repeat_refs(words, in_repeat)
-        missing = missing_values(words, values)
+        missing = missing_values(words, seen)
         if missing:
             raise BadInput(
                 f"the template needs a value for {{{missing[0]}}} and none was given",

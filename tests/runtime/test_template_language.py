@@ -185,3 +185,49 @@ def test_args_as_a_comma_string_keep_enum_choices_together(home: StateRoot, tmp_
     record = actors.spawn(str(path), values={"n": "3", "mode": "b"})
     actors.wait(record["run"], timeout=60)
     assert actors.result(record["run"])["output"] == "3 b\n"
+
+
+def test_imports_splice_another_recipe_with_its_own_values(home: StateRoot, tmp_path: Path) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    write_recipe(
+        lib,
+        "shout",
+        {"defaults": {"word": "hey"}, "template": ["echo {word} from {recipe_dir}", "tr a-z A-Z"]},
+    )
+    path = write_recipe(
+        tmp_path,
+        "main",
+        {
+            "imports": {
+                "loud": "lib/shout.json",
+                "louder": {"from": "lib/shout.json", "values": {"word": "ho"}},
+            },
+            "template": [
+                {"name": "loud"},
+                "cat",
+                {"name": "louder", "label": "second"},
+            ],
+        },
+    )
+    record = actors.spawn(str(path))
+    actors.wait(record["run"], timeout=60)
+    result = actors.result(record["run"])
+    assert result["status"] == "done", result
+    assert result["output"] == f"HO FROM {str(lib).upper()}\n"
+    ids = [n["id"] for n in result["nodes"]]
+    assert "1.1.1" in ids and "1.3.2" in ids  # imported graphs keep unique ids
+
+
+def test_import_cycles_depth_and_unknown_aliases_are_refused(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    write_recipe(tmp_path, "a", {"imports": {"b": "b.json"}, "template": [{"name": "b"}]})
+    write_recipe(tmp_path, "b", {"imports": {"a": "a.json"}, "template": [{"name": "a"}]})
+    before = snapshot(home.path)
+    proc = cli("spawn", str(tmp_path / "a.json"))
+    assert proc.returncode == 2 and "import cycle" in proc.stderr, proc.stderr
+    unknown = write_recipe(tmp_path, "u", {"template": [{"name": "nope"}]})
+    proc = cli("spawn", str(unknown))
+    assert proc.returncode == 2 and "no import named 'nope'" in proc.stderr
+    assert snapshot(home.path) == before
