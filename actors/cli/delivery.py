@@ -183,6 +183,49 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
                 click.echo(f"  {text[:4000]}")
 
 
+@inbox_group.command("wait")
+@click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
+def inbox_wait(session: str | None, timeout: float | None) -> None:
+    """Block until this session has unread follow-ups; print one line and exit 0.
+
+    Made to run as a background shell task of an agent (Claude Code, Copilot CLI): when it
+    exits, the harness tells the model, which reads the follow-ups and starts it again. It
+    sleeps on a doorbell FIFO of the session (no polling, no inotify watch), armed before
+    the inbox is checked, so a follow-up that lands in between still wakes it. A timeout
+    exits 75 with nothing on stdout.
+    """
+    import select
+
+    from runtime.mailbox import doorbell
+    from runtime.sessions import SessionInbox, session_paths
+
+    owner = _session_id(session)
+    paths = session_paths(_root(), owner)
+    inbox = SessionInbox(paths)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with doorbell(paths.doorbells) as fd:
+        while True:
+            unread = inbox.unread()
+            if unread:
+                first = unread[0]["envelope"]
+                click.echo(
+                    f"ACTORS: {len(unread)} unread follow-up(s); first: "
+                    f"{first.get('summary') or first.get('type')}. "
+                    f"Read them all with: actors inbox read --session {owner}"
+                )
+                return
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise SystemExit(75)
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                try:
+                    os.read(fd, 65536)
+                except BlockingIOError:
+                    pass
+
+
 @click.command("flush")
 @click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
 @click.option("--delivery", metavar="ID", help="Only this delivery.")

@@ -1,0 +1,103 @@
+"""`actors inbox wait`: the background watcher an agent re-arms after each wake."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from adapters.delivery import DeliveryRunner
+from runtime.paths import StateRoot
+from runtime.sessions import session_paths
+from tests.conftest import cli
+
+
+def _waiter(*extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "actors", "inbox", "wait", "--session", "coord", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _armed(home: StateRoot, count: int, deadline_s: float = 30) -> None:
+    """Wait until `count` waiters have their doorbell FIFO in place (their own signal)."""
+    doorbells = session_paths(home, "coord").doorbells
+    deadline = time.monotonic() + deadline_s
+    while not doorbells.is_dir() or len(list(doorbells.glob("*.fifo"))) < count:
+        assert time.monotonic() < deadline, "waiters never armed"
+        time.sleep(0.01)
+
+
+def _follow_up(home: StateRoot, ident: str) -> None:
+    envelope = {"type": "run.done", "from": "run:x", "summary": f"Run x done {ident}"}
+    DeliveryRunner(home).submit("coord", envelope, delivery_id=ident)
+
+
+def test_wakes_when_a_follow_up_lands(home: StateRoot) -> None:
+    waiter = _waiter()
+    _armed(home, 1)
+    landed = time.monotonic()
+    _follow_up(home, "d-1")
+    out, err = waiter.communicate(timeout=30)
+    woke_ms = (time.monotonic() - landed) * 1000
+    assert waiter.returncode == 0, err
+    assert out == (
+        "ACTORS: 1 unread follow-up(s); first: Run x done d-1. "
+        "Read them all with: actors inbox read --session coord\n"
+    )
+    print(f"inbox wait: follow-up durable -> waiter exited in {woke_ms:.1f} ms")
+    # already unread: returns at once, without waiting (level-triggered)
+    again = cli("inbox", "wait", "--session", "coord", "--timeout", "5")
+    assert again.returncode == 0 and "1 unread" in again.stdout
+
+
+def test_timeout_exits_75_with_nothing_to_act_on(home: StateRoot) -> None:
+    proc = cli("inbox", "wait", "--session", "coord", "--timeout", "0.2")
+    assert (proc.returncode, proc.stdout) == (75, "")
+
+
+def test_waiting_costs_no_cpu(home: StateRoot) -> None:
+    """CPU of a waiter that waited 3 s minus one that waited 0.1 s: the wait itself."""
+
+    def cpu_of(timeout: str) -> float:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "actors",
+                "inbox",
+                "wait",
+                "--session",
+                "coord",
+                "--timeout",
+                timeout,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        assert proc.returncode == 75
+        return usage.ru_utime + usage.ru_stime
+
+    short, long = cpu_of("0.1"), cpu_of("3")
+    assert long - short < 0.05, f"waiting 2.9 s more cost {long - short:.3f} s of CPU"
+
+
+def test_fifty_waiters_all_wake_without_inotify(home: StateRoot, tmp_path: Path) -> None:
+    waiters = [_waiter() for _ in range(50)]
+    try:
+        _armed(home, 50)
+        _follow_up(home, "d-50")
+        outputs = [w.communicate(timeout=60)[0] for w in waiters]
+    finally:
+        for w in waiters:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    assert all(w.returncode == 0 for w in waiters)
+    assert all(out.startswith("ACTORS: 1 unread follow-up(s)") for out in outputs)
+    assert not list(session_paths(home, "coord").doorbells.glob("*.fifo"))  # all cleaned up
