@@ -9,6 +9,7 @@ from bench import (
     bench_control,
     bench_followup,
     bench_harness,
+    bench_inbox_wait,
     bench_message,
     bench_scale,
     bench_spawn,
@@ -22,6 +23,7 @@ def main() -> None:
     bench_spawn.main(quick)
     bench_message.main(quick)
     bench_followup.main(quick)
+    bench_inbox_wait.main(quick)
     bench_cli.main(quick)
     bench_control.main(quick)
     bench_scale.main(quick)
