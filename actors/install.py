@@ -7,8 +7,10 @@ still what we wrote; if someone edited it since, it removes only our entries.
 
 Written per harness and scope:
 - claude-code: the MCP server (`.mcp.json` in the project, `~/.claude.json` for the user)
-  and the SessionStart / FileChanged (asyncRewake) hooks (`.claude/settings.json` /
-  `~/.claude/settings.json`; `$CLAUDE_CONFIG_DIR` moves the user files);
+  and the SessionStart / FileChanged (asyncRewake) hooks, plus the boundary hooks
+  UserPromptSubmit / PreToolUse that hand over `next-message` / `next-tool-call`
+  follow-ups (`.claude/settings.json` / `~/.claude/settings.json`; `$CLAUDE_CONFIG_DIR`
+  moves the user files);
 - codex: `[mcp_servers.actors]` in `$CODEX_HOME/config.toml` (user scope only);
 - opencode: `mcp.actors` in `opencode.json` / `~/.config/opencode/opencode.json`.
 """
@@ -107,7 +109,14 @@ def _is_ours(group: Any) -> bool:
         return False
     return all(
         isinstance(h, dict)
-        and str(h.get("command", "")).endswith(("hook session-start", "hook file-changed"))
+        and str(h.get("command", "")).endswith(
+            (
+                "hook session-start",
+                "hook file-changed",
+                "hook user-prompt-submit",
+                "hook pre-tool-use",
+            )
+        )
         for h in hooks
     )
 
@@ -130,6 +139,16 @@ def _claude_hooks(
                     "rewakeMessage": "actors follow-ups arrived:",
                 }
             ]
+        },
+        # boundary modes: silent unless a follow-up waits for this boundary; the timeout
+        # (s) bounds what a stuck hook could cost a prompt or a tool call
+        "UserPromptSubmit": {
+            "hooks": [
+                {"type": "command", "command": f"{cmd} hook user-prompt-submit", "timeout": 10}
+            ]
+        },
+        "PreToolUse": {
+            "hooks": [{"type": "command", "command": f"{cmd} hook pre-tool-use", "timeout": 10}]
         },
     }
 

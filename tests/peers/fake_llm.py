@@ -4,8 +4,14 @@ Speaks OpenAI Chat Completions (streaming and not), the OpenAI Responses API (st
 and not) and Anthropic Messages (streaming and not), so every harness can complete real
 turns offline. The reply to any request is `ACK <every TOKEN-... in the last user
 message>` (or `ACK` alone), so a test can prove which text reached the model; a prompt
-containing `[slow:N]` delays the reply N seconds, to keep a turn busy. Every request body
-is kept in `requests` (and appended to `--log FILE` when run as a program).
+containing `[slow:N]` delays the reply N seconds, to keep a turn busy. On the Anthropic
+Messages API a user prompt containing `[tool:NAME:ARG]` (one or more) is answered with
+`tool_use` blocks instead (`Bash` gets `{"command": ARG}`; an ARG that is a JSON object is
+the tool input as it is), so a real harness runs the tool; the request that carries the
+tool results is answered with the usual ACK. A prompt containing `[gate:NAME]` is held
+unanswered until the test calls `release(NAME)` (a turn that stays busy exactly as long as
+the test needs, with no timing guess). Every request body is kept in `requests` (and
+appended to `--log FILE` when run as a program); `wait_request` waits for one.
 
     python -m tests.peers.fake_llm --port 0 --log /tmp/llm.jsonl   # prints "listening PORT"
 """
@@ -18,12 +24,17 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 TOKEN = re.compile(r"TOKEN-[A-Za-z0-9_-]+")
 SLOW = re.compile(r"\[slow:(\d+(?:\.\d+)?)\]")
+TOOL = re.compile(r"\[tool:([A-Za-z0-9_]+):([^\]]*)\]")
+GATE = re.compile(r"\[gate:([A-Za-z0-9_-]+)\]")
+GATE_TIMEOUT_S = 120.0
+"""A gate never released still opens after this long (a failing test must not hang)."""
 
 
 def _text_of(content: Any) -> str:
@@ -57,6 +68,43 @@ def last_user_text(body: dict[str, Any]) -> str:
     return ""
 
 
+def tool_calls_for(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `tool_use` blocks to answer with: one per `[tool:NAME:ARG]` in the last user
+    message, unless that message carries tool results (then the turn ends with an ACK)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return []
+    last = next(
+        (m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"), None
+    )
+    if last is None:
+        return []
+    content = last.get("content")
+    if isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") == "tool_result" for part in content
+    ):
+        return []
+    calls = []
+    for name, arg in TOOL.findall(_text_of(content)):
+        try:
+            given = json.loads(arg)
+        except ValueError:
+            given = None
+        if isinstance(given, dict):
+            tool_input = given
+        else:
+            tool_input = {"command": arg, "description": "fake model tool call"}
+        calls.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{uuid.uuid4().hex[:20]}",
+                "name": name,
+                "input": tool_input,
+            }
+        )
+    return calls
+
+
 def reply_for(body: dict[str, Any]) -> tuple[str, float]:
     text = last_user_text(body)
     slow = SLOW.search(text)
@@ -71,6 +119,8 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.log = log
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._gates: dict[str, threading.Event] = {}
         self.server: ThreadingHTTPServer | None = None
         self.port = 0
 
@@ -81,6 +131,34 @@ class FakeLLM:
             if self.log is not None:
                 with open(self.log, "a") as handle:
                     handle.write(json.dumps(entry) + "\n")
+            self._arrived.notify_all()
+
+    def wait_request(
+        self, predicate: Callable[[dict[str, Any]], bool], start: int = 0, timeout: float = 60
+    ) -> dict[str, Any]:
+        """The first request at index >= `start` matching `predicate` (woken by each
+        arrival, no polling); TimeoutError when none comes in time."""
+        deadline = time.monotonic() + timeout
+        index = start
+        with self._arrived:
+            while True:
+                while index < len(self.requests):
+                    request = self.requests[index]
+                    index += 1
+                    if predicate(request):
+                        return request
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"no matching model request within {timeout}s")
+                self._arrived.wait(remaining)
+
+    def gate(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(name, threading.Event())
+
+    def release(self, name: str) -> None:
+        """Let the requests held by `[gate:NAME]` be answered (now and from now on)."""
+        self.gate(name).set()
 
     def start(self, port: int = 0) -> int:
         handler = type("Handler", (_Handler,), {"llm": self})
@@ -91,6 +169,10 @@ class FakeLLM:
         return self.port
 
     def stop(self) -> None:
+        with self._lock:
+            gates = list(self._gates.values())
+        for gate in gates:
+            gate.set()
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
@@ -149,6 +231,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.llm.record(self.path, body)
         text, delay = reply_for(body)
+        for name in GATE.findall(last_user_text(body)):
+            self.llm.gate(name).wait(GATE_TIMEOUT_S)
         if delay:
             time.sleep(delay)
         path = self.path.split("?")[0].rstrip("/")
@@ -327,62 +411,67 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _anthropic(self, body: dict[str, Any], text: str) -> None:
         mid, model = f"msg_{uuid.uuid4().hex[:12]}", body.get("model", "echo")
+        calls = tool_calls_for(body)
+        blocks: list[dict[str, Any]] = calls or [{"type": "text", "text": text}]
+        stop_reason = "tool_use" if calls else "end_turn"
         usage = {"input_tokens": 10, "output_tokens": len(text.split())}
         message = {
             "id": mid,
             "type": "message",
             "role": "assistant",
             "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
+            "content": blocks,
+            "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": usage,
         }
         if not body.get("stream"):
             self._json(200, message)
             return
-        self._sse(
-            [
-                (
-                    "message_start",
-                    {
-                        "type": "message_start",
-                        "message": {
-                            **message,
-                            "content": [],
-                            "stop_reason": None,
-                            "usage": {**usage, "output_tokens": 0},
-                        },
+        events: list[tuple[str | None, Any]] = [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        **message,
+                        "content": [],
+                        "stop_reason": None,
+                        "usage": {**usage, "output_tokens": 0},
                     },
-                ),
+                },
+            )
+        ]
+        for index, block in enumerate(blocks):
+            if block["type"] == "tool_use":
+                start = {**block, "input": {}}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            else:
+                start = {"type": "text", "text": ""}
+                delta = {"type": "text_delta", "text": block["text"]}
+            events += [
                 (
                     "content_block_start",
-                    {
-                        "type": "content_block_start",
-                        "index": 0,
-                        "content_block": {"type": "text", "text": ""},
-                    },
+                    {"type": "content_block_start", "index": index, "content_block": start},
                 ),
                 (
                     "content_block_delta",
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "text_delta", "text": text},
-                    },
+                    {"type": "content_block_delta", "index": index, "delta": delta},
                 ),
-                ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                (
-                    "message_delta",
-                    {
-                        "type": "message_delta",
-                        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                        "usage": {"output_tokens": usage["output_tokens"]},
-                    },
-                ),
-                ("message_stop", {"type": "message_stop"}),
+                ("content_block_stop", {"type": "content_block_stop", "index": index}),
             ]
-        )
+        events += [
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": usage["output_tokens"]},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        self._sse(events)
 
 
 def main() -> None:

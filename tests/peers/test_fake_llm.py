@@ -93,3 +93,75 @@ def test_slow_marker_keeps_a_turn_busy(llm: tuple[FakeLLM, str]) -> None:
     ).json()
     assert time.monotonic() - started >= 0.5
     assert reply["choices"][0]["message"]["content"] == "ACK TOKEN-S5"
+
+
+def test_tool_marker_makes_the_anthropic_reply_a_tool_call_then_ack(
+    llm: tuple[FakeLLM, str],
+) -> None:
+    _, base = llm
+    prompt = {"role": "user", "content": "run it [tool:Bash:echo hi] TOKEN-T1"}
+    body = {"model": "claude", "max_tokens": 10, "messages": [prompt]}
+    plain = httpx.post(f"{base}/v1/messages", json=body).json()
+    assert plain["stop_reason"] == "tool_use"
+    (call,) = plain["content"]
+    assert call["type"] == "tool_use" and call["name"] == "Bash"
+    assert call["input"]["command"] == "echo hi"
+
+    events = _events(httpx.post(f"{base}/v1/messages", json={**body, "stream": True}))
+    start = next(json.loads(d) for n, d in events if n == "content_block_start")
+    delta = next(json.loads(d) for n, d in events if n == "content_block_delta")
+    stop = next(json.loads(d) for n, d in events if n == "message_delta")
+    assert start["content_block"]["type"] == "tool_use" and start["content_block"]["input"] == {}
+    assert json.loads(delta["delta"]["partial_json"])["command"] == "echo hi"
+    assert stop["delta"]["stop_reason"] == "tool_use"
+
+    # two markers: two parallel calls; a JSON argument is the tool input as it is
+    two = {**body, "messages": [{"role": "user", "content": '[tool:Bash:ls] [tool:Read:{"a": 1}]'}]}
+    calls = httpx.post(f"{base}/v1/messages", json=two).json()["content"]
+    assert [(c["name"], c["input"]) for c in calls][1] == ("Read", {"a": 1})
+    assert len({c["id"] for c in calls}) == 2
+
+    # the request carrying the tool result gets the usual ACK (of the result's text)
+    result = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": call["id"], "content": "hi TOKEN-OUT"},
+            {"type": "text", "text": "<system-reminder>TOKEN-CTX</system-reminder>"},
+        ],
+    }
+    answer = {**body, "messages": [prompt, {"role": "assistant", "content": [call]}, result]}
+    done = httpx.post(f"{base}/v1/messages", json=answer).json()
+    assert done["stop_reason"] == "end_turn"
+    assert done["content"] == [{"type": "text", "text": "ACK TOKEN-OUT TOKEN-CTX"}]
+    # other APIs are unchanged by the marker
+    chat = httpx.post(
+        f"{base}/v1/chat/completions",
+        json={"messages": [{"role": "user", "content": "[tool:Bash:x]"}]},
+    ).json()
+    assert chat["choices"][0]["message"]["content"] == "ACK"
+
+
+def test_gate_holds_a_reply_until_released_and_wait_request_sees_it(
+    llm: tuple[FakeLLM, str],
+) -> None:
+    import threading
+
+    server, base = llm
+    replies: list[str] = []
+    body = {"model": "c", "messages": [{"role": "user", "content": "[gate:g1] TOKEN-G"}]}
+
+    def ask() -> None:
+        replies.append(
+            httpx.post(f"{base}/v1/messages", json=body, timeout=60).json()["content"][0]["text"]
+        )
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    seen = server.wait_request(lambda r: "TOKEN-G" in json.dumps(r["body"]), timeout=30)
+    assert seen["path"] == "/v1/messages"
+    assert replies == []  # held: the request is in, its answer is not
+    server.release("g1")
+    asker.join(timeout=30)
+    assert replies == ["ACK TOKEN-G"]
+    with pytest.raises(TimeoutError):
+        server.wait_request(lambda r: False, timeout=0.05)
