@@ -122,10 +122,11 @@ def _is_ours(group: Any) -> bool:
 
 
 def _claude_hooks(
-    cmd: str,
+    cmd: str, wake: str = "hook"
 ) -> tuple[Callable[[dict[str, Any]], None], Callable[[dict[str, Any]], None]]:
-    ours = {
-        "SessionStart": {"hooks": [{"type": "command", "command": f"{cmd} hook session-start"}]},
+    start = f"{cmd} hook session-start" + (" --wake watcher" if wake == "watcher" else "")
+    ours: dict[str, Any] = {
+        "SessionStart": {"hooks": [{"type": "command", "command": start}]},
         "FileChanged": {
             "hooks": [
                 {
@@ -151,6 +152,8 @@ def _claude_hooks(
             "hooks": [{"type": "command", "command": f"{cmd} hook pre-tool-use", "timeout": 10}]
         },
     }
+    if wake == "watcher":  # the agent runs `actors inbox wait` in the background instead
+        del ours["FileChanged"]
 
     def put(data: dict[str, Any]) -> None:
         hooks = data.setdefault("hooks", {})
@@ -203,7 +206,7 @@ def _toml_edit(path: Path, block: str) -> Edit:
     return Edit(path, add, remove)
 
 
-def plan(harness: str, scope: str) -> list[Edit]:
+def plan(harness: str, scope: str, wake: str = "hook") -> list[Edit]:
     """The files `install` would touch for this harness and scope."""
     if harness not in HARNESSES:
         raise BadInput(f"unknown harness {harness!r}", hint=f"use one of {', '.join(HARNESSES)}")
@@ -228,7 +231,7 @@ def plan(harness: str, scope: str) -> list[Edit]:
         }
         return [
             _json_edit(mcp_file, *_mcp_entry("mcpServers", entry)),
-            _json_edit(settings, *_claude_hooks(shell_cmd)),
+            _json_edit(settings, *_claude_hooks(shell_cmd, wake)),
         ]
     if harness == "codex":
         if scope == "project":
@@ -257,9 +260,11 @@ def _records(root: StateRoot) -> dict[str, Any]:
 
 
 def install(
-    root: StateRoot, harness: str, scope: str, *, dry_run: bool = False
+    root: StateRoot, harness: str, scope: str, *, dry_run: bool = False, wake: str = "hook"
 ) -> list[dict[str, Any]]:
-    edits = plan(harness, scope)
+    if wake not in ("hook", "watcher"):
+        raise BadInput(f"unknown wake {wake!r}", hint="use --wake hook or --wake watcher")
+    edits = plan(harness, scope, wake)
     results = []
     staged = []
     for edit in edits:  # compute everything first: a bad file aborts before any write

@@ -43,6 +43,13 @@ CONTEXT = (
     "woken with a one-line notice. Then read everything pending with `actors inbox read` "
     "(session {session}). Do not poll runs; inspect one only when a follow-up asks for it."
 )
+WATCHER_CONTEXT = (
+    "Background runs started with actors (`actors spawn` or the actors MCP tools) report "
+    "back to this session by themselves. Keep one background shell task running "
+    "`actors inbox wait --session {session}`: when it exits it prints one line; then read "
+    "everything pending with `actors inbox read --session {session}` and start the waiter "
+    "again. Do not poll runs; inspect one only when a follow-up asks for it."
+)
 
 
 BOUNDARY_MODES = ("next-message", "next-tool-call")
@@ -74,7 +81,13 @@ def hook_group() -> None:
 
 
 @hook_group.command("session-start")
-def session_start() -> None:
+@click.option(
+    "--wake",
+    type=click.Choice(["hook", "watcher"]),
+    default="hook",
+    help="watcher: no watchPaths; tell the agent to keep `actors inbox wait` running.",
+)
+def session_start(wake: str) -> None:
     """SessionStart: register the session, export ACTORS_SESSION, arm the wake file."""
     from runtime.files import ensure_dir
     from runtime.ids import is_valid_id, now_iso
@@ -116,8 +129,10 @@ def session_start() -> None:
             {
                 "hookSpecificOutput": {
                     "hookEventName": "SessionStart",
-                    "additionalContext": CONTEXT.format(session=session_id),
-                    "watchPaths": [str(paths.wake)],
+                    "additionalContext": (WATCHER_CONTEXT if wake == "watcher" else CONTEXT).format(
+                        session=session_id
+                    ),
+                    **({} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}),
                 }
             }
         )

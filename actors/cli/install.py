@@ -19,12 +19,24 @@ _scope = click.option(
 @click.argument("harness", type=click.Choice(["claude-code", "codex", "opencode"]))
 @_scope
 @click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
-def install_cmd(harness: str, project: bool, dry_run: bool) -> None:
+@click.option(
+    "--wake",
+    type=click.Choice(["hook", "watcher"]),
+    default="hook",
+    show_default=True,
+    help="Claude Code: wake through the FileChanged hook, or have the agent run "
+    "`actors inbox wait` as a background task.",
+)
+def install_cmd(harness: str, project: bool, dry_run: bool, wake: str) -> None:
     """Add the actors MCP server (and, for Claude Code, the wake hooks) to HARNESS's config."""
     from actors.install import install
 
     for item in install(
-        StateRoot.from_env(), harness, "project" if project else "user", dry_run=dry_run
+        StateRoot.from_env(),
+        harness,
+        "project" if project else "user",
+        dry_run=dry_run,
+        wake=wake,
     ):
         if dry_run:
             click.echo(f"--- {item['path']} ({'would change' if item['changed'] else 'unchanged'})")

@@ -104,3 +104,20 @@ def test_dry_run_changes_nothing_and_bad_json_is_refused(home: StateRoot, tmp_pa
     assert bad.returncode == 2 and "is not valid JSON" in bad.stderr
     assert (tmp_path / ".mcp.json").read_text() == "{broken"
     assert not (tmp_path / ".claude").exists()
+
+
+def test_watcher_wake_installs_no_file_hook_and_tells_the_agent_to_wait(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    assert cli("install", "claude-code", "--project", "--wake", "watcher").returncode == 0
+    settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
+    assert "FileChanged" not in settings["hooks"]
+    (start,) = settings["hooks"]["SessionStart"][0]["hooks"]
+    assert start["command"].endswith("hook session-start --wake watcher")
+    hook_input = json.dumps({"session_id": "sess-watch", "cwd": str(tmp_path)})
+    proc = cli("hook", "session-start", "--wake", "watcher", input=hook_input)
+    output = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert "watchPaths" not in output
+    assert "actors inbox wait --session sess-watch" in output["additionalContext"]
+    assert cli("uninstall", "claude-code", "--project").returncode == 0
+    assert not (tmp_path / ".claude" / "settings.json").exists()
