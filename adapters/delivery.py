@@ -30,6 +30,7 @@ from typing import Any
 
 from adapters.base import DeliveryContext, Receipt
 from adapters.registry import make_adapter
+from runtime.faults import pause_point
 from runtime.files import append_jsonl, ensure_dir, read_jsonl, write_bytes_atomic
 from runtime.ids import now_iso, parse_iso
 from runtime.paths import StateRoot
@@ -108,6 +109,7 @@ class DeliveryRunner:
         if not exact_mode:
             mode = (load_session(self.root, owner).get("options") or {}).get("mode") or mode
         if SessionInbox(paths).append(delivery_id, envelope, mode):
+            pause_point("delivery.submit.after_inbox")
             self._journal(
                 paths,
                 {
@@ -243,6 +245,7 @@ class DeliveryRunner:
         else:
             record["state"] = "failed-final"
             record["next_attempt_at"] = None
+        pause_point("delivery.attempt.before_receipt")
         self._journal(paths, record)
         return receipt
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ActorsError, StateDamaged
+from runtime.faults import pause_point
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -76,6 +77,7 @@ def _write_all(fd: int, data: bytes, path: Path) -> None:
     view = memoryview(data)
     while view:
         try:
+            pause_point("files.write")
             written = os.write(fd, view)
         except OSError as exc:
             raise DiskWriteError(f"cannot write {path}: {exc.strerror}") from exc
@@ -105,11 +107,13 @@ def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
                 os.fsync(fd)
         finally:
             os.close(fd)
+        pause_point("files.atomic.after_tmp")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    pause_point("files.atomic.after_rename")
     if fsync:
         _fsync_dir(path.parent)
 
@@ -151,8 +155,12 @@ def publish_json_once(path: Path, obj: Any) -> bool:
 
 
 def append_line(path: Path, line: bytes, *, fsync: bool = False) -> None:
-    """Append one encoded line with a single write under an exclusive flock."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
+    """Append one encoded line with a single write under an exclusive flock.
+
+    A torn last line (a writer killed mid-record, or a disk that filled) is closed with a
+    newline first, so the new record stays a line of its own instead of being glued to the
+    garbage (readers skip the torn line)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
     try:
         fd = os.open(path, flags, FILE_MODE)
     except OSError as exc:
@@ -163,6 +171,9 @@ def append_line(path: Path, line: bytes, *, fsync: bool = False) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             start = os.lseek(fd, 0, os.SEEK_END)
+            if start and os.pread(fd, 1, start - 1) != b"\n":
+                line = b"\n" + line
+            pause_point("files.append.before_write")
             try:
                 _write_all(fd, line, path)
             except DiskWriteError:
@@ -170,8 +181,10 @@ def append_line(path: Path, line: bytes, *, fsync: bool = False) -> None:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, start)
                 raise
+            pause_point("files.append.after_write")
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+        pause_point("files.append.after_unlock")
         if fsync:
             os.fsync(fd)
     finally:

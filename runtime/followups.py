@@ -25,6 +25,7 @@ import json
 import os
 from typing import Any
 
+from runtime.faults import pause_point
 from runtime.files import publish_json_once, read_json, tail_jsonl
 from runtime.ids import new_id, now_iso
 from runtime.paths import RunPaths, StateRoot
@@ -168,6 +169,7 @@ def follow_up_terminal(
         )
         return None
     outcome = deliver(root, run, envelope, budget_s=budget_s)
+    pause_point("followups.before_marker")
     if outcome.get("state") != "failed":
         publish_json_once(
             paths.dir / "followup.json",

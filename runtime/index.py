@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from runtime.errors import StateDamaged
+from runtime.errors import NotFound, StateDamaged
 from runtime.files import locked, read_json, write_json_atomic
 from runtime.ids import is_valid_id, now_iso
 from runtime.paths import RunPaths, StateRoot
-from runtime.status import derive, load_run
+from runtime.status import TERMINAL, derive, load_run
 
 INDEX_VERSION = 1
 _STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
@@ -31,6 +31,18 @@ def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
         return {}
     runs = data.get("runs")
     return runs if isinstance(runs, dict) else {}
+
+
+def _usable(entry: Any) -> bool:
+    """A cached entry of the shape this module writes (a damaged one is re-derived)."""
+    if not isinstance(entry, dict):
+        return False
+    terminal = entry.get("terminal")
+    return (
+        isinstance(terminal, dict)
+        and terminal.get("status") in TERMINAL
+        and all(isinstance(entry.get(k), (str, type(None))) for k in _STATIC)
+    )
 
 
 def _stamp(run_dir: str) -> str | None:
@@ -61,12 +73,7 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
         run_dir = f"{runs_dir}/{name}"
         stamp = _stamp(run_dir)
         entry = cached.get(name)
-        if (
-            isinstance(entry, dict)
-            and stamp
-            and entry.get("stamp") == stamp
-            and entry.get("terminal")
-        ):
+        if stamp and entry is not None and _usable(entry) and entry.get("stamp") == stamp:
             summary: dict[str, Any] = {
                 "run": name,
                 "address": f"run:{name}",
@@ -80,6 +87,8 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
         paths = RunPaths(root.runs / name)
         try:
             run = load_run(paths)
+        except NotFound:
+            continue  # archived or pruned since the scan
         except StateDamaged as exc:
             summaries.append({"run": name, "status": "damaged", "reason": exc.message})
             continue

@@ -27,13 +27,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.files import append_jsonl, append_line, encode_line, ensure_dir, locked, read_jsonl
+from runtime.faults import pause_point
+from runtime.files import (
+    DiskWriteError,
+    append_jsonl,
+    append_line,
+    encode_line,
+    ensure_dir,
+    locked,
+    read_jsonl,
+)
 from runtime.ids import new_id, now_iso, parse_iso
 from runtime.process import read_stat
 
 RECONCILE_INTERVAL_S = 1.0
 """Upper bound on how long a queued message can wait when every doorbell is missed."""
-LEASE_S = 300.0
+LEASE_S = float(os.environ.get("ACTORS_LEASE_S", "300"))
+"""How long a claim is exclusive while its holder lives (`$ACTORS_LEASE_S`, default 300 s)."""
 OPEN_STATES = ("queued",)
 SENDING_GRACE_S = 5.0
 """A `sending` entry (FIFO fast path under way) older than this is treated as queued."""
@@ -87,24 +97,30 @@ class Mailbox:
             "envelope": envelope,
         }
         append_jsonl(self.inbox, entry, fsync=fsync)
+        pause_point("mailbox.deliver.before_ring")
         if state == "queued":
             self.wake(envelope)
         return entry
 
     def wake(self, envelope: dict[str, Any]) -> None:
-        """Poke every interested consumer's FIFO, then record the advisory doorbell line."""
+        """Poke every interested consumer's FIFO, then record the advisory doorbell line.
+
+        The message is already durable: a wake line that cannot be written (a full disk)
+        must not make the sender report a failure it would then retry into a duplicate.
+        """
         ring(self.doorbells, str(envelope.get("type")))
         if self.wake_log is not None:
-            append_jsonl(
-                self.wake_log,
-                {
-                    "id": new_id(),
-                    "ts": now_iso(),
-                    "reason": "message",
-                    "actor": envelope["to"],
-                    "metadata": {"inbox_id": envelope["id"], "type": envelope["type"]},
-                },
-            )
+            with contextlib.suppress(DiskWriteError):
+                append_jsonl(
+                    self.wake_log,
+                    {
+                        "id": new_id(),
+                        "ts": now_iso(),
+                        "reason": "message",
+                        "actor": envelope["to"],
+                        "metadata": {"inbox_id": envelope["id"], "type": envelope["type"]},
+                    },
+                )
 
     def mark(self, entry_id: str, state: str, **fields: Any) -> None:
         append_jsonl(
@@ -122,9 +138,11 @@ class Mailbox:
                 continue
             current = self._entries.get(ident)
             if current is None:
-                if "envelope" in record:
+                # a foreign or damaged line whose envelope is not an object is not an entry
+                envelope = record.get("envelope")
+                if isinstance(envelope, dict) and isinstance(envelope.get("type"), str):
                     self._entries[ident] = dict(record)
-            else:
+            elif "envelope" not in record:
                 current.update(record)
         return self._entries
 
@@ -189,6 +207,8 @@ class Mailbox:
                 claimed.append(entry)
             if lines:
                 append_line(self.inbox, b"".join(encode_line(line) for line in lines))
+        if claimed:
+            pause_point("mailbox.claim.after_lease")
         self.refresh()
         return [self._entries[e["id"]] for e in claimed]
 

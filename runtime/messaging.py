@@ -19,7 +19,8 @@ from typing import Any
 from runtime.addresses import Address, parse_address
 from runtime.envelope import make_envelope
 from runtime.errors import BadInput, Conflict, Refused
-from runtime.files import append_jsonl, ensure_dir
+from runtime.faults import pause_point
+from runtime.files import append_jsonl, ensure_dir, locked
 from runtime.mailbox import Mailbox, mailbox_for, ring
 from runtime.ownership import Principal, check_control
 from runtime.paths import RunPaths, StateRoot
@@ -310,17 +311,22 @@ def finish(
     paths, _ = find_run(root, run_id)
     branch = current_branch()
     box = branch_mailbox(paths, branch) if branch else run_mailbox(paths)
-    entry = box.refresh().get(entry_id)
-    holder = (entry or {}).get("claimed_by") or {}
-    if entry is None or entry.get("state") != "claimed" or holder.get("pid") != os.getpid():
-        raise Conflict(
-            f"message {entry_id} is not claimed by this process",
-            hint="its lease may have expired and another consumer taken it",
-        )
-    if ok:
-        box.mark(entry_id, "handled")
-    else:
-        box.mark(entry_id, "failed", error=error)
+    pause_point("messaging.finish.before_mark")
+    # Check and mark in one step under the claim lock: a consumer that stalled past its
+    # lease must not acknowledge a message another consumer has claimed in the meantime.
+    with locked(box.lock_path):
+        entry = box.refresh().get(entry_id)
+        holder = (entry or {}).get("claimed_by") or {}
+        if entry is None or entry.get("state") != "claimed" or holder.get("pid") != os.getpid():
+            raise Conflict(
+                f"message {entry_id} is not claimed by this process",
+                hint="its lease may have expired and another consumer taken it",
+            )
+        if ok:
+            box.mark(entry_id, "handled")
+        else:
+            box.mark(entry_id, "failed", error=error)
+    pause_point("messaging.finish.after_mark")
 
 
 class Sender:

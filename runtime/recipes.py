@@ -73,6 +73,8 @@ def _read_recipe_file(path: Path) -> dict[str, Any]:
         ) from None
     except UnicodeDecodeError:
         raise BadInput(f"recipe {path} is not UTF-8 text") from None
+    except RecursionError:
+        raise BadInput(f"recipe {path} is nested too deeply to be a recipe") from None
     if not isinstance(raw, dict):
         raise BadInput(f"recipe {path}: a recipe is a JSON object")
     return raw

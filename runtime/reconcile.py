@@ -9,6 +9,9 @@ deliveries of every session. Safe to run from any number of processes at once.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from pathlib import Path
 from typing import Any
 
 from runtime.events import record_event, write_progress
@@ -16,8 +19,20 @@ from runtime.files import publish_json_once
 from runtime.ids import now_iso
 from runtime.index import list_runs
 from runtime.paths import StateRoot
-from runtime.process import kill_session, verify
+from runtime.process import is_gone, kill_session, verify
 from runtime.status import TERMINAL, load_run, runner_identity
+
+
+def _sweep_dead_writers(directory: Path) -> None:
+    """Remove temp files (`.<name>.<pid>.<hex>.tmp`) of atomic writes whose writer died
+    between writing and renaming them; a live writer's (or a reused pid's) are kept."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            parts = entry.name.split(".")
+            temp = len(parts) >= 5 and parts[0] == "" and parts[-1] == "tmp"
+            if temp and parts[-3].isdigit() and is_gone(int(parts[-3])):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
@@ -56,6 +71,8 @@ def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
                 )
                 report["exited"].append(run["run"])
         owed = paths.result.exists() and not paths.dir.joinpath("followup.json").exists()
+        if owed:
+            _sweep_dead_writers(paths.dir)
         try:
             if deliver and owed and follow_up_terminal(root, paths, run) is not None:
                 report["followed_up"].append(run["run"])

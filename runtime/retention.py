@@ -65,6 +65,12 @@ def require_terminal(root: StateRoot, run_id: str, action: str) -> dict[str, Any
             f"run {run_id} is {summary['status']}; only finished runs can be {action}",
             hint=f"stop it first: actors cancel {run_id}",
         )
+    # A run archived or pruned between its result.json and its follow-up would never be
+    # found again by its runner or the reconciler: send the follow-up now (deduplicated by
+    # its delivery id, so racing the runner cannot double it).
+    from runtime.followups import follow_up_terminal
+
+    follow_up_terminal(root, paths, run)
     return summary
 
 

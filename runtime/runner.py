@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.events import record_event, write_progress
+from runtime.faults import pause_point
 from runtime.files import publish_json_once, read_bytes, read_json
 from runtime.ids import now_iso
 from runtime.paths import RunPaths
@@ -245,7 +246,9 @@ def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> Non
         degraded=result.get("degraded", False),
         reason=result.get("reason"),
     )
+    pause_point("runner.before_result")
     publish_json_once(paths.result, result)
+    pause_point("runner.after_result")
 
 
 _DELIVERY_THREADS: list[threading.Thread] = []

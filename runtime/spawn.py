@@ -67,6 +67,35 @@ def _walk_leaves(
     return words
 
 
+def _check_text(values: dict[str, Any], root: dict[str, Any]) -> None:
+    """Every value and template word must be UTF-8 text without NUL: a NUL cannot be part of
+    a command argument, and a lone surrogate (from a `\\udcff` escape or undecodable
+    command-line bytes) cannot be written to run.json."""
+
+    def walk(item: Any, where: str) -> None:
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise BadInput(f"{where} contains a NUL character", hint="remove it")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadInput(
+                    f"{where} is not valid UTF-8 text (a lone surrogate)",
+                    hint="pass UTF-8 text only",
+                ) from None
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                walk(key, where)
+                walk(value, f"{where}.{key}" if where.startswith("value") else where)
+        elif isinstance(item, list):
+            for value in item:
+                walk(value, where)
+
+    for name, value in values.items():
+        walk(value, f"value {name}")
+    walk(root, "the template")
+
+
 def _check_repeat_refs(words: list[str], in_repeat: bool) -> None:
     if in_repeat:
         return
@@ -195,6 +224,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     values = apply_args(
         compiled.get("args") or {}, _merge_values(req, compiled, injected), os.getcwd()
     )
+    _check_text(values, compiled["root"])
     for words, in_repeat, seen in _walk_leaves(compiled["root"], values):
         if not any(name in values for name in REPEAT_VARS):
             _check_repeat_refs(words, in_repeat)
