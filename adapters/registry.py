@@ -17,6 +17,7 @@ BUILTIN = {
     "opencode": "adapters.opencode:OpenCodeAdapter",
     "codex": "adapters.codex:CodexAdapter",
     "pi": "adapters.pi:PiAdapter",
+    "claude_teams": "adapters.claude_teams:ClaudeTeamsAdapter",
 }
 
 
