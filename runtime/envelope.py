@@ -17,6 +17,9 @@ from runtime.ids import new_id, now_iso
 
 MAX_ENVELOPE_BYTES = 64 * 1024
 """Envelope cap (documented): larger payloads go to a file whose path is the body."""
+MAX_BODY_DEPTH = 64
+"""Nesting cap for bodies (arrays and objects): far below the JSON codec's recursion
+limit, so every stored envelope can be encoded and parsed again by any reader."""
 MAX_SUMMARY_CHARS = 500
 LEVELS = ("info", "warning", "error")
 MODES = ("immediate", "next-message", "next-tool-call", "on-idle", "manual")
@@ -57,6 +60,11 @@ def make_envelope(
         raise BadInput(f"invalid mode {mode!r}", hint=f"use one of {', '.join(MODES)}")
     if summary is not None and len(summary) > MAX_SUMMARY_CHARS:
         raise BadInput(f"summary is longer than {MAX_SUMMARY_CHARS} characters")
+    if isinstance(body, (dict, list, tuple)) and _too_deep(body, MAX_BODY_DEPTH):
+        raise BadInput(
+            f"message body is nested more than {MAX_BODY_DEPTH} levels deep",
+            hint="flatten it, or write it to a file and send the path",
+        )
     envelope: dict[str, Any] = {
         "id": new_id(),
         "type": type,
@@ -78,13 +86,48 @@ def make_envelope(
     envelope.update({k: v for k, v in optional.items() if v is not None})
     if extra:
         envelope.update(extra)
-    size = len(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode())
+    size = _encoded_size(envelope)
     if size > MAX_ENVELOPE_BYTES:
         raise BadInput(
             f"message is {size} bytes; the limit is {MAX_ENVELOPE_BYTES}",
             hint="write the payload to a file and send its path as the body",
         )
     return envelope
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether arrays / objects nest deeper than `limit` (iterative: no recursion, and a
+    structure that contains itself counts as infinitely deep)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _encoded_size(envelope: dict[str, Any]) -> int:
+    """Bytes of the envelope as stored; BadInput for what cannot be stored at all."""
+    try:
+        return len(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode())
+    except UnicodeEncodeError:
+        raise BadInput(
+            "message contains text that is not valid UTF-8 (a lone surrogate)",
+            hint="send UTF-8 text, or base64-encode binary data",
+        ) from None
+    except RecursionError:
+        raise BadInput(
+            "message body is nested too deeply", hint="flatten it, or send a file path"
+        ) from None
+    except (TypeError, ValueError) as exc:  # not JSON data (e.g. a set, or a cycle)
+        raise BadInput(f"message body is not JSON data: {exc}") from None
 
 
 def parse_body(text: str | None, *, as_json: bool) -> Any:
@@ -99,4 +142,8 @@ def parse_body(text: str | None, *, as_json: bool) -> Any:
         raise BadInput(
             f"body is not valid JSON: {exc.msg} at column {exc.colno}",
             hint="quote it for the shell, or drop --json to send it as text",
+        ) from None
+    except RecursionError:
+        raise BadInput(
+            "body is nested too deeply to parse", hint="flatten it, or send a file path"
         ) from None

@@ -16,8 +16,8 @@ from runtime.files import read_json, read_text_tail, tail_jsonl
 from runtime.index import list_runs
 from runtime.messaging import accepted_types, branch_mailbox, room_dir, run_mailbox
 from runtime.paths import RunPaths, StateRoot
-from runtime.redact import redact_values
-from runtime.status import ACTIVE, TERMINAL, find_run, status_of
+from runtime.redact import redact_deep, redact_values, run_secrets
+from runtime.status import ACTIVE, TERMINAL, find_run, read_result, status_of
 
 RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
 ROOM_VIEWS = ("status", "messages", "roster")
@@ -34,11 +34,12 @@ def inspect(
     if address.kind == "run":
         return _run(root, address.target or "", view, lines)
     if address.kind == "branch":
-        paths, _ = find_run(root, address.target or "")
+        paths, run = find_run(root, address.target or "")
         view = "mailbox" if view == "status" else view
         _require(view, ("mailbox",), target)
         box = branch_mailbox(paths, address.branch or "")
-        return {"target": target, "view": view, "entries": _entries(box.entries(), lines)}
+        entries = _entries(box.entries(), lines)
+        return {"target": target, "view": view, "entries": redact_deep(entries, run_secrets(run))}
     if address.kind == "room":
         return _room(root, address.target or "", view, lines)
     if address.kind == "session":
@@ -56,7 +57,8 @@ def _require(view: str, allowed: tuple[str, ...], target: str) -> None:
 def _entries(entries: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
     out = []
     for entry in entries[-lines:] if lines > 0 else []:
-        env = entry.get("envelope", {})
+        env = entry.get("envelope")
+        env = env if isinstance(env, dict) else {}
         out.append(
             {
                 "id": entry["id"],
@@ -94,7 +96,7 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
             for m in tail_jsonl(paths.outbox, lines)
         ]
     elif view == "artifacts":
-        result = read_json(paths.result) or {}
+        result = read_result(paths) or {}
         if result.get("artifacts") is not None:
             out["artifacts"] = result["artifacts"]
         else:
@@ -115,7 +117,9 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
         out["communication"] = read_json(paths.communication)
     if view == "status":
         out["values"] = redact_values(run.get("values") or {}, run.get("secret_names", []))
-    return out
+    # what the run's commands printed or sent may quote a secret value: mask it here too
+    masked: dict[str, Any] = redact_deep(out, run_secrets(run))
+    return masked
 
 
 def _files(paths: RunPaths) -> list[dict[str, Any]]:
@@ -151,7 +155,8 @@ def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]
             last_at=last.get("ts"),
             members=len(_roster(run, recent)),
         )
-    return out
+    masked: dict[str, Any] = redact_deep(out, run_secrets(run))
+    return masked
 
 
 def _count_lines(path: Any) -> int:

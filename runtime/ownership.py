@@ -65,8 +65,11 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
     chosen = session or os.environ.get("ACTORS_SESSION") or ""
     if not chosen:
         return Principal(local_user_session())
-    if not (is_valid_id(chosen) or chosen.startswith("user:")):
-        raise BadInput(f"invalid session id {chosen!r}", hint="use letters, digits, '._-'")
+    if not (is_valid_id(chosen) or (chosen.startswith("user:") and is_valid_id(chosen[5:]))):
+        raise BadInput(
+            f"invalid session id {chosen[:80]!r}",
+            hint="use letters, digits, '._-' (or user:<login> with the same characters)",
+        )
     return Principal(chosen)
 
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.errors import BadInput
+from runtime.errors import BadInput, StateDamaged
 from runtime.ids import ID_PATTERN, is_valid_id
 
 
@@ -83,7 +83,16 @@ class StateRoot:
         return self.path / "index.json"
 
     def run(self, run_id: str) -> RunPaths:
-        return RunPaths(self.runs / check_id(run_id))
+        """A run's paths; refused when the run directory (or runs/) is a planted symlink,
+        so no reader or writer is ever led outside the state root through it."""
+        paths = RunPaths(self.runs / check_id(run_id))
+        for path in (self.runs, paths.dir):
+            if path.is_symlink():
+                raise StateDamaged(
+                    f"{path} is a symlink; refusing to follow it",
+                    hint="state directories are never links; remove it",
+                )
+        return paths
 
 
 @dataclass(frozen=True)

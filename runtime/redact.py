@@ -40,6 +40,30 @@ def redact_text(text: str, secrets: list[str]) -> str:
     return text
 
 
+def run_secrets(run: Mapping[str, Any]) -> list[str]:
+    """The texts to mask for one run (its values named like credentials, or marked
+    secret at spawn), from its run.json record."""
+    values = run.get("values")
+    names = run.get("secret_names")
+    return secret_texts(
+        values if isinstance(values, Mapping) else {},
+        names if isinstance(names, list) else [],
+    )
+
+
+def redact_deep(data: Any, secrets: list[str]) -> Any:
+    """A copy of JSON-like data with every secret text in every string masked."""
+    if not secrets:
+        return data
+    if isinstance(data, str):
+        return redact_text(data, secrets)
+    if isinstance(data, dict):
+        return {k: redact_deep(v, secrets) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact_deep(v, secrets) for v in data]
+    return data
+
+
 def redact_values(values: Mapping[str, Any], extra_names: Iterable[str] = ()) -> dict[str, Any]:
     names = set(extra_names)
     return {k: (MASK if k in names or is_secret_name(k) else v) for k, v in values.items()}

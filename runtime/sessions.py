@@ -69,19 +69,45 @@ class SessionPaths:
 
 
 def session_paths(root: StateRoot, owner: str) -> SessionPaths:
-    return SessionPaths(root.sessions / session_key(owner))
+    """A session's paths; refused when its directory (or sessions/) is a planted symlink."""
+    paths = SessionPaths(root.sessions / session_key(owner))
+    for path in (root.sessions, paths.dir):
+        if path.is_symlink():
+            raise StateDamaged(
+                f"{path} is a symlink; refusing to follow it",
+                hint="state directories are never links; remove it",
+            )
+    return paths
+
+
+def _read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A session.json of the shape `save_session` writes, else (None, why it is unusable)."""
+    try:
+        record = read_json(path)
+    except StateDamaged as exc:
+        return None, exc.message
+    if record is None:
+        return None, None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("id"), str)
+        and isinstance(record.get("harness"), str)
+        and isinstance(record.get("options", {}), dict)
+    ):
+        return None, f"{path} is not a session record (id, harness and options)"
+    return record, None
 
 
 def load_session(root: StateRoot, owner: str) -> dict[str, Any]:
-    """The session record; an unregistered owner is a `file` session."""
-    paths = session_paths(root, owner)
-    try:
-        record = read_json(paths.record)
-    except StateDamaged:
-        record = None
-    if isinstance(record, dict):
+    """The session record; an unregistered owner is a `file` session, and so is one whose
+    session.json is damaged (its follow-ups stay durable in the inbox; `damaged` says why)."""
+    record, damaged = _read_record(session_paths(root, owner).record)
+    if record is not None:
         return record
-    return {"id": owner, "harness": "file", "options": {}, "registered": False}
+    fallback: dict[str, Any] = {"id": owner, "harness": "file", "options": {}, "registered": False}
+    if damaged:
+        fallback["damaged"] = damaged
+    return fallback
 
 
 def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
@@ -95,16 +121,13 @@ def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
     out = []
     with contextlib.suppress(FileNotFoundError):
         for entry in sorted(os.scandir(root.sessions), key=lambda e: e.name):
-            if entry.is_dir(follow_symlinks=False):
-                try:
-                    record = read_json(Path(entry.path) / "session.json")
-                except StateDamaged as exc:
-                    record = {"id": entry.name, "damaged": exc.message}
-                out.append(
-                    record
-                    if isinstance(record, dict)
-                    else {"id": entry.name, "harness": "file", "registered": False}
-                )
+            if entry.is_dir(follow_symlinks=False) and is_valid_id(entry.name):
+                record, damaged = _read_record(Path(entry.path) / "session.json")
+                if record is None:
+                    record = {"id": entry.name, "harness": "file", "registered": False}
+                    if damaged:
+                        record["damaged"] = damaged
+                out.append(record)
     return out
 
 
@@ -148,7 +171,11 @@ class SessionInbox:
 
     def entries(self) -> list[dict[str, Any]]:
         """Current state of every entry (the fold of the journal), in arrival order."""
-        return [e for e in fold(read_jsonl(self.paths.inbox).records).values() if "envelope" in e]
+        return [
+            e
+            for e in fold(read_jsonl(self.paths.inbox).records).values()
+            if isinstance(e.get("envelope"), dict)
+        ]
 
     def unread(self) -> list[dict[str, Any]]:
         return [e for e in self.entries() if e.get("state") == "unread"]

@@ -24,6 +24,49 @@ ACTIVE = ("starting", "running")
 STARTING_GRACE_S = 10.0
 
 
+_NONE = type(None)
+_RUN_FIELDS: dict[str, tuple[type, ...]] = {
+    "run": (str,),
+    "run_instance_id": (str,),
+    "owner_id": (str, _NONE),
+    "created_at": (str, _NONE),
+    "recipe": (str, _NONE),
+    "tool": (str, _NONE),
+    "parent": (str, _NONE),
+    "pid": (int, _NONE),
+    "values": (dict, _NONE),
+    "secret_names": (list, _NONE),
+    "mailbox": (dict, _NONE),
+    "artifacts": (dict, _NONE),
+    "process_identity": (dict, _NONE),
+}
+_MAILBOX_FIELDS: dict[str, tuple[type, ...]] = {
+    "accepts": (list, _NONE),
+    "emits": (list, _NONE),
+    "endpoint": (str, _NONE),
+}
+
+
+def _shape_problem(record: dict[str, Any]) -> str | None:
+    """What makes a parsed run.json unusable by the readers, or None."""
+    for key, types in _RUN_FIELDS.items():
+        if not isinstance(record.get(key), types):
+            return f"field {key!r} is {type(record.get(key)).__name__}"
+    mailbox = record.get("mailbox") or {}
+    for key, types in _MAILBOX_FIELDS.items():
+        if not isinstance(mailbox.get(key), types):
+            return f"field 'mailbox.{key}' is {type(mailbox.get(key)).__name__}"
+    for item in [*(mailbox.get("accepts") or []), *(mailbox.get("emits") or [])]:
+        if not isinstance(item, str) and not (
+            isinstance(item, dict) and isinstance(item.get("type"), str)
+        ):
+            return 'a mailbox type is neither a string nor {"type": ...}'
+    identity = record.get("process_identity")
+    if identity is not None and not isinstance(identity.get("pid"), int):
+        return "field 'process_identity.pid' is not an integer"
+    return None
+
+
 def load_run(paths: RunPaths) -> dict[str, Any]:
     """run.json of a run; NotFound / StateDamaged with a clear message otherwise."""
     if not paths.dir.is_dir():
@@ -33,7 +76,66 @@ def load_run(paths: RunPaths) -> dict[str, Any]:
         if record is None:
             raise StateDamaged(f"run {paths.run_id} has no run.json", hint="it may be starting")
         raise StateDamaged(f"run {paths.run_id}: run.json is not an object")
+    problem = _shape_problem(record)
+    if problem:
+        raise StateDamaged(f"run {paths.run_id}: run.json is damaged ({problem})")
     return record
+
+
+_RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "code": (int, _NONE),
+    "reason": (str, _NONE),
+    "ended_at": (str, _NONE),
+    "output": (str, _NONE),
+    "artifacts": (dict, _NONE),
+    "failures": (list, _NONE),
+}
+
+
+def read_result(paths: RunPaths) -> dict[str, Any] | None:
+    """result.json, None when there is none yet; StateDamaged when it is unusable."""
+    result = read_json(paths.result)
+    if result is None:
+        return None
+    where = f"run {paths.run_id}: result.json"
+    if not isinstance(result, dict):
+        raise StateDamaged(f"{where} is not an object", hint="the file is kept")
+    if result.get("status") not in TERMINAL:
+        raise StateDamaged(f"{where} has no final status", hint="the file is kept")
+    for key, types in _RESULT_FIELDS.items():
+        if not isinstance(result.get(key), types):
+            kind = type(result.get(key)).__name__
+            raise StateDamaged(f"{where} is damaged (field {key!r} is {kind})")
+    artifacts = list((result.get("artifacts") or {}).values())
+    if not all(isinstance(a, dict) for a in [*artifacts, *(result.get("failures") or [])]):
+        raise StateDamaged(f"{where} is damaged (artifacts or failures are not objects)")
+    return result
+
+
+_PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
+    "phase": (str,),
+    "active": (int,),
+    "completed": (int,),
+    "failed": (int,),
+    "branches": (dict,),
+}
+
+
+def read_progress(paths: RunPaths) -> dict[str, Any]:
+    """The usable counters of progress.json; {} when it is missing or damaged (it is
+    advisory: the status itself never depends on it)."""
+    try:
+        progress = read_json(paths.progress)
+    except StateDamaged:
+        return {}
+    if not isinstance(progress, dict):
+        return {}
+    return {
+        key: value
+        for key, value in progress.items()
+        if key not in _PROGRESS_FIELDS
+        or (isinstance(value, _PROGRESS_FIELDS[key]) and not isinstance(value, bool))
+    }
 
 
 def find_run(root: StateRoot, run_id: str) -> tuple[RunPaths, dict[str, Any]]:
@@ -44,11 +146,12 @@ def find_run(root: StateRoot, run_id: str) -> tuple[RunPaths, dict[str, Any]]:
 def runner_identity(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any] | None:
     """The runner's recorded identity (run.json, else its own start event)."""
     identity = run.get("process_identity")
-    if identity:
+    if isinstance(identity, dict) and identity:
         return dict(identity)
     for event in reversed(tail_jsonl(paths.events, 50)):
-        if event.get("event") == "run.runner.start" and event.get("process_identity"):
-            return dict(event["process_identity"])
+        found = event.get("process_identity")
+        if event.get("event") == "run.runner.start" and isinstance(found, dict) and found:
+            return dict(found)
     return None
 
 
@@ -77,10 +180,10 @@ def derive(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         "ended_at": None,
     }
     try:
-        result = read_json(paths.result)
+        result = read_result(paths)
     except StateDamaged as exc:
         result, out["damaged"] = None, exc.message
-    if isinstance(result, dict) and result.get("status") in TERMINAL:
+    if result is not None:
         out.update(
             status=result["status"],
             code=result.get("code"),
@@ -115,10 +218,7 @@ def status_of(root: StateRoot, run_id: str) -> dict[str, Any]:
     """Full status: derived state plus progress counters."""
     paths, run = find_run(root, run_id)
     out = derive(paths, run)
-    try:
-        progress = read_json(paths.progress) or {}
-    except StateDamaged:
-        progress = {}
+    progress = read_progress(paths)
     for key in ("phase", "active", "completed", "failed", "branches"):
         if key in progress:
             out[key] = progress[key]

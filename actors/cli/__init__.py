@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> Any:
     from runtime.errors import ActorsError
 
     try:
+        _check_utf8(sys.argv[1:] if argv is None else argv)
         return cli.main(args=argv, prog_name="actors", standalone_mode=False)
     except ActorsError as err:
         click.echo(f"actors: {err}", err=True)
@@ -87,3 +88,19 @@ def main(argv: list[str] | None = None) -> Any:
             err=True,
         )
         sys.exit(1)
+
+
+def _check_utf8(args: list[str]) -> None:
+    """Refuse arguments that are not UTF-8 (Python hands their bytes over as lone
+    surrogates): every value ends up in a UTF-8 JSON state file or envelope."""
+    from runtime.errors import BadInput
+
+    for position, arg in enumerate(args, 1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            byte = arg[exc.start].encode("utf-8", "surrogateescape")
+            raise BadInput(
+                f"argument {position} is not valid UTF-8 text (byte 0x{byte.hex()})",
+                hint="actors stores arguments in UTF-8 JSON files; pass UTF-8 text",
+            ) from None

@@ -16,7 +16,7 @@ def age(ts: str | None, now: float | None = None) -> str:
     if not ts:
         return "-"
     try:
-        seconds = max(0.0, (now or time.time()) - parse_iso(ts))
+        seconds = max(0.0, (now or time.time()) - parse_iso(str(ts)))
     except ValueError:
         return "-"
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
@@ -29,6 +29,8 @@ def status_word(summary: dict[str, Any]) -> str:
     word = str(summary.get("status", "?"))
     if summary.get("degraded"):
         word += " (degraded)"
+    if summary.get("damaged"):
+        word += " (damaged)"
     if word == "failed" and summary.get("code") not in (None, 1):
         word += f" ({summary['code']})"
     return word
@@ -51,6 +53,8 @@ def summary_line(summary: dict[str, Any]) -> str:
     parts = [f"run:{summary['run']}", status_word(summary)]
     if summary.get("reason") and summary.get("status") not in ("done", "running"):
         parts.append(f"- {summary['reason']}")
+    if summary.get("damaged") and summary.get("status") != "damaged":
+        parts.append(f"- damaged: {summary['damaged']}")
     return "  ".join(parts)
 
 

@@ -124,6 +124,7 @@ def session_ls(as_json: bool) -> None:
         click.echo(
             f"{r['id']:<24} {r.get('harness', 'file'):<10} unread={r['unread']}"
             + ("" if r.get("registered", True) else "  (unregistered)")
+            + (f"  (damaged: {r['damaged']})" if r.get("damaged") else "")
         )
 
 
@@ -197,16 +198,18 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
     """
     import select
 
+    from actors.cli.hooks import doorbell_unread
     from runtime.mailbox import doorbell
-    from runtime.sessions import SessionInbox, session_paths
+    from runtime.sessions import session_paths
 
     owner = _session_id(session)
-    paths = session_paths(_root(), owner)
-    inbox = SessionInbox(paths)
+    root = _root()
+    paths = session_paths(root, owner)
     deadline = None if timeout is None else time.monotonic() + timeout
     with doorbell(paths.doorbells) as fd:
         while True:
-            unread = inbox.unread()
+            # follow-ups held for the next prompt / tool call are not a reason to wake
+            unread = doorbell_unread(root, owner)
             if unread:
                 first = unread[0]["envelope"]
                 click.echo(

@@ -12,9 +12,9 @@ import click
 
 from actors.cli._format import age, emit_json, status_word, stderr_is_tty, summary_line, table
 from runtime.errors import BadInput, Conflict
-from runtime.files import parse_jsonl, read_bytes, read_json, read_text_tail, tail_jsonl
+from runtime.files import parse_jsonl, read_bytes, read_text_tail, tail_jsonl
 from runtime.paths import StateRoot, parse_run_ref
-from runtime.status import ACTIVE, TERMINAL
+from runtime.status import ACTIVE, TERMINAL, read_progress
 
 session_option = click.option(
     "--session",
@@ -59,9 +59,9 @@ def _progress_printer(run_id: str) -> Any:
     def show(summary: dict[str, Any]) -> None:
         if not interactive:
             return
-        from runtime.files import read_json as _read
+        from runtime.status import read_progress
 
-        progress = _read(_root().run(run_id).progress) or {}
+        progress = read_progress(_root().run(run_id))
         elapsed = time.monotonic() - started
         line = (
             f"  {run_id}: {summary['status']} {elapsed:4.0f}s  "
@@ -225,8 +225,7 @@ def ls_cmd(
     for r in runs:
         progress_active = ""
         if r.get("status") in ACTIVE:
-            progress = read_json(root.run(r["run"]).progress) or {}
-            progress_active = str(progress.get("active", ""))
+            progress_active = str(read_progress(root.run(r["run"])).get("active", ""))
         rows.append(
             [
                 r["run"],
@@ -262,7 +261,7 @@ def _tree_lines(root: Any, runs: list[dict[str, Any]]) -> list[str]:
         inner = prefix + ("" if top else ("   " if last else "│  "))
         branches: dict[str, Any] = {}
         if r.get("status") in ACTIVE:
-            branches = (read_json(root.run(r["run"]).progress) or {}).get("branches") or {}
+            branches = read_progress(root.run(r["run"])).get("branches") or {}
         kids = children.get(r["run"], [])
         for label, state in branches.items():
             lines.append(f"{inner}  · branch {label}: {state}")
@@ -283,13 +282,21 @@ def _status_line(root: Any, session: str | None) -> str:
     units = 0
     for r in list_runs(root):
         if r.get("status") in ACTIVE and r.get("owner_id") == me:
-            progress = read_json(root.run(r["run"]).progress) or {}
-            units += max(1, int(progress.get("active") or 0))
+            units += max(1, int(read_progress(root.run(r["run"])).get("active") or 0))
     if not units:
         return ""
     marks = ["▷"] * units
     marks[int(time.time()) % units] = "▶"
     return "".join(marks)
+
+
+def _masked(root: StateRoot, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary with the run's secret values masked (a reason may quote one)."""
+    from runtime.redact import redact_deep, run_secrets
+    from runtime.status import find_run
+
+    masked: dict[str, Any] = redact_deep(summary, run_secrets(find_run(root, run_id)[1]))
+    return masked
 
 
 @click.command("status")
@@ -310,7 +317,9 @@ def status_cmd(run: str | None, line: bool, session: str | None, as_json: bool) 
         return
     if run is None:
         raise BadInput("which run?", hint="actors status RUN, or actors status --line")
-    summary = status_of(_root(), parse_run_ref(run))
+    root = _root()
+    run_id = parse_run_ref(run)
+    summary = _masked(root, run_id, status_of(root, run_id))
     if as_json:
         emit_json(summary)
         return
@@ -341,29 +350,39 @@ def status_cmd(run: str | None, line: bool, session: str | None, as_json: bool) 
 )
 def tail_cmd(run: str, lines: int, follow: bool, use_stderr: bool, use_events: bool) -> None:
     """Print the end of RUN's output."""
+    from runtime.redact import redact_text, run_secrets
     from runtime.status import find_run
 
     root = _root()
-    paths, _ = find_run(root, parse_run_ref(run))
+    paths, record = find_run(root, parse_run_ref(run))
+    secrets = run_secrets(record)  # a command may print a secret value: never echo it
     path = paths.events if use_events else paths.stderr if use_stderr else paths.stdout
     if use_events:
         for event in tail_jsonl(path, lines):
-            click.echo(_event_line(event))
+            click.echo(redact_text(_event_line(event), secrets))
     else:
         for line in read_text_tail(path, lines):
-            click.echo(line)
+            click.echo(redact_text(line, secrets))
     if follow:
-        _follow(root, paths.run_id, path, events=use_events)
+        _follow(root, paths.run_id, path, events=use_events, secrets=secrets)
 
 
 def _event_line(event: dict[str, Any]) -> str:
     skip = {"id", "ts", "event", "run_instance_id"}
     rest = " ".join(f"{k}={v}" for k, v in event.items() if k not in skip and v is not None)
-    return f"{event.get('ts', '')}  {event.get('event', '?'):<16} {rest}"
+    return f"{event.get('ts', '')}  {event.get('event', '?')!s:<16} {rest}"
 
 
-def _follow(root: StateRoot, run_id: str, path: Any, *, events: bool = False) -> None:
+def _follow(
+    root: StateRoot,
+    run_id: str,
+    path: Any,
+    *,
+    events: bool = False,
+    secrets: list[str] | None = None,
+) -> None:
     from runtime.process import pidfd_open
+    from runtime.redact import redact_text
     from runtime.status import derive, find_run, runner_identity
 
     paths, record = find_run(root, run_id)
@@ -383,7 +402,7 @@ def _follow(root: StateRoot, run_id: str, path: Any, *, events: bool = False) ->
                 else:
                     offset = size
                     text = data.decode(errors="replace")
-                sys.stdout.write(text)
+                sys.stdout.write(redact_text(text, secrets or []))
                 sys.stdout.flush()
                 if text:
                     continue
@@ -410,7 +429,7 @@ def _follow(root: StateRoot, run_id: str, path: Any, *, events: bool = False) ->
 @json_option
 def result_cmd(run: str, as_json: bool) -> None:
     """Print a finished RUN's result (status, code, output head, artifacts)."""
-    from runtime.status import derive, find_run
+    from runtime.status import derive, find_run, read_result
 
     paths, record = find_run(_root(), parse_run_ref(run))
     summary = derive(paths, record)
@@ -419,12 +438,16 @@ def result_cmd(run: str, as_json: bool) -> None:
             f"run {paths.run_id} is still {summary['status']}",
             hint=f"wait for it: actors wait {paths.run_id}",
         )
-    result = read_json(paths.result) or {
+    result = read_result(paths) or {
         "run": paths.run_id,
         "status": summary["status"],
         "code": summary.get("code"),
         "reason": summary.get("reason"),
     }
+    from runtime.redact import redact_deep, run_secrets
+
+    secrets = run_secrets(record)  # the output head may quote a secret value
+    result, summary = redact_deep(result, secrets), redact_deep(summary, secrets)
     if as_json:
         emit_json(result)
         return
@@ -432,8 +455,9 @@ def result_cmd(run: str, as_json: bool) -> None:
     click.echo(f"  code     {result.get('code')}")
     for failure in result.get("failures") or []:
         click.echo(
-            f"  failed   {failure.get('label') or failure['node']} "
-            f"({failure['status']}, code {failure['code']}, policy {failure['policy']})"
+            f"  failed   {failure.get('label') or failure.get('node')} "
+            f"({failure.get('status')}, code {failure.get('code')}, "
+            f"policy {failure.get('policy')})"
         )
     for name, art in (result.get("artifacts") or {}).items():
         if not art.get("exists"):
@@ -442,7 +466,7 @@ def result_cmd(run: str, as_json: bool) -> None:
             state = "directory"
         else:
             state = f"{art.get('size')} bytes"
-        click.echo(f"  artifact {name}: {art['path']} ({state})")
+        click.echo(f"  artifact {name}: {art.get('path')} ({state})")
     if result.get("output"):
         click.echo("  output:")
         for line in str(result["output"]).splitlines()[:40]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import actors
 from runtime.files import read_jsonl
 from runtime.paths import StateRoot
 from runtime.sessions import SessionInbox, session_paths
-from tests.conftest import alive, cli, finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import alive, cli, finished, make_fifo, read_fifo_line, snapshot, write_recipe
 
 
 def _ready_run(tmp_path: Path, name: str = "ready", **spawn: object) -> dict[str, object]:
@@ -118,6 +119,26 @@ def test_defect_07_children_that_leave_the_process_group_still_die_with_the_run(
     assert not alive(escapee)
 
 
+def test_defect_08_a_successful_spawn_never_reports_failure_nor_a_reused_id_a_start(
+    home: StateRoot,
+) -> None:
+    """Upstream: re-spawning an inline template with the same `as` started the run, then
+    failed on a leftover draft file. Here a taken id is refused before anything starts or
+    is written (the earlier run's files untouched), and every spawn that succeeds has a
+    real run behind it."""
+    first = actors.spawn(template="echo one", as_="same")
+    finished(first)
+    before = snapshot(home.run("same").dir)
+    again = cli("spawn", "-t", "echo one", "--as", "run:same")
+    assert again.returncode == 2 and "run id same is already in use" in again.stderr
+    assert snapshot(home.run("same").dir) == before
+    assert [r["run"] for r in actors.runs()] == ["same"]
+    assert not (home.path / "drafts").exists()
+    spawned = [actors.spawn(template="echo one") for _ in range(5)]
+    for record in spawned:
+        assert finished(record)["status"] == "done"
+
+
 def test_defect_09_default_run_ids_never_collide_or_wipe(home: StateRoot) -> None:
     ids = {actors.spawn("hello")["run"] for _ in range(20)}
     assert len(ids) == 20
@@ -173,6 +194,66 @@ def test_defect_13_ownership_fails_closed_and_children_cannot_borrow_a_session(
     )
 
 
+def test_defect_14_readers_never_load_a_whole_journal(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream read whole journals on every look. Here status, inspect and tail read a
+    bounded window from the end, however large the journal (shown by counting bytes read
+    from a 24 MB events / outbox pair)."""
+    record = _ready_run(tmp_path)
+    paths = home.run(str(record["run"]))
+    line = json.dumps(
+        {"id": "X", "ts": "2026-01-01T00:00:00.000Z", "event": "note", "pad": "p" * 180}
+    )
+    chunk = ((line + "\n") * 10_000).encode()
+    for journal in (paths.events, paths.outbox):
+        with open(journal, "ab") as handle:
+            for _ in range(6):
+                handle.write(chunk)
+    assert paths.events.stat().st_size > 12_000_000
+    import runtime.files as files
+
+    read = [0]
+    real = files.read_bytes
+
+    def counting(path: Path, **kwargs: object) -> bytes:
+        data = real(path, **kwargs)  # type: ignore[arg-type]
+        read[0] += len(data)
+        return data
+
+    monkeypatch.setattr(files, "read_bytes", counting)
+    assert actors.status(str(record["run"]))["status"] == "running"
+    messages = actors.inspect(f"run:{record['run']}", "messages", lines=5)["messages"]
+    assert len(messages) == 5
+    actors.inspect(f"run:{record['run']}")
+    assert read[0] < 2 * 1024 * 1024, read[0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not implemented: no journal (inbox.jsonl, events.jsonl, outbox.jsonl, wake.jsonl) "
+    "has a size cap or a compaction marker, so they grow without bound like upstream L's; "
+    "upstream H bounds its trace at 2048 events / 4 MiB with one cumulative marker",
+)
+def test_defect_14_journals_are_compacted_with_a_marker(home: StateRoot, tmp_path: Path) -> None:
+    recipe = write_recipe(
+        tmp_path,
+        "sinkhole",
+        {
+            "mailbox": {"accepts": ["job.go"]},
+            "template": "sh -c 'echo ready > \"$1\"; sleep 300' x {f}",
+        },
+    )
+    fifo = make_fifo(tmp_path / "sink.fifo")
+    record = actors.spawn(str(recipe), values={"f": str(fifo)})
+    assert read_fifo_line(fifo) == "ready"
+    with actors.sender(f"run:{record['run']}", fsync=False) as stream:
+        for n in range(20_000):
+            stream.send("job.go", {"n": n})
+    records = read_jsonl(home.run(str(record["run"])).inbox).records
+    assert any("compaction" in r for r in records)
+
+
 def test_defect_15_an_idle_run_costs_no_polling(home: StateRoot, tmp_path: Path) -> None:
     """Upstream re-observed every run every second from the host. Here nothing runs in the
     caller's process at all, and an idle runner sleeps: its CPU time stays flat."""
@@ -188,3 +269,43 @@ def test_defect_15_an_idle_run_costs_no_polling(home: StateRoot, tmp_path: Path)
     assert cpu_ticks() - before <= 2  # at most 20 ms of CPU in 3 s
     events = read_jsonl(Path(str(record["state_dir"])) / "events.jsonl").records
     assert [e["event"] for e in events][-1] == "command.start"
+
+
+def test_defect_16_runs_outlive_their_spawner_and_state_is_plain_documented_snake_case(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """Upstream: every session shutdown (even a reload) SIGKILLed all owned runs, state
+    mixed camelCase and snake_case, run.json.status said "running" forever, and the docs
+    named files the code never wrote. Here a run outlives the process that spawned it and
+    can be reattached; every key is snake_case; run.json has no status (it is derived);
+    and every file a run leaves is described in docs/state-files.md."""
+    fifo = make_fifo(tmp_path / "outlive.fifo")
+    proc = cli(
+        "spawn",
+        "-t",
+        "sh -c 'echo ready > \"$1\"; sleep 300' x {f}",
+        "-v",
+        f"f={fifo}",
+        "--as",
+        "run:outlive",
+    )
+    assert proc.returncode == 0  # the spawning process has exited ...
+    assert read_fifo_line(fifo) == "ready"
+    assert actors.status("outlive")["status"] == "running"  # ... and the run goes on
+    assert cli("wait", "outlive", "--timeout", "0.1").returncode == 75  # reattached
+    actors.kill("outlive")
+
+    done = actors.spawn("fanout")
+    finished(done)
+    paths = home.run(str(done["run"]))
+    snake = re.compile(r"[a-z][a-z0-9_]*")
+    for name in ("run.json", "result.json", "progress.json", "communication.json"):
+        data = json.loads((paths.dir / name).read_text())
+        assert all(snake.fullmatch(key) for key in data), (name, sorted(data))
+    assert "status" not in json.loads(paths.run_json.read_text())
+    documented = (Path(__file__).resolve().parents[2] / "docs" / "state-files.md").read_text()
+    for path in paths.dir.iterdir():
+        name = path.name
+        if path.is_dir() or name.startswith("."):
+            continue
+        assert f"{name}" in documented, f"{name} is written but not documented"
