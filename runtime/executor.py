@@ -506,7 +506,8 @@ def _join_outputs(
 ) -> Path:
     path = ctx.paths.captures / f"node-{node['id']}.out"
     ensure_dir(path.parent)
-    with open(path, "wb") as out:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as out:
         minimum = node.get("min_successful")
         if minimum is not None:
             usable = sum(1 for r in results if _usable(r))

@@ -197,8 +197,13 @@ def append_jsonl(path: Path, record: dict[str, Any], *, fsync: bool = False) -> 
 
 
 def open_nofollow(path: Path) -> int:
-    """Open for reading without following a planted symlink."""
-    return os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    """Open for reading without following a planted symlink (refused as damage)."""
+    try:
+        return os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateDamaged(f"{path} is a symlink; refusing to read through it") from None
+        raise
 
 
 def read_bytes(path: Path, *, offset: int = 0, limit: int | None = None) -> bytes:

@@ -125,6 +125,11 @@ def deliver(
     budget_s: float = 0.0,
 ) -> dict[str, Any]:
     """Hand a follow-up to its owner; durable in the owner's inbox when this returns."""
+    from runtime.redact import redact_deep, run_secrets
+
+    secrets = run_secrets(run)
+    if secrets:  # the output head or an emitted body may quote a secret value
+        envelope = redact_deep(envelope, secrets)
     owner = str(run.get("owner_id"))
     delivery_id = envelope.get("idempotency_key") or envelope["id"]
     if owner.startswith("run:"):

@@ -295,9 +295,25 @@ def wants(name: str, kind: str | None) -> bool:
     return topic is None or kind is None or kind.startswith(topic + ".")
 
 
+def open_bell(path: Path) -> int | None:
+    """A consumer's FIFO open for writing, or None. Never through a planted symlink, and
+    never a regular file (a byte written there would land outside the doorbell's purpose)."""
+    import stat
+
+    if os.path.islink(path.parent):
+        return None
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
 def ring(doorbells: Path, kind: str | None = None) -> int:
     """Poke every live consumer's FIFO that wants a `kind` message; returns how many."""
     rung = 0
+    if os.path.islink(doorbells):
+        return 0
     try:
         names = os.listdir(doorbells)
     except FileNotFoundError:
@@ -307,11 +323,14 @@ def ring(doorbells: Path, kind: str | None = None) -> int:
             continue
         path = doorbells / name
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            opened = open_bell(path)
         except OSError as exc:
             if exc.errno == errno.ENXIO:
                 _remove_if_orphaned(path, name)
             continue
+        if opened is None:
+            continue
+        fd = opened
         try:
             os.write(fd, b"\n")
             rung += 1

@@ -388,16 +388,20 @@ class Sender:
                 }
             except FileNotFoundError:
                 names = set()
+            if os.path.islink(directory):
+                names = set()
             for name in list(self._bells):
                 if name not in names:
                     os.close(self._bells.pop(name))
             for name in names - set(self._bells):
+                from runtime.mailbox import open_bell
+
                 try:
-                    self._bells[name] = os.open(
-                        directory / name, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC
-                    )
+                    bell = open_bell(directory / name)
                 except OSError:
                     continue
+                if bell is not None:
+                    self._bells[name] = bell
         return list(self._bells.values())
 
     def send(self, kind: str, body: Any = None, *, summary: str | None = None) -> str:

@@ -8,6 +8,7 @@ JSON schema.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -365,10 +366,20 @@ def _location(loc: tuple[int | str, ...]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif "[" in part or part in ("str", "int", "Node", "MailboxEntry", "Artifact"):
+        elif "[" in part or part in (
+            "str",
+            "int",
+            "Node",
+            "ImportNode",
+            "ImportSpec",
+            "MailboxEntry",
+            "Artifact",
+        ):
             continue  # pydantic's union member tags say nothing to a recipe author
         else:
-            out += f".{part}" if out else part
+            # a key with odd characters (a line break) is quoted: the error stays one line
+            name = part if part.isidentifier() else json.dumps(part)
+            out += f".{name}" if out else name
     return out or "recipe"
 
 

@@ -547,12 +547,6 @@ def _recipes_property(soak: bool) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/recipe_model.py _location() joins the error path's keys as they are, so "
-    'a recipe key holding a line break (e.g. an `args` or unknown key "a\\nb") splits the '
-    "refusal over two lines instead of quoting the key (found by the soak variant)",
-)
 def test_a_recipe_key_with_a_line_break_is_named_on_one_line() -> None:
     for recipe in (
         {"template": "true", "bo\ngus": 1},

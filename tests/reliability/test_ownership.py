@@ -288,13 +288,6 @@ def test_a_symlinked_state_file_is_never_followed(
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/files.py tail_jsonl and read_text_tail open with O_NOFOLLOW but do not "
-    "turn the resulting ELOOP into StateDamaged (read_json and read_jsonl do): `tail`, "
-    "`tail --events` and `inspect --view messages|tail` end in `internal error: OSError` "
-    "(exit 1) instead of a one-line refusal",
-)
 def test_a_symlinked_journal_or_log_is_refused_in_one_line(
     home: StateRoot, runs: Runs, tmp_path: Path
 ) -> None:
@@ -356,13 +349,6 @@ def test_a_symlinked_run_or_session_directory_is_never_followed(
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/mailbox.py ring() (and messaging.Sender._doorbells) list and open "
-    "`doorbells/*.fifo` through a planted `doorbells` symlink without checking the "
-    "directory or that each entry is a FIFO: a message writes a byte into a regular file "
-    "outside the state root",
-)
 def test_a_symlinked_doorbell_directory_is_never_written_through(
     home: StateRoot, runs: Runs, tmp_path: Path
 ) -> None:
@@ -456,12 +442,6 @@ def test_state_is_private_under_umask_000(umask_000_root: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/executor.py _join_outputs creates captures/node-<id>.out (a parallel "
-    "group's joined output) with open(path, 'wb'): mode 0666 & ~umask, so 0644 under the "
-    "usual umask and 0666 under umask 000, instead of 0600",
-)
 def test_joined_parallel_output_is_private_under_umask_000(umask_000_root: Path) -> None:
     assert _modes(umask_000_root) == {}
 
@@ -539,13 +519,6 @@ def test_session_options_named_like_secrets_are_masked(home: StateRoot) -> None:
     record(SUITE, "session adapter options named like secrets", 1, "masked in session show")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime/followups.py builds follow-ups without masking the run's secret values: "
-    "the terminal follow-up's result body is the stdout head and an emitted message's body "
-    "is sent as written, so `actors inbox read` (and every adapter) shows the secrets; "
-    "the fix is one redact step in followups.deliver() with redact.run_secrets(run)",
-)
 def test_secrets_never_reach_a_follow_up(home: StateRoot, tmp_path: Path) -> None:
     hidden = _secret_run(tmp_path)
     template = "sh -c 'actors emit note.x \"emitted: $1\" --deliver followup' x {api_token}"
