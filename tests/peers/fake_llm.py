@@ -1,8 +1,9 @@
 """A fake model server for the peers tier: loopback only, standard library only.
 
 Speaks OpenAI Chat Completions (streaming and not), the OpenAI Responses API (streaming
-and not) and Anthropic Messages (streaming and not), so every harness can complete real
-turns offline. The reply to any request is `ACK <every TOKEN-... in the last user
+and not), Anthropic Messages (streaming and not) and the Gemini API
+(`/v1beta/models/MODEL:generateContent` and `:streamGenerateContent?alt=sse`), so every
+harness can complete real turns offline. The reply to any request is `ACK <every TOKEN-... in the last user
 message>` (or `ACK` alone), so a test can prove which text reached the model; a prompt
 containing `[slow:N]` delays the reply N seconds, to keep a turn busy. On the Anthropic
 Messages API a user prompt containing `[tool:NAME:ARG]` (one or more) is answered with
@@ -58,6 +59,13 @@ def last_user_text(body: dict[str, Any]) -> str:
         for message in reversed(messages):
             if isinstance(message, dict) and message.get("role") == "user":
                 return _text_of(message.get("content"))
+    contents = body.get("contents")
+    if isinstance(contents, list):  # Gemini: [{role, parts: [{text}]}]
+        for content in reversed(contents):
+            if isinstance(content, dict) and content.get("role") == "user":
+                text = _text_of(content.get("parts"))
+                if text:  # a user turn of only functionResponse parts carries no text
+                    return text
     given = body.get("input")
     if isinstance(given, str):
         return given
@@ -242,6 +250,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._responses(body, text)
         elif path.endswith("/messages"):
             self._anthropic(body, text)
+        elif path.endswith(":streamGenerateContent"):
+            self._sse([(None, self._gemini(text))])
+        elif path.endswith(":generateContent"):
+            self._json(200, self._gemini(text))
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -408,6 +420,25 @@ class _Handler(BaseHTTPRequestHandler):
             ),
         ]
         self._sse(events)
+
+    def _gemini(self, text: str) -> dict[str, Any]:
+        """One Gemini GenerateContentResponse (the whole reply; also the one SSE chunk)."""
+        words = len(text.split())
+        return {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": text}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 10,
+                "candidatesTokenCount": words,
+                "totalTokenCount": 10 + words,
+            },
+            "modelVersion": "echo",
+        }
 
     def _anthropic(self, body: dict[str, Any], text: str) -> None:
         mid, model = f"msg_{uuid.uuid4().hex[:12]}", body.get("model", "echo")

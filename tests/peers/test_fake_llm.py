@@ -165,3 +165,26 @@ def test_gate_holds_a_reply_until_released_and_wait_request_sees_it(
     assert replies == ["ACK TOKEN-G"]
     with pytest.raises(TimeoutError):
         server.wait_request(lambda r: False, timeout=0.05)
+
+
+def test_gemini_generate_content_plain_and_streaming(llm: tuple[FakeLLM, str]) -> None:
+    server, base = llm
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "context TOKEN-OLD"}]},
+            {"role": "model", "parts": [{"text": "ACK TOKEN-OLD"}]},
+            {"role": "user", "parts": [{"text": "<ctx/>"}, {"text": "now TOKEN-G5"}]},
+        ],
+        "generationConfig": {"temperature": 1},
+    }
+    model = f"{base}/v1beta/models/gemini-2.5-flash"
+    plain = httpx.post(f"{model}:generateContent", json=body).json()
+    (candidate,) = plain["candidates"]
+    assert candidate["content"] == {"role": "model", "parts": [{"text": "ACK TOKEN-G5"}]}
+    assert candidate["finishReason"] == "STOP" and plain["usageMetadata"]["totalTokenCount"] > 0
+    stream = httpx.post(f"{model}:streamGenerateContent?alt=sse", json=body)
+    assert stream.headers["content-type"] == "text/event-stream"
+    (event,) = _events(stream)
+    chunk = json.loads(event[1])
+    assert chunk["candidates"][0]["content"]["parts"][0]["text"] == "ACK TOKEN-G5"
+    assert server.prompts() == ["<ctx/>\nnow TOKEN-G5"] * 2
