@@ -43,7 +43,7 @@ bench: setup
 $(PEERS_STAMP): peers/package.json peers/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "make peers needs node and npm (apt-get install nodejs npm)"; exit 2; }
 	@mkdir -p .peers && cp peers/package.json peers/package-lock.json .peers/
-	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi; ~1.2 GB)"
+	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi, gemini; ~1.3 GB)"
 	@cd .peers && npm install --no-audit --no-fund --loglevel=error >/dev/null
 	@touch $(PEERS_STAMP)
 
