@@ -114,6 +114,12 @@ class ActorsTools:
 
         inbox = SessionInbox(session_paths(self.root, self.session))
         unread = inbox.unread() if p.peek else inbox.drain()
+        if unread and not p.peek:
+            from adapters.delivery import DeliveryRunner
+
+            DeliveryRunner(self.root).record_surfaced(
+                self.session, [e["id"] for e in unread], harness="inbox", boundary="inbox_read"
+            )
         envelopes = [e["envelope"] for e in unread]
         lines = [f"{len(envelopes)} unread follow-up(s)"]
         for env in envelopes:

@@ -249,6 +249,48 @@ class DeliveryRunner:
         self._journal(paths, record)
         return receipt
 
+    def record_surfaced(
+        self,
+        owner: str,
+        ids: list[str],
+        *,
+        harness: str,
+        boundary: str,
+        pending_only: bool = True,
+    ) -> list[str]:
+        """Journal deliveries the agent was shown some other way (a boundary hook's
+        context, `actors inbox read`) as delivered, so no later flush or retry sends them
+        again. With `pending_only` ids already final are left alone; a hook that put the
+        body into the model's context records that too. Returns the ids journaled."""
+        from adapters.base import Receipt
+
+        paths = session_paths(self.root, owner)
+        states = self.states(owner)
+        done = []
+        for ident in ids:
+            state = states.get(ident, {})
+            if pending_only and state.get("state") in FINAL:
+                continue
+            receipt = Receipt(
+                "delivered",
+                ident,
+                observed=["queued", "injected"],
+                metadata={"boundary": boundary, "body_injected": True},
+            )
+            record: dict[str, Any] = {
+                "id": ident,
+                "event": "delivered",
+                "attempts": int(state.get("attempts", 0)) + 1,
+                "harness": harness,
+                **receipt.to_dict(),
+                "state": "delivered",
+                "next_attempt_at": None,
+            }
+            record.pop("delivery_id", None)
+            self._journal(paths, record)
+            done.append(ident)
+        return done
+
     def close(self, owner: str, delivery_id: str, why: str) -> None:
         """End a delivery without further attempts (journaled as failed-final)."""
         if self.states(owner).get(delivery_id, {}).get("state") not in FINAL:

@@ -169,8 +169,16 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
     """Print every unread follow-up at once and mark them read."""
     from runtime.sessions import SessionInbox, session_paths
 
-    inbox = SessionInbox(session_paths(_root(), _session_id(session)))
+    owner = _session_id(session)
+    inbox = SessionInbox(session_paths(_root(), owner))
     unread = inbox.unread() if peek else inbox.drain()
+    if unread and not peek:
+        from adapters.delivery import DeliveryRunner
+
+        # read here: no later flush (of a manual or boundary-held entry) sends it again
+        DeliveryRunner(_root()).record_surfaced(
+            owner, [e["id"] for e in unread], harness="inbox", boundary="inbox read"
+        )
     if as_json:
         emit_json([e["envelope"] for e in unread])
     else:

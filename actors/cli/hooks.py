@@ -302,7 +302,6 @@ def hand_over(
     ):
         return []  # the common case: decided from the inbox alone, without a lock
 
-    from adapters.base import Receipt
     from adapters.delivery import DeliveryRunner
 
     runner = DeliveryRunner(root)
@@ -328,25 +327,9 @@ def hand_over(
         sys.stdout.flush()  # answered: from here on they count as handed over
         ids = [e["id"] for e in taken]
         inbox.mark_read(ids)
-        states = runner.states(session_id)
-        for ident in ids:
-            receipt = Receipt(
-                "delivered",
-                ident,
-                observed=["queued", "injected"],
-                metadata={"boundary": boundary, "body_injected": True},
-            )
-            record: dict[str, Any] = {
-                "id": ident,
-                "event": "delivered",
-                "attempts": int(states.get(ident, {}).get("attempts", 0)) + 1,
-                "harness": harness,
-                **receipt.to_dict(),
-                "state": "delivered",
-                "next_attempt_at": None,
-            }
-            record.pop("delivery_id", None)
-            runner._journal(paths, record)
+        runner.record_surfaced(
+            session_id, ids, harness=harness, boundary=boundary, pending_only=False
+        )
         return ids
 
 

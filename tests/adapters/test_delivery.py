@@ -251,3 +251,21 @@ def test_doctor_prints_the_levels_block_for_a_file_session(home: StateRoot) -> N
     ]
     assert "D3 addressed_enqueue: pass" in proc.stdout and "D8 robustness: pass" in proc.stdout
     assert SessionInbox(session_paths(home, session)).unread() == []
+
+
+def test_a_follow_up_read_from_the_inbox_is_never_flushed_again(home: StateRoot) -> None:
+    """A held (manual) delivery the agent already read with `actors inbox read` is
+    journaled delivered, so a later flush does not send it a second time."""
+    from adapters.delivery import DeliveryRunner
+
+    runner = DeliveryRunner(home)
+    envelope = {"type": "run.done", "from": "run:x", "summary": "Run x done"}
+    assert (
+        runner.submit("reader", envelope, delivery_id="d-held", mode="manual")["state"] == "queued"
+    )
+    read = cli("inbox", "read", "--session", "reader")
+    assert read.returncode == 0 and "1 unread" in read.stdout
+    state = runner.states("reader")["d-held"]
+    assert state["state"] == "delivered" and state["metadata"]["boundary"] == "inbox read"
+    assert runner.flush("reader") == []
+    assert cli("inbox", "read", "--session", "reader").stdout.startswith("0 unread")
