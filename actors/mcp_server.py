@@ -110,16 +110,9 @@ class ActorsTools:
         return json.dumps(data, indent=1, default=str)[:20000], data
 
     def _inbox_read(self, p: Any) -> tuple[str, Any]:
-        from runtime.sessions import SessionInbox, session_paths
+        from adapters.delivery import read_inbox
 
-        inbox = SessionInbox(session_paths(self.root, self.session))
-        unread = inbox.unread() if p.peek else inbox.drain()
-        if unread and not p.peek:
-            from adapters.delivery import DeliveryRunner
-
-            DeliveryRunner(self.root).record_surfaced(
-                self.session, [e["id"] for e in unread], harness="inbox", boundary="inbox_read"
-            )
+        unread = read_inbox(self.root, self.session, peek=p.peek, boundary="inbox_read")
         envelopes = [e["envelope"] for e in unread]
         lines = [f"{len(envelopes)} unread follow-up(s)"]
         for env in envelopes:

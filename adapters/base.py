@@ -74,3 +74,27 @@ class FlushableAdapter(Adapter, Protocol):
 
 class AdapterError(Exception):
     """Adapter options are wrong (raised at registration, where it can be known)."""
+
+
+def check_seconds(harness: str, options: dict[str, str], *keys: str) -> None:
+    """Timeouts and delays given as adapter options must be non-negative numbers."""
+    for key in keys:
+        if key not in options:
+            continue
+        try:
+            seconds = float(options[key])
+        except ValueError:
+            seconds = -1.0
+        if not seconds >= 0:
+            raise AdapterError(f"{harness} {key} must be a number of seconds (>= 0)")
+
+
+def processed_timeout(options: dict[str, str]) -> float:
+    """How long an adapter watches for the turn its message started to finish: the
+    session's `processed_timeout`, else ACTORS_PROCESSED_TIMEOUT (`actors doctor delivery`
+    raises it so its probe's turn can end), else 3 s."""
+    import os
+
+    return float(
+        options.get("processed_timeout") or os.environ.get("ACTORS_PROCESSED_TIMEOUT", "3")
+    )

@@ -74,6 +74,7 @@ from typing import Any
 
 from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
 from adapters.render import injected_text
+from runtime.files import ensure_dir
 
 LOCK_STALE_S = 10.0
 """proper-lockfile's default `stale` (Claude's mailbox lock does not override it)."""
@@ -310,18 +311,6 @@ def _replace(inbox: Path, data: bytes, held: _Held) -> None:
         raise
 
 
-def _mkdirs(path: Path) -> None:
-    """Create missing directories 0700 (existing ones, Claude's, are left as they are)."""
-    missing = []
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        missing.append(probe)
-        probe = probe.parent
-    for component in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            component.mkdir(mode=0o700)
-
-
 class ClaudeTeamsAdapter:
     capabilities = Capabilities(
         wake_mode="entry in the Claude agent-team inbox teams/<team>/inboxes/<name>.json",
@@ -381,7 +370,7 @@ class ClaudeTeamsAdapter:
         }
         meta: dict[str, Any] = {"inbox": str(inbox), "msg_id": entry["msg_id"]}
         try:
-            _mkdirs(inbox.parent)
+            ensure_dir(inbox.parent, tighten=False)
             appended = append_entry(inbox, entry)
         except (InboxLockTimeout, InboxLockLost, InboxDamaged) as exc:
             return Receipt("failed", ident, retryable=True, reason=str(exc), metadata=meta)

@@ -32,7 +32,14 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
+from adapters.base import (
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Receipt,
+    check_seconds,
+    processed_timeout,
+)
 from adapters.render import injected_text
 
 _T = TypeVar("_T")
@@ -66,11 +73,7 @@ class CodexAdapter:
             raise AdapterError("codex url must be ws://HOST:PORT")
         if not options.get("thread"):
             raise AdapterError("codex needs -o thread=<thread id> (the live thread's id)")
-        for key in ("confirm_timeout", "processed_timeout", "hold_timeout"):
-            try:
-                float(options.get(key, "0"))
-            except ValueError:
-                raise AdapterError(f"codex {key} must be a number of seconds") from None
+        check_seconds("codex", options, "confirm_timeout", "processed_timeout", "hold_timeout")
         return options
 
     def _seconds(self, key: str, default: float) -> float:
@@ -251,7 +254,7 @@ class CodexAdapter:
             conn,
             finished,
             None if subscribed else turn_over,
-            self._seconds("processed_timeout", _processed_default()),
+            processed_timeout(self.options),
             mark,
         ):
             metadata["turn_status"] = outcome.get("status")
@@ -324,9 +327,3 @@ def _run_trio(function: Callable[[], Any]) -> Any:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def _processed_default() -> float:
-    """How long to watch for the turn to finish when the session sets no
-    processed_timeout (ACTORS_PROCESSED_TIMEOUT; `actors doctor delivery` raises it)."""
-    return float(os.environ.get("ACTORS_PROCESSED_TIMEOUT", "3"))

@@ -312,6 +312,21 @@ class DeliveryRunner:
         ]
 
 
+def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> list[dict[str, Any]]:
+    """Every unread follow-up of the session at once. Unless `peek`, they are marked read in
+    one locked step (two readers never get the same one) and journaled delivered where the
+    journal had not finished them, so no later flush or retry shows them again."""
+    inbox = SessionInbox(session_paths(root, owner))
+    if peek:
+        return inbox.unread()
+    unread = inbox.drain()
+    if unread:
+        DeliveryRunner(root).record_surfaced(
+            owner, [e["id"] for e in unread], harness="inbox", boundary=boundary
+        )
+    return unread
+
+
 def _write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
     """The full follow-up as a file an agent can read (adapters that type a pointer use it)."""
     import json

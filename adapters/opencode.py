@@ -31,7 +31,14 @@ import os
 import time
 from typing import Any
 
-from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
+from adapters.base import (
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Receipt,
+    check_seconds,
+    processed_timeout,
+)
 from adapters.render import injected_text
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -89,11 +96,7 @@ class OpenCodeAdapter:
             raise AdapterError(
                 "opencode model must be provider/model, e.g. -o model=anthropic/claude"
             )
-        for key in ("confirm_timeout", "processed_timeout"):
-            try:
-                float(options.get(key, "0"))
-            except ValueError:
-                raise AdapterError(f"opencode {key} must be a number of seconds") from None
+        check_seconds("opencode", options, "confirm_timeout", "processed_timeout")
         return options
 
     # -- HTTP -----------------------------------------------------------------------
@@ -227,7 +230,7 @@ class OpenCodeAdapter:
 
     def _wait_processed(self, client: Any, message_id: str) -> bool:
         """An assistant message after ours has completed and the session is not busy."""
-        deadline = time.monotonic() + self._seconds("processed_timeout", _processed_default())
+        deadline = time.monotonic() + processed_timeout(self.options)
         while True:
             answered = any(
                 m["info"].get("role") == "assistant"
@@ -254,9 +257,3 @@ def _server_reason(response: Any) -> str:
         if message:
             return " ".join(str(message).split())[:200]
     return str(data)[:200]
-
-
-def _processed_default() -> float:
-    """How long to watch for the turn to finish when the session sets no
-    processed_timeout (ACTORS_PROCESSED_TIMEOUT; `actors doctor delivery` raises it)."""
-    return float(os.environ.get("ACTORS_PROCESSED_TIMEOUT", "3"))

@@ -55,7 +55,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
+from adapters.base import (
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Receipt,
+    check_seconds,
+    processed_timeout,
+)
 from adapters.render import injected_text
 
 SUN_PATH_MAX = 107
@@ -203,11 +210,7 @@ class PiAdapter:
         self.options = self.check_options(options)
         self.socket = self.options["socket"]
         self.confirm_timeout = float(self.options.get("confirm_timeout", "5"))
-        # the session's option wins; else ACTORS_PROCESSED_TIMEOUT (the doctor raises it
-        # so its probe's turn can finish), else 3 s
-        self.processed_timeout = float(
-            self.options.get("processed_timeout") or os.environ.get("ACTORS_PROCESSED_TIMEOUT", "3")
-        )
+        self.processed_timeout = processed_timeout(self.options)
 
     @staticmethod
     def check_options(options: dict[str, str]) -> dict[str, str]:
@@ -224,13 +227,7 @@ class PiAdapter:
                 f"pi socket path is longer than {SUN_PATH_MAX} bytes (a Unix socket limit);"
                 " use a shorter one"
             )
-        for key in ("confirm_timeout", "processed_timeout"):
-            try:
-                seconds = float(options.get(key, "1"))
-            except ValueError:
-                seconds = -1.0
-            if not seconds >= 0:
-                raise AdapterError(f"pi {key} must be a number of seconds (>= 0)")
+        check_seconds("pi", options, "confirm_timeout", "processed_timeout")
         return options
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:

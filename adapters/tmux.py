@@ -18,7 +18,13 @@ import subprocess
 import time
 from typing import Any
 
-from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
+from adapters.base import (
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Receipt,
+    check_seconds,
+)
 
 
 class TmuxAdapter:
@@ -38,11 +44,7 @@ class TmuxAdapter:
             raise AdapterError("tmux needs -o target=SESSION:WINDOW.PANE (or a %pane id)")
         if shutil.which("tmux") is None:
             raise AdapterError("tmux is not installed on this machine")
-        for key in ("enter_delay", "confirm_timeout"):
-            try:
-                float(options.get(key, "1"))
-            except ValueError:
-                raise AdapterError(f"tmux {key} must be a number of seconds") from None
+        check_seconds("tmux", options, "enter_delay", "confirm_timeout")
         return options
 
     def _tmux(self, *args: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,13 @@ import json
 from typing import Any
 from urllib.parse import urlparse
 
-from adapters.base import AdapterError, Capabilities, DeliveryContext, Receipt
+from adapters.base import (
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Receipt,
+    check_seconds,
+)
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -39,10 +45,7 @@ class WebhookAdapter:
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise AdapterError("webhook needs -o url=http(s)://host[:port]/path")
-        try:
-            float(options.get("timeout", "5"))
-        except ValueError:
-            raise AdapterError("webhook timeout must be a number of seconds") from None
+        check_seconds("webhook", options, "timeout")
         return options
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:

@@ -40,3 +40,26 @@ def row(
 def emit(line: str) -> None:
     print(line, flush=True)
     sys.stdout.flush()
+
+
+def register_session(harness: str, ident: str, **options: str) -> None:
+    """`actors session register` through the real CLI, as a user would."""
+    import subprocess
+
+    args = [item for key, value in options.items() for item in ("-o", f"{key}={value}")]
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "actors",
+            "session",
+            "register",
+            "--harness",
+            harness,
+            "--id",
+            ident,
+            *args,
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )

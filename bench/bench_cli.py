@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._stats import emit, row
+from bench._stats import emit, register_session, row
 
 
 def main(quick: bool) -> None:
@@ -63,27 +63,7 @@ def main(quick: bool) -> None:
             check=True,
         )
         try:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "actors",
-                    "session",
-                    "register",
-                    "--harness",
-                    "tmux",
-                    "--id",
-                    "tm",
-                    "-o",
-                    f"socket={socket}",
-                    "-o",
-                    "target=agent:0.0",
-                    "-o",
-                    "enter_delay=0.15",
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+            register_session("tmux", "tm", socket=socket, target="agent:0.0", enter_delay="0.15")
             from adapters.delivery import DeliveryRunner
             from runtime.ids import new_id
             from runtime.paths import StateRoot

@@ -8,12 +8,10 @@ wall-clock timestamps with millisecond resolution, taken on this machine.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from bench._stats import emit, row
+from bench._stats import emit, register_session, row
 
 
 def main(quick: bool) -> None:
@@ -25,21 +23,7 @@ def main(quick: bool) -> None:
         from runtime.process import wait_gone
         from runtime.sessions import SessionInbox, session_paths
 
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "actors",
-                "session",
-                "register",
-                "--harness",
-                "file",
-                "--id",
-                "bench",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        register_session("file", "bench")
         root = StateRoot.from_env()
         samples = []
         for _ in range(15 if quick else 60):

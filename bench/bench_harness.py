@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,27 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench._stats import emit, row
-
-
-def _register(harness: str, ident: str, **options: str) -> None:
-    args = [item for k, v in options.items() for item in ("-o", f"{k}={v}")]
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "actors",
-            "session",
-            "register",
-            "--harness",
-            harness,
-            "--id",
-            ident,
-            *args,
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+from bench._stats import emit, register_session, row
 
 
 def _samples(session: str, count: int) -> list[float]:
@@ -123,12 +102,12 @@ def main(quick: bool) -> None:
         llm = FakeLLM()
         llm.start()
         try:
-            _register("file", "bench-file")
+            register_session("file", "bench-file")
             baseline = _samples("bench-file", count)
             emit(row("follow-up submit -> durable (file baseline)", baseline))
             for name, launch in HARNESSES.items():
                 with launch(Path(tmp) / name, llm.port) as options:
-                    _register(name, f"bench-{name}", **options)
+                    register_session(name, f"bench-{name}", **options)
                     samples = _samples(f"bench-{name}", count)
                 emit(row(f"follow-up submit -> injected ({name})", samples, baseline))
         finally:

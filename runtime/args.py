@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,29 @@ from runtime.errors import BadInput
 
 _TRUE = ("true", "1", "yes", "on")
 _FALSE = ("false", "0", "no", "off", "")
+
+
+def args_as_mapping(raw: Any) -> Any:
+    """`args` as pi-actors writes them (`["n:int", "mode:enum(a,b)"]`, or the comma string
+    "n:int, mode:enum(a,b)", whose commas inside (...) are choices) as the object form
+    `{name: {type, values}}`; an object (or anything else) is returned as it is, for the
+    caller to check. Raises ValueError naming the bad list item."""
+    if isinstance(raw, str):
+        raw = [item.strip() for item in re.split(r",(?![^()]*\))", raw) if item.strip()]
+    if not isinstance(raw, list):
+        return raw
+    parsed: dict[str, Any] = {}
+    for index, item in enumerate(raw):
+        if not isinstance(item, str):
+            raise ValueError(f"args[{index}]: {item!r} is not a 'name:type' declaration")
+        name, _, kind = item.partition(":")
+        kind = kind.strip() or "string"
+        choices = None
+        if kind.startswith("enum(") and kind.endswith(")"):
+            choices = [c.strip() for c in kind[5:-1].split(",") if c.strip()]
+            kind = "enum"
+        parsed[name.strip()] = {"type": kind, "values": choices}
+    return parsed
 
 
 def coerce_value(name: str, spec: Mapping[str, Any], value: Any, cwd: str) -> Any:

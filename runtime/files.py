@@ -38,8 +38,10 @@ class DiskWriteError(ActorsError):
     """A write failed (disk full, permissions); nothing partial was left behind."""
 
 
-def ensure_dir(path: Path) -> Path:
-    """Create `path` (and parents) with mode 0700; tighten it if it already exists."""
+def ensure_dir(path: Path, *, tighten: bool = True) -> Path:
+    """Create `path` (and parents) with mode 0700; tighten it if it already exists (not
+    with `tighten=False`: a directory another program owns, e.g. Claude Code's, is left as
+    it is)."""
     missing = []
     probe = path
     while not probe.exists() and probe != probe.parent:
@@ -56,7 +58,7 @@ def ensure_dir(path: Path) -> Path:
     if path.is_symlink():
         raise StateDamaged(f"{path} is a symlink; refusing to use it as a state directory")
     st = path.stat()
-    if st.st_mode & 0o777 != DIR_MODE and st.st_uid == os.getuid():
+    if tighten and st.st_mode & 0o777 != DIR_MODE and st.st_uid == os.getuid():
         os.chmod(path, DIR_MODE)
     return path
 

@@ -86,13 +86,19 @@ class StateRoot:
         """A run's paths; refused when the run directory (or runs/) is a planted symlink,
         so no reader or writer is ever led outside the state root through it."""
         paths = RunPaths(self.runs / check_id(run_id))
-        for path in (self.runs, paths.dir):
-            if path.is_symlink():
-                raise StateDamaged(
-                    f"{path} is a symlink; refusing to follow it",
-                    hint="state directories are never links; remove it",
-                )
+        refuse_symlinks(self.runs, paths.dir)
         return paths
+
+
+def refuse_symlinks(*paths: Path) -> None:
+    """State directories are never links: one planted there would lead readers and
+    writers outside the state root."""
+    for path in paths:
+        if path.is_symlink():
+            raise StateDamaged(
+                f"{path} is a symlink; refusing to follow it",
+                hint="state directories are never links; remove it",
+            )
 
 
 @dataclass(frozen=True)

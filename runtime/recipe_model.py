@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
+from runtime.args import args_as_mapping
 from runtime.errors import BadInput
 from runtime.ids import is_valid_name
 from runtime.placeholders import MAX_REPEAT, split_words
@@ -139,26 +140,11 @@ class ArgSpec(BaseModel):
 
 
 def _parse_args(raw: Any) -> dict[str, Any]:
-    """`args` as pi-actors writes it (`["n:int", "mode:enum(a,b)"]` or "n:int, f:path")
-    or as an object `{name: {type, values?, default?, description?}}`."""
-    if isinstance(raw, str):
-        raw = [item.strip() for item in re.split(r",(?![^()]*\))", raw) if item.strip()]
-    if isinstance(raw, list):
-        parsed: dict[str, Any] = {}
-        for item in raw:
-            if not isinstance(item, str):
-                raise ValueError(f"{item!r} is not a 'name:type' declaration")
-            name, _, kind = item.partition(":")
-            kind = kind.strip() or "string"
-            choices = None
-            if kind.startswith("enum(") and kind.endswith(")"):
-                choices = [c.strip() for c in kind[5:-1].split(",") if c.strip()]
-                kind = "enum"
-            parsed[name.strip()] = {"type": kind, "values": choices}
-        raw = parsed
-    if not isinstance(raw, dict):
+    """`args` in the pi-actors list form or as an object `{name: {type, ...}}`."""
+    mapping = args_as_mapping(raw)
+    if not isinstance(mapping, dict):
         raise ValueError("args must be a list of 'name:type' or an object")
-    return raw
+    return mapping
 
 
 class Recipe(_Flags):

@@ -28,7 +28,7 @@ from runtime.files import (
     write_json_atomic,
 )
 from runtime.ids import is_valid_id, now_iso
-from runtime.paths import StateRoot
+from runtime.paths import StateRoot, refuse_symlinks
 
 
 def session_key(owner: str) -> str:
@@ -71,12 +71,7 @@ class SessionPaths:
 def session_paths(root: StateRoot, owner: str) -> SessionPaths:
     """A session's paths; refused when its directory (or sessions/) is a planted symlink."""
     paths = SessionPaths(root.sessions / session_key(owner))
-    for path in (root.sessions, paths.dir):
-        if path.is_symlink():
-            raise StateDamaged(
-                f"{path} is a symlink; refusing to follow it",
-                hint="state directories are never links; remove it",
-            )
+    refuse_symlinks(root.sessions, paths.dir)
     return paths
 
 

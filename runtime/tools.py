@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtime.args import args_as_mapping
 from runtime.errors import BadInput, Conflict
 from runtime.ids import is_valid_id, is_valid_name
 
@@ -94,21 +94,10 @@ def declared_args(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     spec = raw.get("args")
     if spec is None:
         return {}
-    if isinstance(spec, str):  # "n:int, mode:enum(a,b)": commas inside (...) are choices
-        spec = [item.strip() for item in re.split(r",(?![^()]*\))", spec) if item.strip()]
-    if isinstance(spec, list):
-        parsed: dict[str, Any] = {}
-        for index, item in enumerate(spec):
-            if not isinstance(item, str):
-                raise BadInput(f"args[{index}]: {item!r} is not a 'name:type' declaration")
-            name, _, kind = item.partition(":")
-            kind = kind.strip() or "string"
-            choices = None
-            if kind.startswith("enum(") and kind.endswith(")"):
-                choices = [c.strip() for c in kind[5:-1].split(",") if c.strip()]
-                kind = "enum"
-            parsed[name.strip()] = {"type": kind, "values": choices}
-        spec = parsed
+    try:
+        spec = args_as_mapping(spec)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
     if not isinstance(spec, dict):
         raise BadInput("args: must be an object {name: {type, default, ...}} or 'name:type' list")
     out: dict[str, dict[str, Any]] = {}

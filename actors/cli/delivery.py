@@ -167,18 +167,9 @@ def inbox_group() -> None:
 @click.option("--peek", is_flag=True, help="Show without marking them read.")
 def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
     """Print every unread follow-up at once and mark them read."""
-    from runtime.sessions import SessionInbox, session_paths
+    from adapters.delivery import read_inbox
 
-    owner = _session_id(session)
-    inbox = SessionInbox(session_paths(_root(), owner))
-    unread = inbox.unread() if peek else inbox.drain()
-    if unread and not peek:
-        from adapters.delivery import DeliveryRunner
-
-        # read here: no later flush (of a manual or boundary-held entry) sends it again
-        DeliveryRunner(_root()).record_surfaced(
-            owner, [e["id"] for e in unread], harness="inbox", boundary="inbox read"
-        )
+    unread = read_inbox(_root(), _session_id(session), peek=peek, boundary="inbox read")
     if as_json:
         emit_json([e["envelope"] for e in unread])
     else:
@@ -206,7 +197,7 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
     """
     import select
 
-    from actors.cli.hooks import doorbell_unread
+    from actors.cli.hooks import doorbell_line, doorbell_unread
     from runtime.mailbox import doorbell
     from runtime.sessions import session_paths
 
@@ -219,12 +210,7 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
             # follow-ups held for the next prompt / tool call are not a reason to wake
             unread = doorbell_unread(root, owner)
             if unread:
-                first = unread[0]["envelope"]
-                click.echo(
-                    f"ACTORS: {len(unread)} unread follow-up(s); first: "
-                    f"{first.get('summary') or first.get('type')}. "
-                    f"Read them all with: actors inbox read --session {owner}"
-                )
+                click.echo(doorbell_line(owner, unread))
                 return
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:

@@ -153,12 +153,7 @@ def file_changed() -> None:
     unread = doorbell_unread(StateRoot.from_env(), session_id)
     if not unread:
         sys.exit(0)  # coalesced or spurious event, or only boundary-held: nothing to wake for
-    first = unread[0]["envelope"].get("summary") or unread[0]["envelope"].get("type")
-    click.echo(
-        f"ACTORS: {len(unread)} unread follow-up(s); first: {first}. "
-        f"Read them all with: actors inbox read --session {session_id}",
-        err=True,
-    )
+    click.echo(doorbell_line(session_id, unread), err=True)
     _record_wake(session_paths(StateRoot.from_env(), session_id), unread)
     sys.exit(2)
 
@@ -184,6 +179,16 @@ pending, does not import the delivery stack; a test keeps the two equal)."""
 def _held_at_boundary(entry: dict[str, Any], state: dict[str, Any]) -> bool:
     """Held for a boundary hook (not flushed, not otherwise ended)."""
     return entry.get("mode") in BOUNDARY_MODES and state.get("state") not in _FINAL
+
+
+def doorbell_line(session_id: str, unread: list[dict[str, Any]]) -> str:
+    """The one line that tells an agent follow-ups wait (the hook's stderr, the watcher's
+    stdout): how many, the first one's summary, and the command that reads them all."""
+    first = unread[0]["envelope"].get("summary") or unread[0]["envelope"].get("type")
+    return (
+        f"ACTORS: {len(unread)} unread follow-up(s); first: {first}. "
+        f"Read them all with: actors inbox read --session {session_id}"
+    )
 
 
 def doorbell_unread(root: Any, session_id: str) -> list[dict[str, Any]]:

@@ -589,20 +589,9 @@ def run_cmd(
     )
     run_id = record["run"]
     if found.is_async:
-        if as_json:
-            emit_json(
-                {
-                    "run": run_id,
-                    "address": record["address"],
-                    "state_dir": record["state_dir"],
-                    "pid": record["pid"],
-                    "async": True,
-                }
-            )
-        else:
-            click.echo(record["address"])
-            if stderr_is_tty():
-                click.echo(f"  started; follow with: actors tail {run_id} -f", err=True)
+        from actors.cli.runs import print_started
+
+        print_started(record, as_json, **{"async": True})
         return
     _foreground(root, run_id, session, as_json)
 

@@ -150,20 +150,18 @@ def spawn_cmd(
     run_id = record["run"]
     if wait:
         _wait_and_report(run_id, None, as_json)
+    print_started(record, as_json, run_instance_id=record["run_instance_id"])
+
+
+def print_started(record: dict[str, Any], as_json: bool, **extra: Any) -> None:
+    """A detached run was started: its address (and how to follow it), or JSON."""
     if as_json:
-        emit_json(
-            {
-                "run": run_id,
-                "address": record["address"],
-                "state_dir": record["state_dir"],
-                "pid": record["pid"],
-                "run_instance_id": record["run_instance_id"],
-            }
-        )
+        keys = ("run", "address", "state_dir", "pid")
+        emit_json({**{k: record[k] for k in keys}, **extra})
         return
     click.echo(record["address"])
     if stderr_is_tty():
-        click.echo(f"  started; follow with: actors tail {run_id} -f", err=True)
+        click.echo(f"  started; follow with: actors tail {record['run']} -f", err=True)
 
 
 @click.command("ls")
