@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +105,53 @@ def read_fifo_line(path: Path, timeout: float = 30.0) -> str:
         return buffer.decode().split("\n", 1)[0]
     finally:
         os.close(fd)
+
+
+def wait_for_change(
+    directory: Path, condition: Callable[[], object], timeout: float = 30, what: str = ""
+) -> None:
+    """Block until `condition()` holds, re-checking on each file event under `directory`
+    (inotify through watchfiles, not a sleep loop). The watcher re-checks at least every
+    200 ms too, which bounds an event that landed before it was armed."""
+    import watchfiles
+
+    if condition():
+        return
+    deadline = time.monotonic() + timeout
+    for _ in watchfiles.watch(
+        directory,
+        watch_filter=None,
+        debounce=20,
+        step=5,
+        rust_timeout=200,
+        yield_on_timeout=True,
+        force_polling=False,
+    ):
+        if condition():
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout}s: {what or condition}")
+
+
+def wait_listening(path: Path, process: subprocess.Popen[Any], timeout: float = 30) -> None:
+    """Wait until a server we started accepts connections on its Unix socket `path`
+    (woken by the socket's creation); RuntimeError if the server exits first."""
+    import socket
+
+    def listening() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited ({process.returncode}) before {path}")
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(str(path))
+            except OSError:
+                return False
+        return True
+
+    watched = path.parent
+    while not watched.is_dir():  # the server may create the socket's directory itself
+        watched = watched.parent
+    wait_for_change(watched, listening, timeout, what=f"{path} accepting connections")
 
 
 def alive(pid: int) -> bool:

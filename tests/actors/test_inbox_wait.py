@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 from adapters.delivery import DeliveryRunner
+from runtime.files import ensure_dir
 from runtime.paths import StateRoot
 from runtime.sessions import session_paths
-from tests.conftest import cli
+from tests.conftest import cli, wait_for_change
 
 
 def _waiter(*extra: str) -> subprocess.Popen[str]:
@@ -23,13 +24,12 @@ def _waiter(*extra: str) -> subprocess.Popen[str]:
     )
 
 
-def _armed(home: StateRoot, count: int, deadline_s: float = 30) -> None:
+def _armed(home: StateRoot, count: int) -> None:
     """Wait until `count` waiters have their doorbell FIFO in place (their own signal)."""
-    doorbells = session_paths(home, "coord").doorbells
-    deadline = time.monotonic() + deadline_s
-    while not doorbells.is_dir() or len(list(doorbells.glob("*.fifo"))) < count:
-        assert time.monotonic() < deadline, "waiters never armed"
-        time.sleep(0.01)
+    doorbells = ensure_dir(session_paths(home, "coord").doorbells)
+    wait_for_change(
+        doorbells, lambda: len(list(doorbells.glob("*.fifo"))) >= count, what="waiters armed"
+    )
 
 
 def _follow_up(home: StateRoot, ident: str) -> None:

@@ -27,7 +27,7 @@ from adapters.base import DeliveryContext, Receipt
 from adapters.claude_teams import ClaudeTeamsAdapter, msg_id_for
 from runtime.files import write_bytes_atomic
 from runtime.paths import StateRoot
-from tests.conftest import REPO, cli
+from tests.conftest import REPO, cli, wait_for_change
 
 PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers")) / "node_modules"
 PROPER_LOCKFILE = PEERS / "proper-lockfile"
@@ -442,13 +442,14 @@ def _python_reader(home: Path, msg_id: str, how: str) -> threading.Thread:
 
     def run() -> None:
         inbox = inbox_of(home)
-        while True:
+
+        def written() -> bool:
             try:
-                if any(e.get("msg_id") == msg_id for e in ct.read_inbox(inbox) or []):
-                    break
+                return any(e.get("msg_id") == msg_id for e in ct.read_inbox(inbox) or [])
             except ct.InboxDamaged:
-                pass
-            time.sleep(0.01)
+                return False
+
+        wait_for_change(home, written, what=f"entry {msg_id} written")
         with ct.inbox_lock(inbox):
             found = ct.read_inbox(inbox) or []
             if how == "flip":
@@ -518,10 +519,14 @@ def test_not_read_in_time_is_accepted_and_team_removal_is_not_delivery(
     lock = inbox_of(claude_home).with_name("team-lead.json.lock")
 
     def remove_team_once_written() -> None:  # as Claude does when the team's session ends
-        while lock.exists() or not any(
-            e["msg_id"] == msg_id_for("d-22") for e in _safe_entries(claude_home)
-        ):
-            time.sleep(0.01)
+        wait_for_change(
+            claude_home,
+            lambda: (
+                not lock.exists()
+                and any(e["msg_id"] == msg_id_for("d-22") for e in _safe_entries(claude_home))
+            ),
+            what="entry d-22 written and unlocked",
+        )
         shutil.rmtree(claude_home / "teams" / "crew")
 
     remover = threading.Thread(target=remove_team_once_written)

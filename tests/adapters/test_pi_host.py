@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 
 from adapters.base import DeliveryContext
 from adapters.pi import PiAdapter
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_listening
 
 FAKE_PI = r"""
 import json, os, sys
@@ -89,18 +88,10 @@ def _line(command: Any) -> bytes:
 
 
 def _wait_connectable(path: Path, host: subprocess.Popen[bytes], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(str(path))
-            return
-        except OSError:
-            assert host.poll() is None, host.communicate()[1].decode()
-            assert time.monotonic() < deadline, f"{path} never became connectable"
-            time.sleep(0.02)
-        finally:
-            probe.close()
+    try:
+        wait_listening(path, host, timeout)
+    except RuntimeError:
+        raise AssertionError(host.communicate()[1].decode()) from None
 
 
 def _start(socket_path: Path, fake: Path, *extra: str) -> subprocess.Popen[bytes]:

@@ -9,9 +9,9 @@ where a missing harness is a failure.
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,13 +34,25 @@ def peer_bin(name: str) -> Path:
     pytest.skip(why)
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 30, what: str = "") -> None:
-    """Poll a harness's own asynchronous state until `predicate` holds (or fail loudly)."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"not within {timeout}s: {what or predicate}")
-        time.sleep(0.02)
+def register_session(harness: str, ident: str = "coord", **options: str) -> None:
+    """`actors session register` through the real CLI (exit 0 asserted)."""
+    from tests.conftest import cli
+
+    args = [item for key, value in options.items() for item in ("-o", f"{key}={value}")]
+    done = cli("session", "register", "--harness", harness, "--id", ident, *args)
+    assert done.returncode == 0, done.stderr
+
+
+def followup(token: str) -> dict[str, Any]:
+    """A run.done follow-up whose summary carries `token` (which the fake model echoes)."""
+    return {
+        "id": f"env-{token}",
+        "type": "run.done",
+        "from": "run:peer",
+        "to": "coordinator",
+        "summary": f"Run peer done {token}",
+        "body": {"token": token},
+    }
 
 
 @pytest.fixture

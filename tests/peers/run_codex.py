@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conftest import wait_listening
 from tests.peers.conftest import peer_bin
 
 CONFIG = """\
@@ -62,22 +61,12 @@ def start(base: Path, llm_port: int) -> Codex:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    deadline = time.monotonic() + 30
-    while not _connectable(path):  # the app-server's own readiness: the socket accepts
-        if process.poll() is not None or time.monotonic() > deadline:
-            stop(process)
-            raise RuntimeError(f"codex app-server did not listen on {path}")
-        time.sleep(0.02)
+    try:
+        wait_listening(path, process, 30)  # the app-server's own readiness: the socket accepts
+    except (RuntimeError, TimeoutError):
+        stop(process)
+        raise
     return Codex(path, home, project, process)
-
-
-def _connectable(path: Path) -> bool:
-    with socket.socket(socket.AF_UNIX) as probe:
-        try:
-            probe.connect(str(path))
-        except OSError:
-            return False
-    return True
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

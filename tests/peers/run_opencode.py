@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,14 +48,6 @@ class OpenCode:
             for m in messages
             if m["info"]["role"] == "user"
         ]
-
-    def wait_idle(self, session: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        with self.client() as client:
-            while client.get("/session/status").json().get(session):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"opencode session {session} still busy")
-                time.sleep(0.05)
 
 
 def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:

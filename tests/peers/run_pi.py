@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO
+from tests.conftest import REPO, wait_listening
 from tests.peers.conftest import peer_bin
 
 PI_FLAGS = (
@@ -60,17 +60,6 @@ def _socket_dir(base: Path) -> Path:
     if len(os.fsencode(base / "sock" / "pi.sock")) <= 100:
         return base / "sock"
     return Path(tempfile.mkdtemp(prefix="actors-pi-"))
-
-
-def _connectable(path: Path) -> bool:
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
 
 
 @contextlib.contextmanager
@@ -114,15 +103,10 @@ def run_pi(
         stderr=log,
     )
     try:
-        deadline = time.monotonic() + timeout
-        while not _connectable(path):
-            if host.poll() is not None:
-                raise RuntimeError(
-                    f"pi_host exited ({host.returncode}): {(base / 'pi_host.log').read_text()}"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"pi_host socket {path} not connectable within {timeout}s")
-            time.sleep(0.02)
+        try:
+            wait_listening(path, host, timeout)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}: {(base / 'pi_host.log').read_text()}") from None
         with RpcClient(path) as client:  # pi itself answers: it started and parsed its flags
             state = client.request({"type": "get_state"}, timeout=timeout)
             assert state["success"], state

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import statistics
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from actors.cli.hooks import CONTEXT
 from runtime.ids import parse_iso
 from runtime.paths import StateRoot
 from runtime.sessions import SessionInbox, session_paths
-from tests.conftest import cli, finished
+from tests.conftest import cli, finished, wait_for_change
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
 from tests.peers.run_claude import ClaudeSession, Event, claude_session
@@ -93,15 +92,9 @@ def _is_wake_for(run_id: str) -> Callable[[Event], bool]:
 def _wait_request(
     llm: FakeLLM, predicate: Callable[[str], bool], start: int, timeout: float = 30
 ) -> dict[str, Any]:
-    """The first model request since `start` whose last user text matches (the fake LLM
-    has no notification, so this polls, with a deadline)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for request in _requests_since(llm, start):
-            if predicate(last_user_text(request["body"])):
-                return request
-        assert time.monotonic() < deadline, "no such model request within the deadline"
-        time.sleep(0.02)
+    """The first model request since `start` whose last user text matches (woken by each
+    request the fake model receives)."""
+    return llm.wait_request(lambda r: predicate(last_user_text(r["body"])), start, timeout)
 
 
 def _result_after_time(claude: ClaudeSession, moment: float, timeout: float = 30) -> Event:
@@ -152,10 +145,12 @@ def test_session_start_hook_registers_the_session_and_its_context_reaches_the_mo
     assert [f.read_text() for f in env_files] == [f"export ACTORS_SESSION={session_id}\n"]
 
     # Claude Code stores the transcript (flushed shortly after `result`): poll it.
-    deadline = time.monotonic() + 10
-    while "TOKEN-FIRST" not in (transcript.read_text() if transcript.exists() else ""):
-        assert time.monotonic() < deadline, f"{transcript} never recorded the first turn"
-        time.sleep(0.05)
+    wait_for_change(
+        claude.config_dir,
+        lambda: "TOKEN-FIRST" in (transcript.read_text() if transcript.exists() else ""),
+        timeout=10,
+        what=f"{transcript} records the first turn",
+    )
 
 
 def test_a_runs_follow_up_wakes_the_idle_session_with_a_doorbell(

@@ -20,6 +20,7 @@ from adapters.codex_rpc import CodexConnection, connect
 from adapters.delivery import DeliveryRunner
 from runtime.paths import StateRoot
 from tests.conftest import cli, finished
+from tests.peers.conftest import followup, register_session
 from tests.peers.fake_llm import FakeLLM
 from tests.peers.run_codex import Codex, codex_server, start, stop
 
@@ -40,14 +41,22 @@ async def owner(server: Codex) -> AsyncIterator[tuple[CodexConnection, str]]:
 
 
 def register(server: Codex, thread: str, **extra: str) -> None:
-    options = {"socket": str(server.socket), "thread": thread, **extra}
-    args = [item for k, v in options.items() for item in ("-o", f"{k}={v}")]
-    done = cli("session", "register", "--harness", "codex", "--id", "coord", *args)
-    assert done.returncode == 0, done.stderr
+    register_session("codex", socket=str(server.socket), thread=thread, **extra)
 
 
-def envelope(token: str) -> dict[str, Any]:
-    return {"type": "run.done", "from": "run:peer", "summary": f"Run peer done {token}", "body": {}}
+async def busy_turn(conn: CodexConnection, thread: str, fake_llm: FakeLLM) -> dict[str, Any]:
+    """Start a turn the fake model keeps busy for 2 s; returns once the model has it."""
+    from tests.peers.fake_llm import last_user_text
+
+    mark = len(fake_llm.requests)
+    busy = await conn.request(
+        "turn/start",
+        {"threadId": thread, "input": [{"type": "text", "text": "[slow:2] TOKEN-BUSY"}]},
+    )
+    await trio.to_thread.run_sync(
+        lambda: fake_llm.wait_request(lambda r: "TOKEN-BUSY" in last_user_text(r["body"]), mark)
+    )
+    return busy
 
 
 async def user_messages(conn: CodexConnection, thread: str) -> list[dict[str, Any]]:
@@ -80,7 +89,7 @@ async def test_run_followup_reaches_idle_thread(
     # the same delivery id again, straight at the adapter: found by clientId, not resent
     adapter = CodexAdapter({}, {"socket": str(server.socket), "thread": thread})
     context = DeliveryContext(delivery_id=state["id"])
-    again = await trio.to_thread.run_sync(adapter.receive_message, envelope("TOKEN-X"), context)
+    again = await trio.to_thread.run_sync(adapter.receive_message, followup("TOKEN-X"), context)
     assert again.status == "delivered" and again.metadata["already_stored"]
     assert len(await user_messages(conn, thread)) == 1
 
@@ -90,15 +99,10 @@ async def test_on_idle_holds_while_a_turn_is_busy(
 ) -> None:
     conn, thread = owner
     register(server, thread, processed_timeout="10")
-    busy = await conn.request(
-        "turn/start",
-        {"threadId": thread, "input": [{"type": "text", "text": "[slow:2] TOKEN-BUSY"}]},
-    )
-    while not any("TOKEN-BUSY" in p for p in fake_llm.prompts()):  # the model is busy now
-        await trio.sleep(0.02)
+    busy = await busy_turn(conn, thread, fake_llm)
     state = await trio.to_thread.run_sync(
         lambda: DeliveryRunner(home).submit(
-            "coord", envelope("TOKEN-HELD"), delivery_id="d-held", mode="on-idle"
+            "coord", followup("TOKEN-HELD"), delivery_id="d-held", mode="on-idle"
         )
     )
     assert state["state"] == "delivered", state
@@ -116,15 +120,10 @@ async def test_immediate_steers_into_the_busy_turn(
 ) -> None:
     conn, thread = owner
     register(server, thread, processed_timeout="10")
-    busy = await conn.request(
-        "turn/start",
-        {"threadId": thread, "input": [{"type": "text", "text": "[slow:2] TOKEN-BUSY"}]},
-    )
-    while not any("TOKEN-BUSY" in p for p in fake_llm.prompts()):
-        await trio.sleep(0.02)
+    busy = await busy_turn(conn, thread, fake_llm)
     state = await trio.to_thread.run_sync(
         lambda: DeliveryRunner(home).submit(
-            "coord", envelope("TOKEN-STEER"), delivery_id="d-steer", mode="immediate"
+            "coord", followup("TOKEN-STEER"), delivery_id="d-steer", mode="immediate"
         )
     )
     assert state["state"] == "delivered", state
@@ -137,11 +136,11 @@ async def test_unknown_thread_and_missing_socket_fail_with_reasons(
 ) -> None:
     register(server, "01a20000-0000-7000-8000-000000000000")
     state = await trio.to_thread.run_sync(
-        lambda: DeliveryRunner(home).submit("coord", envelope("TOKEN-NT"), delivery_id="d-nt")
+        lambda: DeliveryRunner(home).submit("coord", followup("TOKEN-NT"), delivery_id="d-nt")
     )
     assert state["state"] == "failed-final" and "thread" in state["reason"], state
     options = {"socket": str(tmp_path / "nowhere.sock"), "thread": "t"}
-    receipt = CodexAdapter({}, options).receive_message(envelope("x"), DeliveryContext("d-gone"))
+    receipt = CodexAdapter({}, options).receive_message(followup("x"), DeliveryContext("d-gone"))
     assert receipt.status == "failed" and receipt.retryable
     assert "unreachable" in (receipt.reason or "")
 
@@ -163,7 +162,7 @@ async def test_app_server_restart_is_retried_and_delivered_once(
     stop(first.process)  # the socket vanished
     runner = DeliveryRunner(home)
     state = await trio.to_thread.run_sync(
-        lambda: runner.submit("coord", envelope("TOKEN-AGAIN"), delivery_id="d-again")
+        lambda: runner.submit("coord", followup("TOKEN-AGAIN"), delivery_id="d-again")
     )
     assert state["state"] == "retrying" and "unreachable" in state["reason"], state
     second = start(base, fake_llm.port)

@@ -14,8 +14,8 @@ from adapters.opencode import OpenCodeAdapter
 from runtime.paths import StateRoot
 from runtime.sessions import SessionInbox, session_paths
 from tests.conftest import cli, finished
-from tests.peers.conftest import wait_until
-from tests.peers.fake_llm import FakeLLM
+from tests.peers.conftest import followup, register_session
+from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_opencode import OpenCode, opencode_server, start, stop_process
 
 
@@ -35,20 +35,7 @@ def register(oc: OpenCode, session: str, **extra: str) -> None:
         "processed_timeout": "30",
         **extra,
     }
-    args = [item for k, v in options.items() for item in ("-o", f"{k}={v}")]
-    done = cli("session", "register", "--harness", "opencode", "--id", "coord", *args)
-    assert done.returncode == 0, done.stderr
-
-
-def envelope(token: str) -> dict[str, object]:
-    return {
-        "id": f"env-{token}",
-        "type": "run.done",
-        "from": "run:peer",
-        "to": "coordinator",
-        "summary": f"Run peer done {token}",
-        "body": {"token": token},
-    }
+    register_session("opencode", **options)
 
 
 def test_run_followup_reaches_idle_session(
@@ -84,10 +71,10 @@ def test_delivery_while_busy_is_queued_then_processed(
     with server.client() as client:
         busy = {"parts": [{"type": "text", "text": "[slow:2] TOKEN-BUSY"}]}
         assert client.post(f"/session/{ses}/prompt_async", json=busy).status_code == 204
-        wait_until(lambda: "[slow:2] TOKEN-BUSY" in fake_llm.prompts(), what="busy turn")
+        fake_llm.wait_request(lambda r: last_user_text(r["body"]) == "[slow:2] TOKEN-BUSY")
         assert client.get("/session/status").json()[ses]["type"] == "busy"
     state = DeliveryRunner(home).submit(
-        "coord", envelope("TOKEN-QUEUED"), delivery_id="d-queued", mode="on-idle"
+        "coord", followup("TOKEN-QUEUED"), delivery_id="d-queued", mode="on-idle"
     )
     assert state["state"] == "delivered" and "processed" in state["observed"], state
     texts = server.user_texts(ses)
@@ -105,7 +92,7 @@ def test_manual_mode_stores_without_a_turn(
     ses = server.new_session()
     register(server, ses)
     DeliveryRunner(home).submit(
-        "coord", envelope("TOKEN-QUIET"), delivery_id="d-quiet", mode="manual"
+        "coord", followup("TOKEN-QUIET"), delivery_id="d-quiet", mode="manual"
     )
     receipts = DeliveryRunner(home).flush("coord")
     assert [r.status for r in receipts] == ["delivered"]
@@ -119,11 +106,11 @@ def test_wrong_password_and_missing_session_fail_with_reasons(
 ) -> None:
     ses = server.new_session()
     register(server, ses, password="wrong")
-    state = DeliveryRunner(home).submit("coord", envelope("TOKEN-PW"), delivery_id="d-pw")
+    state = DeliveryRunner(home).submit("coord", followup("TOKEN-PW"), delivery_id="d-pw")
     assert state["state"] == "failed-final"
     assert "401" in state["reason"] and "password" in state["reason"]
     register(server, "ses_doesnotexist")
-    state = DeliveryRunner(home).submit("coord", envelope("TOKEN-NS"), delivery_id="d-ns")
+    state = DeliveryRunner(home).submit("coord", followup("TOKEN-NS"), delivery_id="d-ns")
     assert state["state"] == "failed-final"
     assert "Session not found" in state["reason"]
 
@@ -139,7 +126,7 @@ def test_server_down_is_retried_and_delivered_once_after_restart(
         port = int(first.url.rsplit(":", 1)[1])
     # the server is gone (killed, as a crash would): the delivery is kept and retried
     runner = DeliveryRunner(home)
-    state = runner.submit("coord", envelope("TOKEN-RESTART"), delivery_id="d-restart")
+    state = runner.submit("coord", followup("TOKEN-RESTART"), delivery_id="d-restart")
     assert state["state"] == "retrying" and "unreachable" in state["reason"]
     second = start(base, fake_llm.port, port=port)
     try:

@@ -8,7 +8,6 @@ import statistics
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,6 +17,7 @@ from adapters.delivery import DeliveryRunner
 from adapters.pi import PiAdapter
 from runtime.paths import StateRoot
 from tests.conftest import cli, finished
+from tests.peers.conftest import followup, register_session
 from tests.peers.fake_llm import FakeLLM
 from tests.peers.run_pi import RpcClient, run_pi, text_of
 
@@ -42,26 +42,12 @@ def _report_latency() -> Iterator[None]:
         )
 
 
-def envelope(token: str) -> dict[str, Any]:
-    return {
-        "id": f"env-{token}",
-        "type": "run.done",
-        "from": "run:peer",
-        "to": "coordinator",
-        "summary": f"Run peer done {token}",
-        "body": {"token": token},
-    }
-
-
 def _user_count(client: RpcClient, needle: str) -> int:
     return sum(needle in text for text in client.user_texts())
 
 
 def test_run_followup_lands_in_idle_pi(home: StateRoot, pi_socket: Path, fake_llm: FakeLLM) -> None:
-    done = cli(
-        "session", "register", "--harness", "pi", "--id", "coord", "-o", f"socket={pi_socket}"
-    )
-    assert done.returncode == 0, done.stderr
+    register_session("pi", socket=str(pi_socket))
     record = actors.spawn("hello", as_="run:TOKEN-PIRUN1", session="coord")
     assert finished(record)["status"] == "done"
     (state,) = DeliveryRunner(home).states("coord").values()
@@ -93,16 +79,16 @@ def test_busy_pi_gets_steer_now_and_follow_up_after(
         assert client.request({"type": "prompt", "message": "busy [slow:3] TOKEN-BUSY"})["success"]
         busy_at = client.wait_event("message_end", "user", "TOKEN-BUSY")  # pi is streaming now
         # on-idle: pi queues it behind the busy run; not in the conversation within 0.3 s
-        queued = follow.receive_message(envelope("TOKEN-FOLLOW"), later)
+        queued = follow.receive_message(followup("TOKEN-FOLLOW"), later)
         assert queued.status == "accepted", queued
         assert queued.metadata["boundary"] == "queued-follow-up"
         assert queued.metadata["streaming"] is True
         # a retry while it is still queued is recognised there, not queued a second time
-        again = follow.receive_message(envelope("TOKEN-FOLLOW"), later)
+        again = follow.receive_message(followup("TOKEN-FOLLOW"), later)
         assert again.status == "accepted", again
         assert again.metadata["boundary"] == "already-queued"
         # immediate: a steer, injected as soon as the busy turn's model call ends
-        steered = steer.receive_message(envelope("TOKEN-STEER"), now)
+        steered = steer.receive_message(followup("TOKEN-STEER"), now)
         assert steered.status == "delivered", steered
         assert steered.metadata["boundary"] == "queued-steer"
         assert steered.observed == ["triggered", "injected", "processed"]
@@ -123,11 +109,11 @@ def test_redelivering_the_same_id_creates_no_second_message(
 ) -> None:
     adapter = PiAdapter({}, {"socket": str(pi_socket)})
     context = DeliveryContext(delivery_id="dlv-once", mode="immediate")
-    first = adapter.receive_message(envelope("TOKEN-ONCE"), context)
+    first = adapter.receive_message(followup("TOKEN-ONCE"), context)
     assert first.status == "delivered", first
     assert first.observed == ["triggered", "injected", "processed"]
     LATENCIES_MS.append(first.metadata["injected_ms"])
-    second = adapter.receive_message(envelope("TOKEN-ONCE"), context)
+    second = adapter.receive_message(followup("TOKEN-ONCE"), context)
     assert second.status == "delivered", second
     assert second.metadata["duplicate"] is True
     assert second.observed == ["triggered", "injected", "processed"]
@@ -146,7 +132,7 @@ def test_idle_deliveries_in_a_row(pi_socket: Path) -> None:
     numbers = (10, 1, 2, 3, 4)
     for number in numbers:
         receipt = adapter.receive_message(
-            envelope(f"TOKEN-ROW{number}"), DeliveryContext(delivery_id=f"dlv-row{number}")
+            followup(f"TOKEN-ROW{number}"), DeliveryContext(delivery_id=f"dlv-row{number}")
         )
         assert receipt.status == "delivered", receipt
         assert receipt.metadata["boundary"] == "sent", receipt
@@ -162,7 +148,7 @@ def test_concurrent_deliveries_each_land_once(pi_socket: Path) -> None:
 
     def deliver(index: int) -> Receipt:
         return adapter.receive_message(
-            envelope(f"TOKEN-PAR{index}"),
+            followup(f"TOKEN-PAR{index}"),
             DeliveryContext(delivery_id=f"dlv-par{index}", mode="on-idle"),
         )
 
@@ -195,7 +181,7 @@ def test_host_lets_prompts_through_one_at_a_time(pi_socket: Path) -> None:
 def test_pi_rejection_is_reported_with_pis_reason(tmp_path: Path, fake_llm: FakeLLM) -> None:
     with run_pi(tmp_path / "nokey", fake_llm.port, models=False) as path:
         receipt = PiAdapter({}, {"socket": str(path)}).receive_message(
-            envelope("TOKEN-NOKEY"), DeliveryContext(delivery_id="dlv-nokey")
+            followup("TOKEN-NOKEY"), DeliveryContext(delivery_id="dlv-nokey")
         )
         with RpcClient(path) as client:
             assert client.messages() == []
@@ -208,7 +194,7 @@ def test_pi_rejection_is_reported_with_pis_reason(tmp_path: Path, fake_llm: Fake
 def test_missing_or_dead_socket_is_a_retryable_failure(tmp_path: Path) -> None:
     missing = tmp_path / "absent.sock"
     receipt = PiAdapter({}, {"socket": str(missing)}).receive_message(
-        envelope("TOKEN-X"), DeliveryContext(delivery_id="dlv-missing")
+        followup("TOKEN-X"), DeliveryContext(delivery_id="dlv-missing")
     )
     assert receipt.status == "failed" and receipt.retryable, receipt
     assert receipt.reason is not None
@@ -218,7 +204,7 @@ def test_missing_or_dead_socket_is_a_retryable_failure(tmp_path: Path) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.bind(str(dead))
     receipt = PiAdapter({}, {"socket": str(dead)}).receive_message(
-        envelope("TOKEN-X"), DeliveryContext(delivery_id="dlv-dead")
+        followup("TOKEN-X"), DeliveryContext(delivery_id="dlv-dead")
     )
     assert receipt.status == "failed" and receipt.retryable, receipt
     assert receipt.reason is not None and str(dead) in receipt.reason
@@ -247,10 +233,7 @@ def test_register_without_socket_is_refused(home: StateRoot) -> None:
 
 
 def test_doctor_reports_pi_levels(home: StateRoot, pi_socket: Path) -> None:
-    done = cli(
-        "session", "register", "--harness", "pi", "--id", "coord", "-o", f"socket={pi_socket}"
-    )
-    assert done.returncode == 0, done.stderr
+    register_session("pi", socket=str(pi_socket))
     proc = cli("doctor", "delivery", "--session", "coord")
     assert "harness=pi" in proc.stdout, proc.stdout + proc.stderr
     for line in ("D5 context_injection: pass", "D7 completion_reply: pass", "D8 robustness: pass"):

@@ -102,7 +102,16 @@ def _paused(barrier: Path, point: str) -> int:
 
 
 def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
-    """The pause reports, then SIGSTOPs itself: wait for the stop to have happened."""
+    """The pause reports, then SIGSTOPs itself: wait for the stop to have happened.
+
+    A child of ours is awaited with waitid(WSTOPPED); a detached runner is not our child
+    and Linux offers no stop notification for it short of ptrace, so its /proc state is
+    re-read until it shows `T` (microseconds after the barrier line, in practice)."""
+    try:
+        os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)  # no hang on exit
+        return
+    except ChildProcessError:
+        pass
     deadline = time.monotonic() + timeout
     while (stat := read_stat(pid)) is not None and stat.state != "T":
         assert time.monotonic() < deadline, f"pid {pid} never stopped"
