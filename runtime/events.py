@@ -11,6 +11,7 @@ from typing import Any
 
 from runtime.files import append_jsonl, write_json_atomic
 from runtime.ids import new_id, now_iso
+from runtime.journals import LOG
 
 TERMINAL_EVENTS = {"run.done", "run.failed", "run.cancelled", "run.killed", "run.exited"}
 STOP_EVENTS = {"run.kill": "killed", "run.cancel": "cancelled"}
@@ -22,7 +23,7 @@ def record_event(
     """Append one lifecycle event and return it."""
     record = {"id": new_id(), "ts": now_iso(), "event": event, "run_instance_id": instance}
     record.update(fields)
-    append_jsonl(events_file, record, fsync=fsync)
+    append_jsonl(events_file, record, fsync=fsync, compactor=LOG)
     return record
 
 

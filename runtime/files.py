@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from runtime.errors import ActorsError, StateDamaged
 from runtime.faults import pause_point
@@ -156,46 +156,110 @@ def publish_json_once(path: Path, obj: Any) -> bool:
             os.unlink(tmp)
 
 
-def append_line(path: Path, line: bytes, *, fsync: bool = False) -> None:
-    """Append one encoded line with a single write under an exclusive flock.
+class Compactor(Protocol):
+    """How a journal is kept within its cap (see runtime.journals); run under its flock."""
+
+    def due(self, fd: int, end: int) -> bool:
+        """Whether a journal that now ends at `end` should be rewritten."""
+        ...
+
+    def rewrite(self, data: bytes) -> bytes:
+        """The whole new content (marker first) for the journal's current bytes."""
+        ...
+
+
+def lock_current(path: Path, fd: int | None = None) -> int:
+    """An exclusively flocked descriptor on the file that is *now* at `path`.
+
+    A compaction replaces a journal by rename while holding the old file's flock; a
+    writer that was waiting for that lock would otherwise append to the unlinked old
+    file and the line would be lost. So after locking, the descriptor's inode must still
+    be the path's, else it reopens and tries again. `fd` (kept open by a streaming
+    writer) is reused when it is still current, closed when it is not.
+    """
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
+    while True:
+        if fd is None:
+            try:
+                fd = os.open(path, flags, FILE_MODE)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise StateDamaged(
+                        f"{path} is a symlink; refusing to write through it"
+                    ) from exc
+                raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            current = os.stat(path, follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            return fd
+        os.close(fd)  # releases the lock on the replaced file
+        fd = None
+
+
+def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None = None) -> int:
+    """Append `line` through a descriptor from `lock_current` (still locked); returns the
+    journal's new end. Compacts in place of the append's caller when the cap is passed."""
+    start = os.lseek(fd, 0, os.SEEK_END)
+    if start and os.pread(fd, 1, start - 1) != b"\n":
+        line = b"\n" + line
+    pause_point("files.append.before_write")
+    try:
+        _write_all(fd, line, path)
+    except DiskWriteError:
+        # Never leave a partial record: cut the file back to where we began.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
+    pause_point("files.append.after_write")
+    end = start + len(line)
+    if compactor is not None and compactor.due(fd, end):
+        # the line is already written; a compaction that cannot be written (a full disk)
+        # leaves the journal whole and is tried again at a later append
+        with contextlib.suppress(OSError, ActorsError):
+            _compact_locked(fd, path, compactor)
+    return end
+
+
+def _compact_locked(fd: int, path: Path, compactor: Compactor) -> None:
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    pause_point("files.compact.before_replace")
+    write_bytes_atomic(path, compactor.rewrite(data))
+    pause_point("files.compact.after_replace")
+
+
+def append_line(
+    path: Path, line: bytes, *, fsync: bool = False, compactor: Compactor | None = None
+) -> int:
+    """Append one encoded line with a single write under an exclusive flock; returns the
+    journal's end offset after it.
 
     A torn last line (a writer killed mid-record, or a disk that filled) is closed with a
     newline first, so the new record stays a line of its own instead of being glued to the
-    garbage (readers skip the torn line)."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC
+    garbage (readers skip the torn line). With a `compactor`, a journal past its cap is
+    rewritten (under the same lock) before the lock is released."""
+    fd = lock_current(path)
     try:
-        fd = os.open(path, flags, FILE_MODE)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StateDamaged(f"{path} is a symlink; refusing to write through it") from exc
-        raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            start = os.lseek(fd, 0, os.SEEK_END)
-            if start and os.pread(fd, 1, start - 1) != b"\n":
-                line = b"\n" + line
-            pause_point("files.append.before_write")
-            try:
-                _write_all(fd, line, path)
-            except DiskWriteError:
-                # Never leave a partial record: cut the file back to where we began.
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, start)
-                raise
-            pause_point("files.append.after_write")
+            end = write_locked(fd, path, line, compactor)
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
         pause_point("files.append.after_unlock")
         if fsync:
             os.fsync(fd)
+        return end
     finally:
         os.close(fd)
 
 
-def append_jsonl(path: Path, record: dict[str, Any], *, fsync: bool = False) -> None:
+def append_jsonl(
+    path: Path, record: dict[str, Any], *, fsync: bool = False, compactor: Compactor | None = None
+) -> int:
     """Append one JSON record as a whole line (see `append_line`)."""
-    append_line(path, encode_line(record), fsync=fsync)
+    return append_line(path, encode_line(record), fsync=fsync, compactor=compactor)
 
 
 def open_nofollow(path: Path) -> int:
@@ -252,6 +316,12 @@ class JsonlChunk:
     next_offset: int = 0
     bad_lines: int = 0
     torn_tail: bool = False
+    compaction: dict[str, Any] | None = None
+    """The compaction marker met in these lines (never part of `records`)."""
+    inode: int | None = None
+    """The file read; pass it back with `next_offset` to read on incrementally."""
+    reset: bool = False
+    """The journal was replaced (compacted) since `inode`: this read started at 0."""
 
 
 def parse_jsonl(data: bytes, *, base_offset: int = 0) -> JsonlChunk:
@@ -271,22 +341,48 @@ def parse_jsonl(data: bytes, *, base_offset: int = 0) -> JsonlChunk:
             out.bad_lines += 1
             continue
         if isinstance(value, dict):
-            out.records.append(value)
+            if "compaction" in value and "id" not in value:
+                out.compaction = value["compaction"]
+            else:
+                out.records.append(value)
         else:
             out.bad_lines += 1
     out.next_offset = base_offset + end + 1
     return out
 
 
-def read_jsonl(path: Path, *, offset: int = 0) -> JsonlChunk:
-    """Read records from `offset`; a missing file is an empty journal."""
+def read_jsonl(path: Path, *, offset: int = 0, inode: int | None = None) -> JsonlChunk:
+    """Read records from `offset`; a missing file is an empty journal.
+
+    An incremental reader passes back the `inode` of its last read: when the journal has
+    been replaced by a compaction since, it is read again from the start (`reset`).
+    """
     try:
-        data = read_bytes(path, offset=offset)
+        fd = open_nofollow(path)
     except FileNotFoundError:
-        return JsonlChunk(next_offset=offset)
+        return JsonlChunk(next_offset=0 if inode is not None else offset, reset=inode is not None)
     except OSError as exc:
         raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
-    return parse_jsonl(data, base_offset=offset)
+    try:
+        current = os.fstat(fd).st_ino
+        reset = inode is not None and current != inode
+        if reset:
+            offset = 0
+        chunks = []
+        position = offset
+        while True:
+            chunk = os.pread(fd, 1 << 20, position)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            position += len(chunk)
+    except OSError as exc:
+        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    out = parse_jsonl(b"".join(chunks), base_offset=offset)
+    out.inode, out.reset = current, reset
+    return out
 
 
 def tail_jsonl(path: Path, count: int, *, window: int = 256 * 1024) -> list[dict[str, Any]]:

@@ -38,13 +38,14 @@ from runtime.files import (
     read_jsonl,
 )
 from runtime.ids import new_id, now_iso, parse_iso
+from runtime.journals import INBOX, LOG, OPEN_STATES
 from runtime.process import read_stat
 
 RECONCILE_INTERVAL_S = 1.0
 """Upper bound on how long a queued message can wait when every doorbell is missed."""
 LEASE_S = float(os.environ.get("ACTORS_LEASE_S", "300"))
 """How long a claim is exclusive while its holder lives (`$ACTORS_LEASE_S`, default 300 s)."""
-OPEN_STATES = ("queued",)
+CLAIMABLE = ("queued",)
 SENDING_GRACE_S = 5.0
 """A `sending` entry (FIFO fast path under way) older than this is treated as queued."""
 
@@ -71,7 +72,10 @@ class Mailbox:
     doorbells: Path
     wake_log: Path | None = None
     _offset: int = 0
+    _inode: int | None = None
     _entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _open: dict[str, None] = field(default_factory=dict)
+    """Ids of entries that are not settled, oldest first (what a claim scans)."""
     _bell: int | None = None
     _bell_cm: Any = None
 
@@ -96,7 +100,7 @@ class Mailbox:
             "run_instance_id": instance,
             "envelope": envelope,
         }
-        append_jsonl(self.inbox, entry, fsync=fsync)
+        append_jsonl(self.inbox, entry, fsync=fsync, compactor=INBOX)
         pause_point("mailbox.deliver.before_ring")
         if state == "queued":
             self.wake(envelope)
@@ -113,7 +117,8 @@ class Mailbox:
             with contextlib.suppress(DiskWriteError):
                 append_jsonl(
                     self.wake_log,
-                    {
+                    compactor=LOG,
+                    record={
                         "id": new_id(),
                         "ts": now_iso(),
                         "reason": "message",
@@ -124,14 +129,20 @@ class Mailbox:
 
     def mark(self, entry_id: str, state: str, **fields: Any) -> None:
         append_jsonl(
-            self.inbox, {"id": entry_id, "state": state, f"{state}_at": now_iso(), **fields}
+            self.inbox,
+            {"id": entry_id, "state": state, f"{state}_at": now_iso(), **fields},
+            compactor=INBOX,
         )
 
     # -- reading -----------------------------------------------------------------------
     def refresh(self) -> dict[str, dict[str, Any]]:
-        """Fold lines appended since the last call into the current entry states."""
-        chunk = read_jsonl(self.inbox, offset=self._offset)
-        self._offset = chunk.next_offset
+        """Fold lines appended since the last call into the current entry states (all
+        again from the start when the journal was compacted since)."""
+        chunk = read_jsonl(self.inbox, offset=self._offset, inode=self._inode)
+        if chunk.reset:
+            self._entries.clear()
+            self._open.clear()
+        self._offset, self._inode = chunk.next_offset, chunk.inode
         for record in chunk.records:
             ident = record.get("id")
             if not isinstance(ident, str):
@@ -140,10 +151,17 @@ class Mailbox:
             if current is None:
                 # a foreign or damaged line whose envelope is not an object is not an entry
                 envelope = record.get("envelope")
-                if isinstance(envelope, dict) and isinstance(envelope.get("type"), str):
-                    self._entries[ident] = dict(record)
+                if not (isinstance(envelope, dict) and isinstance(envelope.get("type"), str)):
+                    continue
+                current = self._entries[ident] = dict(record)
             elif "envelope" not in record:
                 current.update(record)
+            else:
+                continue
+            if current.get("state") in OPEN_STATES:
+                self._open.setdefault(ident)
+            else:
+                self._open.pop(ident, None)
         return self._entries
 
     def entries(self) -> list[dict[str, Any]]:
@@ -165,7 +183,11 @@ class Mailbox:
         with locked(self.lock_path):
             now = time.time()
             lines = []
-            for entry in self.refresh().values():
+            entries = self.refresh()
+            for ident in self._open:
+                if len(claimed) >= limit:
+                    break  # later entries are newer; a stale claim among them waits its turn
+                entry = entries[ident]
                 state = entry.get("state")
                 if state == "sending" and _age_s(entry.get("queued_at"), now) > SENDING_GRACE_S:
                     lines.append(
@@ -187,7 +209,7 @@ class Mailbox:
                         }
                     )
                     state = "queued"
-                if state not in OPEN_STATES or len(claimed) >= limit:
+                if state not in CLAIMABLE:
                     continue
                 kind = str(entry["envelope"].get("type", ""))
                 if types is not None and kind not in types:
@@ -206,7 +228,9 @@ class Mailbox:
                 )
                 claimed.append(entry)
             if lines:
-                append_line(self.inbox, b"".join(encode_line(line) for line in lines))
+                append_line(
+                    self.inbox, b"".join(encode_line(line) for line in lines), compactor=INBOX
+                )
         if claimed:
             pause_point("mailbox.claim.after_lease")
         self.refresh()

@@ -20,7 +20,8 @@ from runtime.addresses import Address, parse_address
 from runtime.envelope import make_envelope
 from runtime.errors import BadInput, Conflict, Refused
 from runtime.faults import pause_point
-from runtime.files import append_jsonl, ensure_dir, locked
+from runtime.files import append_jsonl, ensure_dir, lock_current, locked, write_locked
+from runtime.journals import INBOX, LOG
 from runtime.mailbox import Mailbox, mailbox_for, ring
 from runtime.ownership import Principal, check_control
 from runtime.paths import RunPaths, StateRoot
@@ -114,7 +115,7 @@ def send(
         branch = branch_mailbox(paths, address.branch)
         ensure_dir(branch.inbox.parent)
         entry = branch.deliver(envelope, fsync=fsync, instance=instance)
-        append_jsonl(paths.inbox, {**entry, "state": "routed"}, fsync=False)
+        append_jsonl(paths.inbox, {**entry, "state": "routed"}, compactor=INBOX)
         return {"to": to, "type": kind, "id": envelope["id"], "state": "queued", "route": "branch"}
     box = run_mailbox(paths)
     fifo = (run.get("mailbox") or {}).get("endpoint") == "fifo" and kind not in CONTROL_TYPES
@@ -177,6 +178,7 @@ def _post_room(paths: RunPaths, run: dict[str, Any], envelope: dict[str, Any]) -
         room / "messages.jsonl",
         {**envelope, "received_at": now_iso(), "run_instance_id": run["run_instance_id"]},
         fsync=True,
+        compactor=LOG,
     )
     ring(room / "doorbells")
     return {
@@ -271,7 +273,7 @@ def emit(
         if address.target != run_id:
             raise Refused(f"run {run_id} may only post to its own room room:{run_id}")
         return _post_room(paths, run, envelope)
-    append_jsonl(paths.outbox, {**envelope, "delivery": delivery}, fsync=fsync)
+    append_jsonl(paths.outbox, {**envelope, "delivery": delivery}, fsync=fsync, compactor=LOG)
     outcome = {"to": to, "type": kind, "id": envelope["id"], "state": "emitted"}
     if delivery != "log":
         from runtime.followups import deliver
@@ -431,17 +433,11 @@ class Sender:
                 "envelope": envelope,
             }
         )
-        if self._fd < 0:
-            flags = (
-                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-            )
-            self._fd = os.open(self.paths.inbox, flags, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        # the descriptor stays open between messages; lock_current swaps it for the new
+        # file when a compaction has replaced the inbox meanwhile
+        self._fd = lock_current(self.paths.inbox, self._fd if self._fd >= 0 else None)
         try:
-            start = os.lseek(self._fd, 0, os.SEEK_END)
-            if os.write(self._fd, line) != len(line):  # never leave half a record
-                os.ftruncate(self._fd, start)
-                raise OSError(f"short write to {self.paths.inbox}")
+            write_locked(self._fd, self.paths.inbox, line, INBOX)
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         if self.fsync:

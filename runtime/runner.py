@@ -22,6 +22,7 @@ from runtime.events import record_event, write_progress
 from runtime.faults import pause_point
 from runtime.files import publish_json_once, read_bytes, read_json
 from runtime.ids import now_iso
+from runtime.journals import LOG
 from runtime.paths import RunPaths
 from runtime.process import capture, kill_session
 from runtime.redact import secret_texts
@@ -286,7 +287,7 @@ def _command_done(paths: RunPaths, run: dict[str, Any], ctx: Any, done: dict[str
         "run_instance_id": run["run_instance_id"],
         "delivery": "followup" if failed or ctx.active > 0 else "log",
     }
-    append_jsonl(paths.outbox, envelope)
+    append_jsonl(paths.outbox, envelope, compactor=LOG)
     if envelope["delivery"] == "followup" and done["status"] != "cancelled":
         # Off the event loop: a slow adapter (a webhook timing out) must not stall the run.
         def send() -> None:

@@ -163,9 +163,14 @@ def _record_wake(paths: Any, unread: list[dict[str, Any]]) -> None:
     from it); never fails the hook."""
     from runtime.files import append_jsonl
     from runtime.ids import now_iso
+    from runtime.journals import LOG
 
     with contextlib.suppress(OSError):
-        append_jsonl(paths.dir / "wakes.jsonl", {"ts": now_iso(), "ids": [e["id"] for e in unread]})
+        append_jsonl(
+            paths.dir / "wakes.jsonl",
+            {"ts": now_iso(), "ids": [e["id"] for e in unread]},
+            compactor=LOG,
+        )
 
 
 # -- boundary hand-over ------------------------------------------------------------------

@@ -386,17 +386,32 @@ def _follow(
     paths, record = find_run(root, run_id)
     identity = runner_identity(paths, record)
     pidfd = pidfd_open(int(identity["pid"])) if identity else None
-    offset = os.stat(path).st_size if os.path.exists(path) else 0
+
+    def stat() -> tuple[int, int | None]:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return 0, None
+        return st.st_size, st.st_ino
+
+    offset, inode = stat()
+    last_id = max([""] + [str(e.get("id", "")) for e in tail_jsonl(path, 1)]) if events else ""
     ended = False
     try:
         while True:
-            size = os.stat(path).st_size if os.path.exists(path) else 0
+            size, current = stat()
+            if events and current != inode:
+                # compacted (replaced): read the new file from its start, skipping events
+                # already shown (event ids sort by time)
+                offset, inode = 0, current
             if size > offset:
                 data = read_bytes(path, offset=offset, limit=size - offset)
                 if events:
                     chunk = parse_jsonl(data, base_offset=offset)
                     offset = chunk.next_offset
-                    text = "".join(_event_line(e) + "\n" for e in chunk.records)
+                    fresh = [e for e in chunk.records if str(e.get("id", "")) > last_id]
+                    last_id = max([last_id, *(str(e.get("id", "")) for e in fresh)])
+                    text = "".join(_event_line(e) + "\n" for e in fresh)
                 else:
                     offset = size
                     text = data.decode(errors="replace")

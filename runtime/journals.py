@@ -1,0 +1,164 @@
+"""Journal caps: every JSONL journal of a run stays within a byte cap.
+
+A journal that passes its cap is rewritten by the writer that passed it, under the
+journal's own flock (so no append is lost or interleaved), atomically (temp file, fsync,
+rename), with one marker line first: `{"compaction": {...}}` saying when, how much was
+dropped this time and in total, and how big the journal was before and after. Readers
+never see the marker as a record (`JsonlChunk.compaction` carries it), and incremental
+readers notice the replaced file by its inode and fold it again from the start.
+
+Two kinds of journal:
+- a *log* (events, outbox, wake, room timeline) keeps its newest lines: at most half
+  the cap and at most `LOG_KEEP_LINES` lines;
+- a *state* journal (a mailbox's inbox) is folded by id: every entry still open
+  (queued, sending, claimed) is kept whole, as one line of its current state, plus the
+  newest settled entries (at most `SETTLED_KEEP`, within a quarter of the cap). Nothing
+  anyone may still act on is dropped, so an inbox holding more unread messages than a
+  quarter of the cap can exceed the cap: it is then compacted again once it has grown
+  by half of what it could not drop (the unread bytes, `open_bytes` in the marker), so
+  the work of each compaction stays in proportion to the appends that paid for it, and
+  the journal shrinks back under the cap as the backlog is handled.
+
+The cap is `$ACTORS_JOURNAL_CAP_BYTES` (default 4 MiB), read once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.files import encode_line, fold, parse_jsonl
+from runtime.ids import now_iso
+
+CAP_BYTES = int(os.environ.get("ACTORS_JOURNAL_CAP_BYTES", str(4 * 1024 * 1024)))
+LOG_KEEP_LINES = 5000
+SETTLED_KEEP = 1000
+OPEN_STATES = frozenset({"queued", "sending", "claimed"})
+_HEAD_BYTES = 1024
+
+
+def _previous_marker(data: bytes) -> dict[str, Any]:
+    head = data[: data.find(b"\n") + 1] if data.startswith(b'{"compaction"') else b""
+    if not head:
+        return {}
+    try:
+        marker = json.loads(head).get("compaction")
+    except ValueError:
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
+def _marker(
+    kind: str, before: int, after: int, dropped: int, previous: dict[str, Any], **extra: int
+) -> bytes:
+    total = previous.get("dropped_total", 0)
+    generation = previous.get("generation", 0)
+    return encode_line(
+        {
+            "compaction": {
+                "at": now_iso(),
+                "journal": kind,
+                "generation": (generation if isinstance(generation, int) else 0) + 1,
+                "dropped": dropped,
+                "dropped_total": (total if isinstance(total, int) else 0) + dropped,
+                "bytes_before": before,
+                "bytes_after": after,
+                **extra,
+            }
+        }
+    )
+
+
+def _int(marker: dict[str, Any], key: str) -> int:
+    value = marker.get(key, 0)
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+@dataclass(frozen=True)
+class _Capped:
+    cap: int
+
+    def due(self, fd: int, end: int) -> bool:
+        """Past the cap, and grown since the last compaction by half the cap or by half
+        of what it could not drop then (unread entries), whichever is more: the work of
+        a compaction is thus paid for by the appends before it."""
+        if end <= self.cap:
+            return False
+        previous = _previous_marker(os.pread(fd, _HEAD_BYTES, 0))
+        if not previous:
+            return True
+        grown = end - _int(previous, "bytes_after")
+        return grown >= max(self.cap // 2, _int(previous, "open_bytes") // 2)
+
+
+@dataclass(frozen=True)
+class LogCompactor(_Capped):
+    """Keep the newest lines of a log (half the cap, `LOG_KEEP_LINES` at most)."""
+
+    keep_lines: int = LOG_KEEP_LINES
+
+    def rewrite(self, data: bytes) -> bytes:
+        previous = _previous_marker(data)
+        lines = data.splitlines(keepends=True)
+        if previous:
+            lines = lines[1:]
+        if lines and not lines[-1].endswith(b"\n"):
+            lines[-1] += b"\n"  # a torn tail stays a line of its own (readers skip it)
+        kept: list[bytes] = []
+        size = 0
+        for line in reversed(lines):
+            if len(kept) >= self.keep_lines or size + len(line) > self.cap // 2:
+                break
+            kept.append(line)
+            size += len(line)
+        kept.reverse()
+        body = b"".join(kept)
+        return _marker("log", len(data), len(body), len(lines) - len(kept), previous) + body
+
+
+@dataclass(frozen=True)
+class StateCompactor(_Capped):
+    """Fold a mailbox journal by id: open entries whole, the newest settled ones after."""
+
+    settled_keep: int = SETTLED_KEEP
+
+    def rewrite(self, data: bytes) -> bytes:
+        previous = _previous_marker(data)
+        entries = [
+            e
+            for e in fold(parse_jsonl(data).records).values()
+            if isinstance(e.get("envelope"), dict)
+        ]
+        settled_budget = self.cap // 4
+        keep_settled: set[int] = set()
+        size = 0
+        for position in range(len(entries) - 1, -1, -1):
+            entry = entries[position]
+            if entry.get("state") in OPEN_STATES:
+                continue
+            length = len(encode_line(entry))
+            if len(keep_settled) >= self.settled_keep or size + length > settled_budget:
+                break
+            keep_settled.add(position)
+            size += length
+        kept = []
+        open_bytes = 0
+        for position, entry in enumerate(entries):
+            if entry.get("state") in OPEN_STATES:
+                kept.append(encode_line(entry))
+                open_bytes += len(kept[-1])
+            elif position in keep_settled:
+                kept.append(encode_line(entry))
+        body = b"".join(kept)
+        dropped = len(entries) - len(kept)
+        return (
+            _marker("state", len(data), len(body), dropped, previous, open_bytes=open_bytes) + body
+        )
+
+
+LOG = LogCompactor(CAP_BYTES)
+"""The compactor of events.jsonl, outbox.jsonl, wake.jsonl and room timelines."""
+INBOX = StateCompactor(CAP_BYTES)
+"""The compactor of run and branch inboxes."""
