@@ -241,6 +241,68 @@ def test_sender_killed_mid_send(home: StateRoot, tmp_path: Path, point: str) -> 
     )
 
 
+COMPACTION_POINTS = {
+    "files.compact.before_replace": False,  # line written, the compacted file not yet in place
+    "files.compact.after_replace": True,  # compacted file renamed into place, lock still held
+}
+
+
+@pytest.mark.parametrize("point", list(COMPACTION_POINTS))
+def test_sender_killed_mid_compaction(
+    home: StateRoot, tmp_path: Path, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sender whose append takes the inbox past its cap compacts it; killed there, the
+    inbox is the old file or the new one, whole, its line in it once, and unread entries
+    all still there."""
+    fifo = make_fifo(tmp_path / "ready.fifo")
+    recipe = write_recipe(
+        tmp_path,
+        "idle",
+        {
+            "mailbox": {"accepts": ["job.item"]},
+            "template": "sh -c 'echo ready > \"$1\"; sleep 300' x {f}",
+        },
+    )
+    run = actors.spawn(str(recipe), values={"f": str(fifo)})
+    assert read_fifo_line(fifo) == "ready"
+    paths = home.run(run["run"])
+    box = Mailbox(paths.inbox, paths.dir / "doorbells")
+    unread = []
+    for n in range(80):  # this process keeps the shipped cap: it never compacts here
+        entry = box.deliver({"id": f"m{n:04d}", "type": "job.item", "to": "x", "body": n})
+        if n % 2:
+            box.mark(entry["id"], "handled")
+        else:
+            unread.append(entry["id"])
+    cap = paths.inbox.stat().st_size - 100  # the armed sender's append passes it
+    token = uuid.uuid4().hex
+    barrier = make_fifo(tmp_path / "barrier")
+    env = {**_pause_env(point, barrier), "ACTORS_JOURNAL_CAP_BYTES": str(cap)}
+    sender = _actors(
+        "message", f"run:{run['run']}", "job.item", json.dumps({"token": token}), "--json", env=env
+    )
+    _kill(_paused(barrier, point))
+    sender.communicate(timeout=10)
+    chunk = read_jsonl(paths.inbox)
+    assert chunk.bad_lines == 0 and not chunk.torn_tail
+    assert (chunk.compaction is not None) == COMPACTION_POINTS[point]
+    states = {i: e["state"] for i, e in Mailbox(paths.inbox, paths.dir / "doorbells").refresh().items()}
+    assert [i for i in unread if states.get(i) == "queued"] == unread  # none lost
+    assert len(_with_token(paths.inbox, token)) == 1
+    # the dead writer's lock went with it, and the next append lands in the live file
+    actors.message(f"run:{run['run']}", "job.item", {"token": "after"})
+    assert len(_with_token(paths.inbox, "after")) == 1
+    assert cli("reconcile").returncode == 0
+    assert _stray_tmp(home.path) == []
+    record(
+        SUITE,
+        f"sender SIGKILLed while compacting the inbox, at {point}",
+        1,
+        f"inbox {'compacted' if COMPACTION_POINTS[point] else 'the old file'}, whole; its "
+        f"envelope present once, {len(unread)} unread entries kept; next sender not blocked",
+    )
+
+
 # -- consumers -----------------------------------------------------------------------
 
 CONSUMER_POINTS = {
