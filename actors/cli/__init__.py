@@ -1,9 +1,10 @@
 """The `actors` command line.
 
 Start-up time is part of the interface (an agent may call `actors message` hundreds of
-times), so this package imports only click and the standard library: each subcommand's
-module is loaded when that subcommand runs, and those modules import trio, pydantic,
-httpx or websockets only on the paths that need them (tests/actors/test_import_budget.py).
+times), so this package imports only the standard library: `message` and `emit` are
+parsed by hand (actors.cli._fast) and never load click; every other command loads click
+and then only its own module, and those modules import trio, pydantic, httpx or
+websockets only on the paths that need them (tests/actors/test_import_budget.py).
 """
 
 from __future__ import annotations
@@ -11,10 +12,6 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
-
-import click
-
-from actors.cli._lazy import LazyGroup
 
 COMMANDS = {
     "spawn": "actors.cli.runs:spawn_cmd",
@@ -47,47 +44,41 @@ COMMANDS = {
 }
 
 
-@click.group(
-    cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
-)
-@click.version_option(package_name="actors", prog_name="actors")
-def cli() -> None:
-    """Start long or background work as detached run actors, message them, and get
-    their results back in the session that started them.
-
-    State lives in $ACTORS_HOME (default ~/.local/state/actors).
-    """
-
-
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one readable line and exit status 2 for any input error."""
     from runtime.errors import ActorsError
 
+    args = sys.argv[1:] if argv is None else argv
     try:
-        _check_utf8(sys.argv[1:] if argv is None else argv)
-        return cli.main(args=argv, prog_name="actors", standalone_mode=False)
+        _check_utf8(args)
+        from actors.cli._fast import run
+
+        if run(args):
+            return None
+        from actors.cli._app import run_click
+
+        return run_click(args)
     except ActorsError as err:
-        click.echo(f"actors: {err}", err=True)
+        sys.stderr.write(f"actors: {err}\n")
         sys.exit(err.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
-    except click.Abort:
-        click.echo("actors: aborted", err=True)
-        sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # a bug: one line by default, the traceback on request
         if os.environ.get("ACTORS_DEBUG"):
             raise
-        click.echo(
+        sys.stderr.write(
             f"actors: internal error: {type(exc).__name__}: {exc} "
-            "(rerun with ACTORS_DEBUG=1 for the traceback, and please report it)",
-            err=True,
+            "(rerun with ACTORS_DEBUG=1 for the traceback, and please report it)\n"
         )
         sys.exit(1)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "cli":  # the click group, built on first use
+        from actors.cli._app import cli
+
+        return cli
+    raise AttributeError(f"module 'actors.cli' has no attribute {name!r}")
 
 
 def _check_utf8(args: list[str]) -> None:

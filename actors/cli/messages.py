@@ -7,7 +7,6 @@ import sys
 import click
 
 from actors.cli._format import emit_json
-from runtime.envelope import parse_body
 from runtime.paths import StateRoot
 
 
@@ -44,25 +43,20 @@ def message_cmd(
       actors message branch:swarm/front task.assign '{"slice": "T-12"}' --json
       actors message run:music control.stop
     """
-    from runtime.messaging import send
-    from runtime.ownership import current_principal
+    from actors.cli._fast import message
 
-    root = StateRoot.from_env()
-    outcome = send(
-        root,
+    message(
         address,
         type,
-        parse_body(body, as_json=body_json),
-        current_principal(root, session),
-        force=force,
+        body,
+        body_json=body_json,
         summary=summary,
         reply_to=reply_to,
-        fsync=not no_fsync,
+        force=force,
+        session=session,
+        no_fsync=no_fsync,
+        as_json=as_json,
     )
-    if as_json:
-        emit_json(outcome)
-    else:
-        click.echo(" ".join(f"{k}={v}" for k, v in outcome.items()))
 
 
 @click.command("recv")
@@ -133,22 +127,18 @@ def emit_cmd(
     delivery: str,
 ) -> None:
     """Inside a run: append an actor message (e.g. a notify or followup) to the outbox."""
-    from runtime.messaging import emit
-    from runtime.ownership import current_principal
+    from actors.cli._fast import emit
 
-    root = StateRoot.from_env()
-    outcome = emit(
-        root,
+    emit(
         type,
-        parse_body(body, as_json=body_json),
-        current_principal(root),
+        body,
+        body_json=body_json,
         to=to,
         summary=summary,
         level=level,
+        show=show,
         delivery=delivery,
     )
-    if show:
-        click.echo(" ".join(f"{k}={v}" for k, v in outcome.items()))
 
 
 @click.command("inspect")

@@ -1,0 +1,37 @@
+"""The click group behind every command but the hand-parsed `message` and `emit`."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from actors.cli import COMMANDS
+from actors.cli._lazy import LazyGroup
+
+
+@click.group(
+    cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
+@click.version_option(package_name="actors", prog_name="actors")
+def cli() -> None:
+    """Start long or background work as detached run actors, message them, and get
+    their results back in the session that started them.
+
+    State lives in $ACTORS_HOME (default ~/.local/state/actors).
+    """
+
+
+def run_click(args: list[str]) -> Any:
+    """Run the group on `args`, turning click's own outcomes into exit statuses."""
+    try:
+        return cli.main(args=args, prog_name="actors", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
+    except click.Abort:
+        click.echo("actors: aborted", err=True)
+        sys.exit(130)
