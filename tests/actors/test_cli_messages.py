@@ -11,7 +11,7 @@ import pytest
 import actors
 from runtime.files import read_jsonl
 from runtime.paths import StateRoot
-from tests.conftest import cli, make_fifo, read_fifo_line, snapshot, write_recipe
+from tests.conftest import cli, make_fifo, read_fifo_line, snapshot, wait_for_change, write_recipe
 
 
 def _spawn(*args: str) -> str:
@@ -59,6 +59,9 @@ BAD_MESSAGES = {
 @pytest.mark.parametrize("case", sorted(BAD_MESSAGES))
 def test_bad_messages_exit_2_and_append_nothing(home: StateRoot, tmp_path: Path, case: str) -> None:
     _spawn("player", "--as", "run:music")
+    outbox = home.run("music").outbox
+    # the player announces its first track on start: let that land before looking
+    wait_for_change(outbox.parent, lambda: read_jsonl(outbox).records, what="first track")
     before = snapshot(home.path)
     args, expected = BAD_MESSAGES[case]
     proc = cli("message", *args)

@@ -49,3 +49,25 @@ def test_spawn_of_a_cached_recipe_stays_off_pydantic(home: object) -> None:
     )
     assert "pydantic" in first.stdout  # the first spawn of this content validates it
     assert second.stdout.strip().endswith("HEAVY []")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["message", "run:ghost", "x.y"],
+        ["message", "run:ghost", "x.y", "{}", "--json", "--summary=s", "--no-fsync"],
+        ["emit", "x.y", "body", "--deliver", "notify"],
+    ],
+)
+def test_message_and_emit_never_import_click(home: object, argv: list[str]) -> None:
+    """The hottest commands are parsed by hand (actors.cli._fast): no click, nothing heavy."""
+    probe = (
+        f"import sys; sys.argv=['actors', *{argv!r}]\n"
+        "from actors.cli import main\n"
+        "try: main()\nexcept SystemExit: pass\n"
+        "print('LOADED', sorted({m.split('.')[0] for m in sys.modules}))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    assert "actors: " in out.stderr  # it ran (and refused: no such run / not in a run)
+    assert not loaded & {"click", *HEAVY}, sorted(loaded & {"click", *HEAVY})

@@ -286,7 +286,9 @@ def test_sender_killed_mid_compaction(
     chunk = read_jsonl(paths.inbox)
     assert chunk.bad_lines == 0 and not chunk.torn_tail
     assert (chunk.compaction is not None) == COMPACTION_POINTS[point]
-    states = {i: e["state"] for i, e in Mailbox(paths.inbox, paths.dir / "doorbells").refresh().items()}
+    states = {
+        i: e["state"] for i, e in Mailbox(paths.inbox, paths.dir / "doorbells").refresh().items()
+    }
     assert [i for i in unread if states.get(i) == "queued"] == unread  # none lost
     assert len(_with_token(paths.inbox, token)) == 1
     # the dead writer's lock went with it, and the next append lands in the live file

@@ -1,0 +1,48 @@
+"""The hand parser of `message` / `emit` takes only what click would take the same way,
+and hands everything else to click."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors.cli._fast import _EMIT, _MESSAGE, _parse
+
+
+def test_plain_calls_parse_like_the_click_commands() -> None:
+    assert _parse(_MESSAGE, ["run:a", "x.y", "--summary=hi", "--json", "{}"]) == {
+        "address": "run:a",
+        "type": "x.y",
+        "body": "{}",
+        "body_json": True,
+        "force": False,
+        "no_fsync": False,
+        "as_json": False,
+        "summary": "hi",
+        "reply_to": None,
+        "session": None,
+    }
+    parsed = _parse(_EMIT, ["x.y", "--deliver", "notify", "--", "-5"])
+    assert parsed is not None
+    assert (parsed["type"], parsed["body"], parsed["delivery"]) == ("x.y", "-5", "notify")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["run:a", "x.y", "-h"],
+        ["run:a", "x.y", "--bogus"],
+        ["run:a", "x.y", "--summ", "abbreviated"],
+        ["run:a", "x.y", "--json=yes"],  # a flag with a value
+        ["run:a", "x.y", "--summary"],  # an option without its value
+        ["run:a"],  # too few
+        ["run:a", "x.y", "b", "extra"],  # too many
+    ],
+)
+def test_anything_unusual_goes_to_click(args: list[str]) -> None:
+    assert _parse(_MESSAGE, args) is None
+
+
+def test_a_bad_choice_goes_to_click_for_its_message() -> None:
+    assert _parse(_EMIT, ["x.y", "--level", "loud"]) is None
+    assert _parse(_EMIT, ["x.y", "--deliver", "email"]) is None
