@@ -94,46 +94,55 @@ def _ls_bench(total: int, running: int) -> None:
 SENDER = """
 import sys, time
 import actors
-run, count, fsync = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+run, count, fsync, stream = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[5] == "1"
 start = float(sys.argv[4])
+sender = actors.sender(run, fsync=fsync) if stream else None
 while time.time() < start:
     time.sleep(0.001)
-for i in range(count):
-    actors.message(run, "bench.item", i, fsync=fsync)
+if sender is not None:
+    with sender:
+        for i in range(count):
+            sender.send("bench.item", i)
+else:
+    for i in range(count):
+        actors.message(run, "bench.item", i, fsync=fsync)
 """
 
 
 def _throughput(per_sender: int) -> None:
+    """8 sender processes into one inbox: `actors.message` per call (validates the run and
+    writes a wake line each time) and `actors.sender` streams (validated once)."""
     import actors
 
     sink = Path(tempfile.mkdtemp()) / "sink.json"
     sink.write_text(json.dumps({"mailbox": {"accepts": ["bench.item"]}, "template": "sleep 600"}))
-    for fsync in (True, False):
-        record = actors.spawn(str(sink))
-        start = time.time() + 1.0
-        procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    SENDER,
-                    f"run:{record['run']}",
-                    str(per_sender),
-                    "1" if fsync else "0",
-                    str(start),
-                ]
-            )
-            for _ in range(8)
-        ]
-        for p in procs:
-            p.wait()
-        elapsed = time.time() - start
-        rate = 8 * per_sender / elapsed
-        emit(
-            f"{'inbox appends, 8 senders, fsync=' + str(fsync):<44} {rate:9.0f} envelopes/s  "
-            f"({8 * per_sender} in {elapsed:.2f} s)"
-        )
-        actors.kill(record["run"])
+    for stream in (False, True):
+        for fsync in (True, False):
+            count = per_sender * (4 if stream else 1)
+            record = actors.spawn(str(sink))
+            start = time.time() + 1.5
+            procs = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        SENDER,
+                        f"run:{record['run']}",
+                        str(count),
+                        "1" if fsync else "0",
+                        str(start),
+                        "1" if stream else "0",
+                    ]
+                )
+                for _ in range(8)
+            ]
+            for p in procs:
+                p.wait()
+            elapsed = time.time() - start
+            rate = 8 * count / elapsed
+            label = f"inbox appends, 8 {'streams' if stream else 'senders'}, fsync={fsync}"
+            emit(f"{label:<44} {rate:9.0f} envelopes/s  ({8 * count} in {elapsed:.2f} s)")
+            actors.kill(record["run"])
     from runtime.files import append_jsonl
 
     raw = Path(tempfile.mkdtemp()) / "raw.jsonl"

@@ -7,8 +7,7 @@ address can never name a path outside the state root (`branch:x/..` is rejected)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from runtime.errors import BadInput
 from runtime.ids import ID_PATTERN, is_valid_id
@@ -17,8 +16,7 @@ Kind = Literal["run", "branch", "room", "session", "coordinator", "tool"]
 KINDS: tuple[Kind, ...] = ("run", "branch", "room", "session", "coordinator", "tool")
 
 
-@dataclass(frozen=True)
-class Address:
+class Address(NamedTuple):
     kind: Kind
     target: str | None = None
     """The run id (run, branch, room), session id, or tool name."""

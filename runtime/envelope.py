@@ -50,8 +50,11 @@ def make_envelope(
     idempotency_key: str | None = None,
     reply_to: str | None = None,
     extra: dict[str, Any] | None = None,
+    check_size: bool = True,
 ) -> dict[str, Any]:
-    """A validated envelope dict with a fresh time-ordered id."""
+    """A validated envelope dict with a fresh time-ordered id. `check_size=False` leaves
+    the size check to the caller's own `encode_envelope` (a streaming sender embeds
+    that text in its journal line rather than encoding the body twice)."""
     parse_address(to)
     check_type(type)
     if level not in LEVELS:
@@ -86,13 +89,20 @@ def make_envelope(
     envelope.update({k: v for k, v in optional.items() if v is not None})
     if extra:
         envelope.update(extra)
-    size = _encoded_size(envelope)
+    if check_size:
+        encode_envelope(envelope)
+    return envelope
+
+
+def encode_envelope(envelope: dict[str, Any]) -> str:
+    """The envelope as stored (compact JSON), refused when over the size cap."""
+    text, size = _encoded(envelope)
     if size > MAX_ENVELOPE_BYTES:
         raise BadInput(
             f"message is {size} bytes; the limit is {MAX_ENVELOPE_BYTES}",
             hint="write the payload to a file and send its path as the body",
         )
-    return envelope
+    return text
 
 
 def _too_deep(value: Any, limit: int) -> bool:
@@ -113,10 +123,11 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def _encoded_size(envelope: dict[str, Any]) -> int:
-    """Bytes of the envelope as stored; BadInput for what cannot be stored at all."""
+def _encoded(envelope: dict[str, Any]) -> tuple[str, int]:
+    """The envelope as stored and its size in bytes; BadInput for what cannot be stored."""
     try:
-        return len(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")).encode())
+        text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), default=str)
+        return text, len(text.encode())
     except UnicodeEncodeError:
         raise BadInput(
             "message contains text that is not valid UTF-8 (a lone surrogate)",

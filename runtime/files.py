@@ -18,7 +18,6 @@ import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -308,20 +307,33 @@ def read_json(path: Path) -> Any | None:
         raise StateDamaged(f"{path} is not valid JSON ({exc})", hint="the file is kept") from exc
 
 
-@dataclass
 class JsonlChunk:
-    """Records parsed from a JSONL file, and where the next read should start."""
+    """Records parsed from a JSONL file, and where the next read should start.
 
-    records: list[dict[str, Any]] = field(default_factory=list)
-    next_offset: int = 0
-    bad_lines: int = 0
-    torn_tail: bool = False
-    compaction: dict[str, Any] | None = None
-    """The compaction marker met in these lines (never part of `records`)."""
-    inode: int | None = None
-    """The file read; pass it back with `next_offset` to read on incrementally."""
-    reset: bool = False
-    """The journal was replaced (compacted) since `inode`: this read started at 0."""
+    A plain class, not a dataclass: this module is on every CLI call's import path, and
+    `dataclasses` (with the `inspect` it imports) costs more than the whole message send.
+    """
+
+    __slots__ = ("bad_lines", "compaction", "inode", "next_offset", "records", "reset", "torn_tail")
+
+    def __init__(self, next_offset: int = 0, reset: bool = False) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.next_offset = next_offset
+        self.bad_lines = 0
+        self.torn_tail = False
+        self.compaction: dict[str, Any] | None = None
+        """The compaction marker met in these lines (never part of `records`)."""
+        self.inode: int | None = None
+        """The file read; pass it back with `next_offset` to read on incrementally."""
+        self.reset = reset
+        """The journal was replaced (compacted) since `inode`: this read started at 0."""
+
+    def __repr__(self) -> str:
+        return (
+            f"JsonlChunk({len(self.records)} records, next_offset={self.next_offset}, "
+            f"bad_lines={self.bad_lines}, torn_tail={self.torn_tail}, "
+            f"compaction={self.compaction}, reset={self.reset})"
+        )
 
 
 def parse_jsonl(data: bytes, *, base_offset: int = 0) -> JsonlChunk:

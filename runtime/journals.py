@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 from runtime.files import encode_line, fold, parse_jsonl
@@ -76,9 +75,9 @@ def _int(marker: dict[str, Any], key: str) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-@dataclass(frozen=True)
 class _Capped:
-    cap: int
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
 
     def due(self, fd: int, end: int) -> bool:
         """Past the cap, and grown since the last compaction by half the cap or by half
@@ -93,11 +92,12 @@ class _Capped:
         return grown >= max(self.cap // 2, _int(previous, "open_bytes") // 2)
 
 
-@dataclass(frozen=True)
 class LogCompactor(_Capped):
     """Keep the newest lines of a log (half the cap, `LOG_KEEP_LINES` at most)."""
 
-    keep_lines: int = LOG_KEEP_LINES
+    def __init__(self, cap: int, keep_lines: int = LOG_KEEP_LINES) -> None:
+        super().__init__(cap)
+        self.keep_lines = keep_lines
 
     def rewrite(self, data: bytes) -> bytes:
         previous = _previous_marker(data)
@@ -118,11 +118,12 @@ class LogCompactor(_Capped):
         return _marker("log", len(data), len(body), len(lines) - len(kept), previous) + body
 
 
-@dataclass(frozen=True)
 class StateCompactor(_Capped):
     """Fold a mailbox journal by id: open entries whole, the newest settled ones after."""
 
-    settled_keep: int = SETTLED_KEEP
+    def __init__(self, cap: int, settled_keep: int = SETTLED_KEEP) -> None:
+        super().__init__(cap)
+        self.settled_keep = settled_keep
 
     def rewrite(self, data: bytes) -> bytes:
         previous = _previous_marker(data)

@@ -23,7 +23,6 @@ import os
 import select
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,20 +63,18 @@ def _holder_alive(holder: Any) -> bool:
     return holder.get("start_ticks") in (None, stat.start_ticks)
 
 
-@dataclass
 class Mailbox:
     """One inbox journal plus its doorbell directory; keeps an incremental fold."""
 
-    inbox: Path
-    doorbells: Path
-    wake_log: Path | None = None
-    _offset: int = 0
-    _inode: int | None = None
-    _entries: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _open: dict[str, None] = field(default_factory=dict)
-    """Ids of entries that are not settled, oldest first (what a claim scans)."""
-    _bell: int | None = None
-    _bell_cm: Any = None
+    def __init__(self, inbox: Path, doorbells: Path, wake_log: Path | None = None) -> None:
+        self.inbox, self.doorbells, self.wake_log = inbox, doorbells, wake_log
+        self._offset = 0
+        self._inode: int | None = None
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._open: dict[str, None] = {}
+        """Ids of entries that are not settled, oldest first (what a claim scans)."""
+        self._bell: int | None = None
+        self._bell_cm: Any = None
 
     @property
     def lock_path(self) -> Path:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -364,6 +365,8 @@ class Sender:
         self._checked = 0.0
         self._bells_at = 0.0
         self._accepts = set(accepted_types(self.run)) | set(CONTROL_TYPES)
+        self._inbox = self.paths.inbox
+        self._instance = json.dumps(self.run["run_instance_id"])
         self._check_alive()
 
     def _check_alive(self) -> None:
@@ -411,7 +414,7 @@ class Sender:
         import fcntl
         import time
 
-        from runtime.files import encode_line
+        from runtime.envelope import encode_envelope
 
         if kind.startswith("control."):
             raise BadInput(f"send {kind} with `message`, not a stream sender")
@@ -420,24 +423,24 @@ class Sender:
         if time.monotonic() - self._checked > self.recheck_s:
             self._check_alive()
         envelope = make_envelope(
-            to=self.to, type=kind, body=body, sender=self.principal.id, summary=summary
+            to=self.to,
+            type=kind,
+            body=body,
+            sender=self.principal.id,
+            summary=summary,
+            check_size=False,
         )
-        from runtime.ids import now_iso
-
-        line = encode_line(
-            {
-                "id": envelope["id"],
-                "state": "queued",
-                "queued_at": envelope["ts"] or now_iso(),
-                "run_instance_id": self.run["run_instance_id"],
-                "envelope": envelope,
-            }
-        )
+        # the entry line of `Mailbox.deliver`, with the envelope encoded once (the size
+        # check's text is the stored text); id and timestamp are plain ASCII
+        line = (
+            f'{{"id":"{envelope["id"]}","state":"queued","queued_at":"{envelope["ts"]}",'
+            f'"run_instance_id":{self._instance},"envelope":{encode_envelope(envelope)}}}\n'
+        ).encode()
         # the descriptor stays open between messages; lock_current swaps it for the new
         # file when a compaction has replaced the inbox meanwhile
-        self._fd = lock_current(self.paths.inbox, self._fd if self._fd >= 0 else None)
+        self._fd = lock_current(self._inbox, self._fd if self._fd >= 0 else None)
         try:
-            write_locked(self._fd, self.paths.inbox, line, INBOX)
+            write_locked(self._fd, self._inbox, line, INBOX)
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
         if self.fsync:

@@ -10,10 +10,8 @@ the principal that spawned it; others are refused unless they pass `--force`.
 from __future__ import annotations
 
 import getpass
-import hmac
 import os
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from runtime.errors import BadInput, Refused
 from runtime.files import read_bytes
@@ -21,8 +19,7 @@ from runtime.ids import is_valid_id
 from runtime.paths import StateRoot
 
 
-@dataclass(frozen=True)
-class Principal:
+class Principal(NamedTuple):
     """The identity an action is taken under."""
 
     id: str
@@ -59,6 +56,8 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
                 f"ACTORS_RUN_ID={run_id} names no run in {root.path}",
                 hint="unset ACTORS_RUN_ID, or set ACTORS_HOME to the run's state root",
             ) from None
+        import hmac  # only when a token is checked: it pulls in hashlib (~4 ms)
+
         if not hmac.compare_digest(expected, token):
             raise Refused(f"ACTORS_RUN_TOKEN does not match run {run_id}")
         return Principal(f"run:{run_id}", via_run_token=True)

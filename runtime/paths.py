@@ -7,8 +7,8 @@ validated before they become path components, so no id can name anything outside
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from runtime.errors import BadInput, StateDamaged
 from runtime.ids import ID_PATTERN, is_valid_id
@@ -44,8 +44,7 @@ def parse_run_ref(ref: str) -> str:
     return check_id(ref)
 
 
-@dataclass(frozen=True)
-class StateRoot:
+class StateRoot(NamedTuple):
     """The directory tree every actors process shares."""
 
     path: Path
@@ -101,8 +100,7 @@ def refuse_symlinks(*paths: Path) -> None:
             )
 
 
-@dataclass(frozen=True)
-class RunPaths:
+class RunPaths(NamedTuple):
     """The files of one run's state directory."""
 
     dir: Path

@@ -18,9 +18,8 @@ import select
 import signal
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 _PROC = Path("/proc")
 HAVE_PROC = _PROC.joinpath("self", "stat").exists()
@@ -28,8 +27,7 @@ HAVE_PROC = _PROC.joinpath("self", "stat").exists()
 Verdict = Literal["valid", "dead", "mismatch", "unverifiable"]
 
 
-@dataclass(frozen=True)
-class ProcStat:
+class ProcStat(NamedTuple):
     pid: int
     state: str
     ppid: int

@@ -1,4 +1,4 @@
-"""`actors message` and `actors emit` without click.
+"""`actors message`, `emit`, `kill` and `cancel` without click.
 
 An agent may call these hundreds of times, and importing click costs more than the
 work itself. Their arguments are simple, so this parses them by hand: known flags, known
@@ -36,6 +36,16 @@ _EMIT = {
     "options": {"--to": "to", "--summary": "summary", "--level": "level", "--deliver": "delivery"},
     "choices": {"level": ("info", "warning", "error"), "delivery": ("log", "notify", "followup")},
 }
+
+
+_STOP = {
+    "positionals": ("run",),
+    "required": 1,
+    "flags": {"--force": "force", "--json": "as_json"},
+    "options": {"--session": "session"},
+    "choices": {},
+}
+_CANCEL = {**_STOP, "options": {"--session": "session", "--grace": "grace"}}
 
 
 def _parse(spec: dict[str, Any], args: list[str]) -> dict[str, Any] | None:
@@ -135,6 +145,34 @@ def emit(
         _print(outcome, as_json=False)
 
 
+def stop(
+    run: str,
+    *,
+    kill: bool,
+    force: bool = False,
+    session: str | None = None,
+    as_json: bool = False,
+    grace: float = 5.0,
+) -> None:
+    """The body of `actors kill` (SIGKILL now) and `actors cancel` (SIGTERM, grace, SIGKILL)."""
+    from actors.cli._format import emit_json, summary_line
+    from runtime.control import cancel, kill as kill_run
+    from runtime.ownership import current_principal
+    from runtime.paths import StateRoot, parse_run_ref
+
+    root = StateRoot.from_env()
+    principal = current_principal(root, session)
+    if kill:
+        summary = kill_run(root, parse_run_ref(run), principal, force=force)
+    else:
+        summary = cancel(root, parse_run_ref(run), principal, force=force, grace=grace)
+    if as_json:
+        emit_json(summary)
+    else:
+        sys.stdout.write(summary_line(summary) + "\n")
+        sys.stdout.flush()
+
+
 def _print(outcome: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         import json
@@ -147,12 +185,38 @@ def _print(outcome: dict[str, Any], *, as_json: bool) -> None:
 
 
 def run(args: list[str]) -> bool:
-    """Run `args` when they are a plain `message` or `emit` call; False to let click."""
-    if not args or args[0] not in ("message", "emit"):
+    """Run `args` when they are a plain `message`, `emit`, `kill` or `cancel` call; False
+    to let click handle them."""
+    if not args:
         return False
-    command = message if args[0] == "message" else emit
-    parsed = _parse(_MESSAGE if args[0] == "message" else _EMIT, args[1:])
-    if parsed is None:
+    command, rest = args[0], args[1:]
+    if command == "message":
+        parsed = _parse(_MESSAGE, rest)
+        if parsed is not None:
+            message(**parsed)
+    elif command == "emit":
+        parsed = _parse(_EMIT, rest)
+        if parsed is not None:
+            emit(**parsed)
+    elif command in ("kill", "cancel"):
+        parsed = _parse(_CANCEL if command == "cancel" else _STOP, rest)
+        if parsed is not None and command == "cancel":
+            grace = _seconds(parsed.pop("grace"))
+            parsed = None if grace is None else {**parsed, "grace": grace}
+        if parsed is not None:
+            stop(**parsed, kill=command == "kill")
+    else:
         return False
-    command(**parsed)
-    return True
+    return parsed is not None
+
+
+def _seconds(text: str | None) -> float | None:
+    """`--grace` as click's FLOAT would take it (its default when absent); None: let click
+    report a bad value."""
+    if text is None:
+        return 5.0
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value == value else None  # NaN is click's to refuse, not ours

@@ -1,4 +1,6 @@
-"""Compact, human-first rendering of run state (machines use --json)."""
+"""Compact, human-first rendering of run state (machines use --json).
+
+Click-free, like actors.cli._fast, which prints through it."""
 
 from __future__ import annotations
 
@@ -6,8 +8,6 @@ import json
 import sys
 import time
 from typing import Any
-
-import click
 
 from runtime.ids import parse_iso
 
@@ -46,7 +46,8 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
 
 
 def summary_line(summary: dict[str, Any]) -> str:

@@ -510,14 +510,9 @@ def wait_cmd(run: str, timeout: float | None, as_json: bool) -> None:
 @json_option
 def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json: bool) -> None:
     """Stop RUN gracefully: SIGTERM, up to --grace seconds, then SIGKILL."""
-    from runtime.control import cancel
-    from runtime.ownership import current_principal
+    from actors.cli._fast import stop
 
-    root = _root()
-    summary = cancel(
-        root, parse_run_ref(run), current_principal(root, session), force=force, grace=grace
-    )
-    emit_json(summary) if as_json else click.echo(summary_line(summary))
+    stop(run, kill=False, force=force, session=session, as_json=as_json, grace=grace)
 
 
 @click.command("kill")
@@ -527,12 +522,9 @@ def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json
 @json_option
 def kill_cmd(run: str, force: bool, session: str | None, as_json: bool) -> None:
     """Kill RUN and every process it started, immediately (SIGKILL)."""
-    from runtime.control import kill
-    from runtime.ownership import current_principal
+    from actors.cli._fast import stop
 
-    root = _root()
-    summary = kill(root, parse_run_ref(run), current_principal(root, session), force=force)
-    emit_json(summary) if as_json else click.echo(summary_line(summary))
+    stop(run, kill=True, force=force, session=session, as_json=as_json)
 
 
 def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, action: str) -> None:

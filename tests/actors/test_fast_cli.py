@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.cli._fast import _EMIT, _MESSAGE, _parse
+from actors.cli._fast import _CANCEL, _EMIT, _MESSAGE, _STOP, _parse, _seconds
 
 
 def test_plain_calls_parse_like_the_click_commands() -> None:
@@ -46,3 +46,18 @@ def test_anything_unusual_goes_to_click(args: list[str]) -> None:
 def test_a_bad_choice_goes_to_click_for_its_message() -> None:
     assert _parse(_EMIT, ["x.y", "--level", "loud"]) is None
     assert _parse(_EMIT, ["x.y", "--deliver", "email"]) is None
+
+
+def test_kill_and_cancel_parse_their_run_and_flags() -> None:
+    assert _parse(_STOP, ["run:a", "--force", "--json"]) == {
+        "run": "run:a",
+        "force": True,
+        "as_json": True,
+        "session": None,
+    }
+    parsed = _parse(_CANCEL, ["a", "--grace=0.5"])
+    assert parsed is not None and _seconds(parsed["grace"]) == 0.5
+    assert _seconds(None) == 5.0  # click's default
+    assert _seconds("soon") is None  # click reports the bad value
+    assert _parse(_STOP, ["a", "--grace", "1"]) is None  # kill has no --grace
+    assert _parse(_STOP, []) is None

@@ -57,9 +57,11 @@ def test_spawn_of_a_cached_recipe_stays_off_pydantic(home: object) -> None:
         ["message", "run:ghost", "x.y"],
         ["message", "run:ghost", "x.y", "{}", "--json", "--summary=s", "--no-fsync"],
         ["emit", "x.y", "body", "--deliver", "notify"],
+        ["kill", "run:ghost"],
+        ["cancel", "ghost", "--grace", "1", "--json"],
     ],
 )
-def test_message_and_emit_never_import_click(home: object, argv: list[str]) -> None:
+def test_message_emit_kill_and_cancel_never_import_click(home: object, argv: list[str]) -> None:
     """The hottest commands are parsed by hand (actors.cli._fast): no click, nothing heavy."""
     probe = (
         f"import sys; sys.argv=['actors', *{argv!r}]\n"
