@@ -1,4 +1,4 @@
-"""`actors message`, `emit`, `kill` and `cancel` without click.
+"""`actors message`, `emit`, `spawn`, `kill` and `cancel` without click.
 
 An agent may call these hundreds of times, and importing click costs more than the
 work itself. Their arguments are simple, so this parses them by hand: known flags, known
@@ -47,10 +47,30 @@ _STOP = {
 }
 _CANCEL = {**_STOP, "options": {"--session": "session", "--grace": "grace"}}
 
+_SPAWN = {
+    "positionals": ("recipe",),
+    "required": 0,
+    "flags": {"--json": "as_json"},
+    "options": {
+        "--recipe": "recipe_file",
+        "-t": "template",
+        "--template": "template",
+        "--as": "as_",
+        "--session": "session",
+        "-v": "values",
+        "--value": "values",
+        "--secret": "secrets",
+    },
+    "multiple": ("values", "secrets"),
+    "choices": {},
+}
+"""`--wait` is not here: it draws a progress line, which is click's command's job."""
+
 
 def _parse(spec: dict[str, Any], args: list[str]) -> dict[str, Any] | None:
+    multiple = spec.get("multiple", ())
     values: dict[str, Any] = {name: False for name in spec["flags"].values()}
-    values.update({name: None for name in spec["options"].values()})
+    values.update({name: [] if name in multiple else None for name in spec["options"].values()})
     positionals: list[str] = []
     rest = iter(args)
     for arg in rest:
@@ -61,13 +81,19 @@ def _parse(spec: dict[str, Any], args: list[str]) -> dict[str, Any] | None:
             positionals.append(arg)
             continue
         name, eq, inline = arg.partition("=")
+        if eq and not name.startswith("--"):
+            return None  # click reads `-t=x` as the value "=x": leave such spellings to it
         if name in spec["flags"] and not eq:
             values[spec["flags"][name]] = True
         elif name in spec["options"]:
             value = inline if eq else next(rest, None)
             if value is None:
                 return None
-            values[spec["options"][name]] = value
+            key = spec["options"][name]
+            if key in multiple:
+                values[key].append(value)
+            else:
+                values[key] = value
         else:
             return None  # help, an unknown option, a short option cluster: click's job
     if not spec["required"] <= len(positionals) <= len(spec["positionals"]):
@@ -75,6 +101,7 @@ def _parse(spec: dict[str, Any], args: list[str]) -> dict[str, Any] | None:
     for key, allowed in spec["choices"].items():
         if values[key] is not None and values[key] not in allowed:
             return None
+    values.update(dict.fromkeys(spec["positionals"]))
     values.update(zip(spec["positionals"], positionals, strict=False))
     return values
 
@@ -173,6 +200,44 @@ def stop(
         sys.stdout.flush()
 
 
+def spawn(
+    recipe: str | None = None,
+    *,
+    recipe_file: str | None = None,
+    template: str | None = None,
+    as_: str | None = None,
+    values: list[str] | tuple[str, ...] = (),
+    secrets: list[str] | tuple[str, ...] = (),
+    session: str | None = None,
+    as_json: bool = False,
+) -> dict[str, Any]:
+    """The body of `actors spawn` (without `--wait`): start the run, print its address."""
+    from actors.cli._format import print_started
+    from runtime.errors import BadInput
+    from runtime.spawn import SpawnRequest, spawn as spawn_run
+
+    if recipe and recipe_file:
+        raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
+    parsed: dict[str, Any] = {}
+    for pair in values:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise BadInput(f"-v {pair!r} is not KEY=VALUE", hint="e.g. -v source=~/Music")
+        parsed[name] = value
+    record = spawn_run(
+        SpawnRequest(
+            recipe=recipe or recipe_file,
+            template=template,
+            run_id=as_,
+            values=parsed,
+            session=session,
+            secret_names=list(secrets),
+        )
+    )
+    print_started(record, as_json, run_instance_id=record["run_instance_id"])
+    return record
+
+
 def _print(outcome: dict[str, Any], *, as_json: bool) -> None:
     if as_json:
         import json
@@ -185,8 +250,8 @@ def _print(outcome: dict[str, Any], *, as_json: bool) -> None:
 
 
 def run(args: list[str]) -> bool:
-    """Run `args` when they are a plain `message`, `emit`, `kill` or `cancel` call; False
-    to let click handle them."""
+    """Run `args` when they are a plain `message`, `emit`, `spawn`, `kill` or `cancel`
+    call; False to let click handle them."""
     if not args:
         return False
     command, rest = args[0], args[1:]
@@ -198,6 +263,10 @@ def run(args: list[str]) -> bool:
         parsed = _parse(_EMIT, rest)
         if parsed is not None:
             emit(**parsed)
+    elif command == "spawn":
+        parsed = _parse(_SPAWN, rest)
+        if parsed is not None:
+            spawn(**parsed)
     elif command in ("kill", "cancel"):
         parsed = _parse(_CANCEL if command == "cancel" else _STOP, rest)
         if parsed is not None and command == "cancel":

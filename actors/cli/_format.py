@@ -61,3 +61,15 @@ def summary_line(summary: dict[str, Any]) -> str:
 
 def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+def print_started(record: dict[str, Any], as_json: bool, **extra: Any) -> None:
+    """A detached run was started: its address (and how to follow it), or JSON."""
+    if as_json:
+        keys = ("run", "address", "state_dir", "pid")
+        emit_json({**{k: record[k] for k in keys}, **extra})
+        return
+    sys.stdout.write(record["address"] + "\n")
+    sys.stdout.flush()
+    if stderr_is_tty():
+        sys.stderr.write(f"  started; follow with: actors tail {record['run']} -f\n")

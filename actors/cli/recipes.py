@@ -589,7 +589,7 @@ def run_cmd(
     )
     run_id = record["run"]
     if found.is_async:
-        from actors.cli.runs import print_started
+        from actors.cli._format import print_started
 
         print_started(record, as_json, **{"async": True})
         return

@@ -133,11 +133,25 @@ def spawn_cmd(
       actors spawn recipes/fanout.json --as run:fan
       actors spawn -t 'sleep {secs=5}' -v secs=2 --wait
     """
-    from runtime.spawn import SpawnRequest, spawn
+    from actors.cli._fast import spawn
+
+    if not wait:
+        spawn(
+            recipe,
+            recipe_file=recipe_file,
+            template=template,
+            as_=as_,
+            values=values,
+            secrets=secrets,
+            session=session,
+            as_json=as_json,
+        )
+        return
+    from runtime.spawn import SpawnRequest, spawn as spawn_run
 
     if recipe and recipe_file:
         raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
-    record = spawn(
+    record = spawn_run(
         SpawnRequest(
             recipe=recipe or recipe_file,
             template=template,
@@ -147,21 +161,7 @@ def spawn_cmd(
             secret_names=list(secrets),
         )
     )
-    run_id = record["run"]
-    if wait:
-        _wait_and_report(run_id, None, as_json)
-    print_started(record, as_json, run_instance_id=record["run_instance_id"])
-
-
-def print_started(record: dict[str, Any], as_json: bool, **extra: Any) -> None:
-    """A detached run was started: its address (and how to follow it), or JSON."""
-    if as_json:
-        keys = ("run", "address", "state_dir", "pid")
-        emit_json({**{k: record[k] for k in keys}, **extra})
-        return
-    click.echo(record["address"])
-    if stderr_is_tty():
-        click.echo(f"  started; follow with: actors tail {record['run']} -f", err=True)
+    _wait_and_report(record["run"], None, as_json)
 
 
 @click.command("ls")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.cli._fast import _CANCEL, _EMIT, _MESSAGE, _STOP, _parse, _seconds
+from actors.cli._fast import _CANCEL, _EMIT, _MESSAGE, _SPAWN, _STOP, _parse, _seconds
 
 
 def test_plain_calls_parse_like_the_click_commands() -> None:
@@ -61,3 +61,17 @@ def test_kill_and_cancel_parse_their_run_and_flags() -> None:
     assert _seconds("soon") is None  # click reports the bad value
     assert _parse(_STOP, ["a", "--grace", "1"]) is None  # kill has no --grace
     assert _parse(_STOP, []) is None
+
+
+def test_spawn_collects_repeated_values_and_leaves_wait_to_click() -> None:
+    parsed = _parse(_SPAWN, ["-t", "sleep {s}", "-v", "s=1", "--value=x=2", "--secret", "x"])
+    assert parsed is not None
+    assert (parsed["template"], parsed["values"], parsed["secrets"]) == (
+        "sleep {s}",
+        ["s=1", "x=2"],
+        ["x"],
+    )
+    assert parsed["recipe"] is None
+    assert _parse(_SPAWN, ["hello", "--wait"]) is None  # the progress line is click's
+    assert _parse(_SPAWN, ["-t=echo"]) is None  # click would take "=echo"
+    assert _parse(_SPAWN, ["-tsleep"]) is None
