@@ -200,7 +200,20 @@ def stop(
         sys.stdout.flush()
 
 
-def spawn(
+def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """`-v KEY=VALUE` pairs as a mapping."""
+    from runtime.errors import BadInput
+
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise BadInput(f"-v {pair!r} is not KEY=VALUE", hint="e.g. -v source=~/Music")
+        values[name] = value
+    return values
+
+
+def start_run(
     recipe: str | None = None,
     *,
     recipe_file: str | None = None,
@@ -209,33 +222,31 @@ def spawn(
     values: list[str] | tuple[str, ...] = (),
     secrets: list[str] | tuple[str, ...] = (),
     session: str | None = None,
-    as_json: bool = False,
 ) -> dict[str, Any]:
-    """The body of `actors spawn` (without `--wait`): start the run, print its address."""
-    from actors.cli._format import print_started
+    """Start the detached run `actors spawn` names; returns its record."""
     from runtime.errors import BadInput
     from runtime.spawn import SpawnRequest, spawn as spawn_run
 
     if recipe and recipe_file:
         raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
-    parsed: dict[str, Any] = {}
-    for pair in values:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise BadInput(f"-v {pair!r} is not KEY=VALUE", hint="e.g. -v source=~/Music")
-        parsed[name] = value
-    record = spawn_run(
+    return spawn_run(
         SpawnRequest(
             recipe=recipe or recipe_file,
             template=template,
             run_id=as_,
-            values=parsed,
+            values=parse_values(values),
             session=session,
             secret_names=list(secrets),
         )
     )
+
+
+def spawn(*, as_json: bool = False, **request: Any) -> None:
+    """The body of `actors spawn` without `--wait`: start the run, print its address."""
+    from actors.cli._format import print_started
+
+    record = start_run(**request)
     print_started(record, as_json, run_instance_id=record["run_instance_id"])
-    return record
 
 
 def _print(outcome: dict[str, Any], *, as_json: bool) -> None:

@@ -33,16 +33,6 @@ def _root() -> StateRoot:
     return StateRoot.from_env()
 
 
-def _parse_values(pairs: tuple[str, ...]) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise BadInput(f"-v {pair!r} is not KEY=VALUE", hint="e.g. -v source=~/Music")
-        values[name] = value
-    return values
-
-
 def _exit_code(summary: dict[str, Any]) -> int:
     code = summary.get("code")
     if summary["status"] == "done":
@@ -133,34 +123,20 @@ def spawn_cmd(
       actors spawn recipes/fanout.json --as run:fan
       actors spawn -t 'sleep {secs=5}' -v secs=2 --wait
     """
-    from actors.cli._fast import spawn
+    from actors.cli._fast import spawn, start_run
 
+    request: dict[str, Any] = {
+        "recipe_file": recipe_file,
+        "template": template,
+        "as_": as_,
+        "values": values,
+        "secrets": secrets,
+        "session": session,
+    }
     if not wait:
-        spawn(
-            recipe,
-            recipe_file=recipe_file,
-            template=template,
-            as_=as_,
-            values=values,
-            secrets=secrets,
-            session=session,
-            as_json=as_json,
-        )
+        spawn(recipe=recipe, as_json=as_json, **request)
         return
-    from runtime.spawn import SpawnRequest, spawn as spawn_run
-
-    if recipe and recipe_file:
-        raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
-    record = spawn_run(
-        SpawnRequest(
-            recipe=recipe or recipe_file,
-            template=template,
-            run_id=as_,
-            values=_parse_values(values),
-            session=session,
-            secret_names=list(secrets),
-        )
-    )
+    record = start_run(recipe, **request)
     _wait_and_report(record["run"], None, as_json)
 
 

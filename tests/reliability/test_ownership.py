@@ -267,8 +267,7 @@ def _unplant(planted: Path) -> None:
 def test_a_symlinked_state_file_is_never_followed(
     home: StateRoot, runs: Runs, tmp_path: Path
 ) -> None:
-    """Security property: nothing is read from or written to the link's target. (Some
-    readers report the refusal as an internal error: see the xfail test below.)"""
+    """Security property: nothing is read from or written to the link's target."""
     runs.start("s")
     child = runs.child("s")
     target = _outside(tmp_path)
@@ -428,9 +427,7 @@ def umask_000_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_state_is_private_under_umask_000(umask_000_root: Path) -> None:
     root = umask_000_root
-    wrong = _modes(root)
-    known = {p: m for p, m in wrong.items() if "/captures/node-" in p}  # see the xfail below
-    assert {p: m for p, m in wrong.items() if p not in known} == {}
+    assert _modes(root) == {}
     for parent in (root.parent, root.parent.parent):
         assert stat.S_IMODE(parent.stat().st_mode) == 0o700  # created by actors: private too
     count = sum(1 for _ in root.rglob("*"))
@@ -438,12 +435,8 @@ def test_state_is_private_under_umask_000(umask_000_root: Path) -> None:
         SUITE,
         "file and directory modes under umask 000 (every path of a full session)",
         count,
-        "dirs 0700, files and FIFOs 0600 (except captures/node-*.out: xfail)",
+        "dirs 0700, files and FIFOs 0600",
     )
-
-
-def test_joined_parallel_output_is_private_under_umask_000(umask_000_root: Path) -> None:
-    assert _modes(umask_000_root) == {}
 
 
 # -- secrets ----------------------------------------------------------------------------------
