@@ -314,7 +314,15 @@ class JsonlChunk:
     `dataclasses` (with the `inspect` it imports) costs more than the whole message send.
     """
 
-    __slots__ = ("bad_lines", "compaction", "inode", "next_offset", "records", "reset", "torn_tail")
+    __slots__ = (
+        "bad_lines",
+        "compaction",
+        "identity",
+        "next_offset",
+        "records",
+        "reset",
+        "torn_tail",
+    )
 
     def __init__(self, next_offset: int = 0, reset: bool = False) -> None:
         self.records: list[dict[str, Any]] = []
@@ -323,10 +331,11 @@ class JsonlChunk:
         self.torn_tail = False
         self.compaction: dict[str, Any] | None = None
         """The compaction marker met in these lines (never part of `records`)."""
-        self.inode: int | None = None
-        """The file read; pass it back with `next_offset` to read on incrementally."""
+        self.identity: tuple[int, int] | None = None
+        """Which file was read (inode, compaction generation); pass it back with
+        `next_offset` to read on incrementally."""
         self.reset = reset
-        """The journal was replaced (compacted) since `inode`: this read started at 0."""
+        """The journal was replaced (compacted) since `identity`: this read started at 0."""
 
     def __repr__(self) -> str:
         return (
@@ -363,21 +372,43 @@ def parse_jsonl(data: bytes, *, base_offset: int = 0) -> JsonlChunk:
     return out
 
 
-def read_jsonl(path: Path, *, offset: int = 0, inode: int | None = None) -> JsonlChunk:
+def marker_of(head: bytes) -> dict[str, Any]:
+    """The compaction marker that opens a journal (given its first bytes), else {}."""
+    if not head.startswith(b'{"compaction"'):
+        return {}
+    try:
+        marker = json.loads(head.split(b"\n", 1)[0]).get("compaction")
+    except ValueError:
+        return {}
+    return marker if isinstance(marker, dict) else {}
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    """A journal file's identity for incremental readers: the inode alone is not enough,
+    as a compaction's new file may get the inode number of the one before last (freed
+    once nobody holds it open); the marker's generation rises with every compaction."""
+    generation = marker_of(os.pread(fd, 1024, 0)).get("generation", 0)
+    return os.fstat(fd).st_ino, generation if isinstance(generation, int) else 0
+
+
+def read_jsonl(
+    path: Path, *, offset: int = 0, identity: tuple[int, int] | None = None
+) -> JsonlChunk:
     """Read records from `offset`; a missing file is an empty journal.
 
-    An incremental reader passes back the `inode` of its last read: when the journal has
-    been replaced by a compaction since, it is read again from the start (`reset`).
+    An incremental reader passes back the `identity` of its last read: when the journal
+    has been replaced by a compaction since, it is read again from the start (`reset`).
     """
     try:
         fd = open_nofollow(path)
     except FileNotFoundError:
-        return JsonlChunk(next_offset=0 if inode is not None else offset, reset=inode is not None)
+        known = identity is not None
+        return JsonlChunk(next_offset=0 if known else offset, reset=known)
     except OSError as exc:
         raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
     try:
-        current = os.fstat(fd).st_ino
-        reset = inode is not None and current != inode
+        current = _identity(fd)
+        reset = identity is not None and current != identity
         if reset:
             offset = 0
         chunks = []
@@ -393,7 +424,7 @@ def read_jsonl(path: Path, *, offset: int = 0, inode: int | None = None) -> Json
     finally:
         os.close(fd)
     out = parse_jsonl(b"".join(chunks), base_offset=offset)
-    out.inode, out.reset = current, reset
+    out.identity, out.reset = current, reset
     return out
 
 

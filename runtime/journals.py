@@ -5,7 +5,8 @@ journal's own flock (so no append is lost or interleaved), atomically (temp file
 rename), with one marker line first: `{"compaction": {...}}` saying when, how much was
 dropped this time and in total, and how big the journal was before and after. Readers
 never see the marker as a record (`JsonlChunk.compaction` carries it), and incremental
-readers notice the replaced file by its inode and fold it again from the start.
+readers notice the replaced file (its inode and the marker's generation) and fold it
+again from the start.
 
 Two kinds of journal:
 - a *log* (events, outbox, wake, room timeline) keeps its newest lines: at most half
@@ -24,11 +25,10 @@ The cap is `$ACTORS_JOURNAL_CAP_BYTES` (default 4 MiB), read once per process.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
-from runtime.files import encode_line, fold, parse_jsonl
+from runtime.files import encode_line, fold, marker_of, parse_jsonl
 from runtime.ids import now_iso
 
 CAP_BYTES = int(os.environ.get("ACTORS_JOURNAL_CAP_BYTES", str(4 * 1024 * 1024)))
@@ -39,14 +39,7 @@ _HEAD_BYTES = 1024
 
 
 def _previous_marker(data: bytes) -> dict[str, Any]:
-    head = data[: data.find(b"\n") + 1] if data.startswith(b'{"compaction"') else b""
-    if not head:
-        return {}
-    try:
-        marker = json.loads(head).get("compaction")
-    except ValueError:
-        return {}
-    return marker if isinstance(marker, dict) else {}
+    return marker_of(data[:_HEAD_BYTES])
 
 
 def _marker(

@@ -69,7 +69,7 @@ class Mailbox:
     def __init__(self, inbox: Path, doorbells: Path, wake_log: Path | None = None) -> None:
         self.inbox, self.doorbells, self.wake_log = inbox, doorbells, wake_log
         self._offset = 0
-        self._inode: int | None = None
+        self._identity: tuple[int, int] | None = None
         self._entries: dict[str, dict[str, Any]] = {}
         self._open: dict[str, None] = {}
         """Ids of entries that are not settled, oldest first (what a claim scans)."""
@@ -135,11 +135,11 @@ class Mailbox:
     def refresh(self) -> dict[str, dict[str, Any]]:
         """Fold lines appended since the last call into the current entry states (all
         again from the start when the journal was compacted since)."""
-        chunk = read_jsonl(self.inbox, offset=self._offset, inode=self._inode)
+        chunk = read_jsonl(self.inbox, offset=self._offset, identity=self._identity)
         if chunk.reset:
             self._entries.clear()
             self._open.clear()
-        self._offset, self._inode = chunk.next_offset, chunk.inode
+        self._offset, self._identity = chunk.next_offset, chunk.identity
         for record in chunk.records:
             ident = record.get("id")
             if not isinstance(ident, str):

@@ -12,7 +12,7 @@ import click
 
 from actors.cli._format import age, emit_json, status_word, stderr_is_tty, summary_line, table
 from runtime.errors import BadInput, Conflict
-from runtime.files import parse_jsonl, read_bytes, read_text_tail, tail_jsonl
+from runtime.files import read_bytes, read_jsonl, read_text_tail, tail_jsonl
 from runtime.paths import StateRoot, parse_run_ref
 from runtime.status import ACTIVE, TERMINAL, read_progress
 
@@ -360,41 +360,33 @@ def _follow(
     from runtime.status import derive, find_run, runner_identity
 
     paths, record = find_run(root, run_id)
-    identity = runner_identity(paths, record)
-    pidfd = pidfd_open(int(identity["pid"])) if identity else None
-
-    def stat() -> tuple[int, int | None]:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return 0, None
-        return st.st_size, st.st_ino
-
-    offset, inode = stat()
+    runner = runner_identity(paths, record)
+    pidfd = pidfd_open(int(runner["pid"])) if runner else None
+    offset = os.stat(path).st_size if os.path.exists(path) else 0
+    journal = read_jsonl(path, offset=offset).identity if events else None
     last_id = max([""] + [str(e.get("id", "")) for e in tail_jsonl(path, 1)]) if events else ""
     ended = False
     try:
         while True:
-            size, current = stat()
-            if events and current != inode:
-                # compacted (replaced): read the new file from its start, skipping events
-                # already shown (event ids sort by time)
-                offset, inode = 0, current
-            if size > offset:
-                data = read_bytes(path, offset=offset, limit=size - offset)
-                if events:
-                    chunk = parse_jsonl(data, base_offset=offset)
-                    offset = chunk.next_offset
-                    fresh = [e for e in chunk.records if str(e.get("id", "")) > last_id]
-                    last_id = max([last_id, *(str(e.get("id", "")) for e in fresh)])
-                    text = "".join(_event_line(e) + "\n" for e in fresh)
-                else:
-                    offset = size
-                    text = data.decode(errors="replace")
+            if events:
+                # a compaction replaces the journal: then it is read from its start, and
+                # events already shown are skipped (event ids sort by time)
+                chunk = read_jsonl(path, offset=offset, identity=journal)
+                offset, journal = chunk.next_offset, chunk.identity
+                fresh = [e for e in chunk.records if str(e.get("id", "")) > last_id]
+                last_id = max([last_id, *(str(e.get("id", "")) for e in fresh)])
+                text = "".join(_event_line(e) + "\n" for e in fresh)
+            else:
+                size = os.stat(path).st_size if os.path.exists(path) else 0
+                data = (
+                    read_bytes(path, offset=offset, limit=size - offset) if size > offset else b""
+                )
+                offset = max(offset, size)
+                text = data.decode(errors="replace")
+            if text:
                 sys.stdout.write(redact_text(text, secrets or []))
                 sys.stdout.flush()
-                if text:
-                    continue
+                continue
             if ended:
                 return
             if derive(paths, record)["status"] in TERMINAL:

@@ -275,3 +275,46 @@ def test_wait_timeout_has_its_own_exit_code(home: StateRoot, tmp_path: Path) -> 
     proc = cli("wait", run_id, "--timeout", "0.2")
     assert proc.returncode == 75
     assert "still running" in proc.stderr
+
+
+def test_following_events_across_compactions_prints_each_event_once(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tail -f --events` keeps reading when the runner's appends compact events.jsonl
+    under it (a 4 KiB cap here): it reads the new file from its start and skips events it
+    has already printed."""
+    import subprocess
+
+    from runtime.files import read_jsonl
+
+    monkeypatch.setenv("ACTORS_JOURNAL_CAP_BYTES", "4096")  # the runner's cap
+    gate = make_fifo(tmp_path / "gate")
+    recipe = write_recipe(
+        tmp_path,
+        "ticks",
+        {
+            "template": [
+                {"label": "gate", "template": "sh -c 'read line < \"$1\"' x {gate}"},
+                {"label": "tick", "template": "true", "repeat": 120},
+            ]
+        },
+    )
+    run = actors.spawn(str(recipe), values={"gate": str(gate)})
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "actors", "tail", str(run["run"]), "-f", "--events", "-n", "1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert follower.stdout is not None
+    first = follower.stdout.readline()  # the tail is printed: the follow loop has begun
+    assert first.strip()
+    with open(gate, "w") as opened:
+        opened.write("go\n")
+    out, _ = follower.communicate(timeout=120)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == len(set(lines)), [x for x in lines if lines.count(x) > 1][:3]
+    assert "run.done" in lines[-1] or any("run.done" in x for x in lines[-3:])
+    ticks = [x for x in lines if "command.done" in x and "tick-" in x or "label=tick" in x]
+    assert ticks  # events of the repeat were followed, not just the ending
+    events = read_jsonl(home.run(str(run["run"])).events)
+    assert events.compaction is not None and events.compaction["generation"] >= 2

@@ -84,6 +84,12 @@ def test_an_incremental_reader_folds_again_after_a_compaction(tmp_path: Path) ->
     append_jsonl(inbox, _message(999), compactor=compactor)
     entries = reader.refresh()
     assert read_jsonl(inbox).compaction is not None
+    # a compacted file's identity carries the marker's generation: a new file that got a
+    # recycled inode number is still told apart from the one a reader last saw
+    assert read_jsonl(inbox).identity == (
+        inbox.stat().st_ino,
+        read_jsonl(inbox).compaction["generation"],
+    )
     # the reader's view equals a fresh fold: no stale entry, the new one queued
     fresh = Mailbox(inbox, tmp_path / "doorbells").refresh()
     assert entries == fresh and entries["m000999"]["state"] == "queued"
