@@ -313,8 +313,10 @@ def test_following_events_across_compactions_prints_each_event_once(
     out, _ = follower.communicate(timeout=120)
     lines = [line for line in out.splitlines() if line.strip()]
     assert len(lines) == len(set(lines)), [x for x in lines if lines.count(x) > 1][:3]
-    assert "run.done" in lines[-1] or any("run.done" in x for x in lines[-3:])
-    ticks = [x for x in lines if "command.done" in x and "tick-" in x or "label=tick" in x]
-    assert ticks  # events of the repeat were followed, not just the ending
+    assert any("run.done" in x for x in lines[-3:])  # followed to the end
+    ticks = [x for x in lines if "command.done" in x and "label=tick-" in x]
+    # the newest instance's end is there; older ones may have been compacted away
+    # between two reads (this cap keeps about six events), but none is shown twice
+    assert ticks and ticks[-1].endswith("label=tick-119")
     events = read_jsonl(home.run(str(run["run"])).events)
     assert events.compaction is not None and events.compaction["generation"] >= 2
