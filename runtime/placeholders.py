@@ -20,8 +20,7 @@ import json
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from runtime.errors import BadInput
 
@@ -40,8 +39,7 @@ MAX_REPEAT = 256
 """Instances one `repeat` node may expand to (64 when they run in parallel)."""
 
 
-@dataclass(frozen=True)
-class Ref:
+class Ref(NamedTuple):
     """One placeholder occurrence: the value it needs (`name`, "" for pure arithmetic),
     its inline default, whether a missing value is allowed, and the expression itself."""
 

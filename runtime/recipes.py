@@ -17,9 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from runtime.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.files import ensure_dir, read_json, write_json_atomic
@@ -30,8 +29,7 @@ MAX_RECIPE_BYTES = 1024 * 1024
 _COMPILER_KEY = "actors-recipe-compiler/1"
 
 
-@dataclass(frozen=True)
-class RecipeSource:
+class RecipeSource(NamedTuple):
     """Where a recipe came from, recorded in run.json."""
 
     name: str | None
@@ -151,8 +149,7 @@ def root_of(path: Path) -> str:
     return "file"
 
 
-@dataclass(frozen=True)
-class RecipeEntry:
+class RecipeEntry(NamedTuple):
     """One recipe file found in a root, as `actors recipes` reports it."""
 
     name: str
@@ -293,8 +290,7 @@ def inline_recipe(template: str) -> RecipeSource:
     return RecipeSource(None, None, {"template": template})
 
 
-@dataclass
-class Compiled:
+class Compiled(NamedTuple):
     """A compiled recipe and where its cache entry lives."""
 
     data: dict[str, Any]

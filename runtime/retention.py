@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,8 @@ def _sweep(directory: Path, max_age_s: float) -> int:
             if entry.stat(follow_symlinks=False).st_mtime >= cutoff:
                 continue
             if entry.is_dir(follow_symlinks=False):
+                import shutil  # only when something is swept: spawn imports this module
+
                 shutil.rmtree(entry.path)
             else:
                 os.unlink(entry.path)
@@ -99,6 +100,8 @@ def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False)
             digest = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
             dest_dir = ensure_dir(root.preserved / run_id)
             dest = dest_dir / f"{name}-{digest}--{src.name}"
+            import shutil
+
             shutil.copyfile(src, dest)
             os.chmod(dest, 0o600)
             preserved[name] = str(dest)
@@ -108,5 +111,7 @@ def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False)
     os.rename(paths.dir, doomed)
     forget(root, run_id)
     with contextlib.suppress(OSError):
+        import shutil
+
         shutil.rmtree(doomed)
     return {"run": run_id, "pruned": True, "status": summary["status"], "preserved": preserved}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,6 +129,8 @@ def forget_session(root: StateRoot, owner: str) -> None:
     paths = session_paths(root, owner)
     if not paths.dir.is_dir():
         raise NotFound(f"no session {owner}", hint="`actors session ls` lists them")
+    import shutil  # here, not at the top: sessions is on every spawn's import path
+
     shutil.rmtree(paths.dir)
 
 
