@@ -168,6 +168,25 @@ def write_recipe(directory: Path, name: str, recipe: dict[str, Any]) -> Path:
     return path
 
 
+def idle_run(tmp_path: Path, accepts: tuple[str, ...] = ("job.item",)) -> dict[str, Any]:
+    """A live run that accepts `accepts` and never consumes them (messages stay queued),
+    returned once its command is up."""
+    import actors
+
+    fifo = make_fifo(tmp_path / "ready.fifo")
+    recipe = write_recipe(
+        tmp_path,
+        "idle",
+        {
+            "mailbox": {"accepts": list(accepts)},
+            "template": "sh -c 'echo ready > \"$1\"; exec sleep 300' x {f}",
+        },
+    )
+    record = actors.spawn(str(recipe), values={"f": str(fifo)})
+    assert read_fifo_line(fifo) == "ready"
+    return record
+
+
 @pytest.fixture
 def stray_process() -> Iterator[subprocess.Popen[bytes]]:
     """An unrelated live process (used to impersonate a recycled pid)."""

@@ -35,7 +35,15 @@ from runtime.mailbox import Mailbox
 from runtime.paths import StateRoot
 from runtime.process import read_stat, wait_gone
 from runtime.sessions import SessionInbox, session_paths
-from tests.conftest import alive, cli, finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import (
+    alive,
+    cli,
+    finished,
+    idle_run,
+    make_fifo,
+    read_fifo_line,
+    write_recipe,
+)
 from tests.reliability._report import record
 
 # This process imported the hook before any test armed the environment: it never pauses.
@@ -254,17 +262,7 @@ def test_sender_killed_mid_compaction(
     """The sender whose append takes the inbox past its cap compacts it; killed there, the
     inbox is the old file or the new one, whole, its line in it once, and unread entries
     all still there."""
-    fifo = make_fifo(tmp_path / "ready.fifo")
-    recipe = write_recipe(
-        tmp_path,
-        "idle",
-        {
-            "mailbox": {"accepts": ["job.item"]},
-            "template": "sh -c 'echo ready > \"$1\"; sleep 300' x {f}",
-        },
-    )
-    run = actors.spawn(str(recipe), values={"f": str(fifo)})
-    assert read_fifo_line(fifo) == "ready"
+    run = idle_run(tmp_path)
     paths = home.run(run["run"])
     box = Mailbox(paths.inbox, paths.dir / "doorbells")
     unread = []

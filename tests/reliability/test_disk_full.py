@@ -25,10 +25,9 @@ from pathlib import Path
 
 import pytest
 
-import actors
 from runtime.files import read_jsonl
 from runtime.paths import StateRoot
-from tests.conftest import _reap_runs, cli, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import _reap_runs, cli, idle_run
 from tests.reliability._report import record
 
 SUITE = "disk full"
@@ -116,22 +115,6 @@ def _journals_parse(root: Path) -> int:
     return count
 
 
-def _idle_run(tmp_path: Path) -> dict[str, object]:
-    """A live run that accepts job.item and never consumes it (messages stay queued)."""
-    fifo = make_fifo(tmp_path / "ready.fifo")
-    recipe = write_recipe(
-        tmp_path,
-        "idle",
-        {
-            "mailbox": {"accepts": ["job.item"]},
-            "template": "sh -c 'echo ready > \"$1\"; exec sleep 300' x {f}",
-        },
-    )
-    record_ = actors.spawn(str(recipe), values={"f": str(fifo)})
-    assert read_fifo_line(fifo) == "ready"
-    return record_
-
-
 def _send(
     run: str, token: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -157,7 +140,7 @@ def _assert_disk_full_error(proc: subprocess.CompletedProcess[str]) -> None:
 def test_message_on_a_full_disk_is_refused_whole(
     disk: StateRoot, tmp_path: Path, slack: int
 ) -> None:
-    run = str(_idle_run(tmp_path)["run"])
+    run = str(idle_run(tmp_path)["run"])
     assert _send(run, "first").returncode == 0
     env = None
     if _mounted(disk):
@@ -190,7 +173,7 @@ def test_message_that_fits_when_its_wake_line_does_not(disk: StateRoot, tmp_path
     must report success (a retry after a reported failure would send it twice)."""
     if not _mounted(disk):
         pytest.skip("needs a mountable tmpfs to place the boundary between two files")
-    run = str(_idle_run(tmp_path)["run"])
+    run = str(idle_run(tmp_path)["run"])
     assert _send(run, "first").returncode == 0
     _pad(disk.run(run).inbox, 2048)
     _pad(disk.run(run).wake, 0)
@@ -233,7 +216,7 @@ def test_spawn_on_a_full_disk_leaves_no_partial_run(disk: StateRoot, tmp_path: P
 
 
 def test_emit_on_a_full_disk_is_refused_whole(disk: StateRoot, tmp_path: Path) -> None:
-    run = _idle_run(tmp_path)
+    run = idle_run(tmp_path)
     paths = disk.run(str(run["run"]))
     token = paths.token.read_text().strip()
     inside = {"ACTORS_RUN_ID": str(run["run"]), "ACTORS_RUN_TOKEN": token}

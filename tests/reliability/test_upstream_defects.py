@@ -19,7 +19,16 @@ from runtime.files import read_jsonl
 from runtime.journals import StateCompactor
 from runtime.paths import StateRoot
 from runtime.sessions import SessionInbox, session_paths
-from tests.conftest import alive, cli, finished, make_fifo, read_fifo_line, snapshot, write_recipe
+from tests.conftest import (
+    alive,
+    cli,
+    finished,
+    idle_run,
+    make_fifo,
+    read_fifo_line,
+    snapshot,
+    write_recipe,
+)
 
 
 def _ready_run(tmp_path: Path, name: str = "ready", **spawn: object) -> dict[str, object]:
@@ -237,17 +246,7 @@ def test_defect_14_journals_are_compacted_with_a_marker(
     with a marker counting what it dropped; a run that never reads its inbox loses none of
     its 20,000 unread messages to that (tests/reliability/test_journal_bounds.py drives
     100,000 messages through a consuming run)."""
-    recipe = write_recipe(
-        tmp_path,
-        "sinkhole",
-        {
-            "mailbox": {"accepts": ["job.go"]},
-            "template": "sh -c 'echo ready > \"$1\"; sleep 300' x {f}",
-        },
-    )
-    fifo = make_fifo(tmp_path / "sink.fifo")
-    record = actors.spawn(str(recipe), values={"f": str(fifo)})
-    assert read_fifo_line(fifo) == "ready"
+    record = idle_run(tmp_path, accepts=("job.go",))
     monkeypatch.setattr("runtime.messaging.INBOX", StateCompactor(256 * 1024))
     with actors.sender(f"run:{record['run']}", fsync=False) as stream:
         sent = [stream.send("job.go", {"n": n}) for n in range(20_000)]
