@@ -1,4 +1,5 @@
-"""The click group behind every command but the hand-parsed `message` and `emit`."""
+"""The click group: every command, and the hand-parsed ones (actors.cli._fast) when their
+arguments need more than the small parser takes."""
 
 from __future__ import annotations
 
