@@ -376,8 +376,9 @@ def marker_of(head: bytes) -> dict[str, Any]:
     """The compaction marker that opens a journal (given its first bytes), else {}."""
     if not head.startswith(b'{"compaction"'):
         return {}
+    end = head.find(b"\n")
     try:
-        marker = json.loads(head.split(b"\n", 1)[0]).get("compaction")
+        marker = json.loads(head[: end if end >= 0 else len(head)]).get("compaction")
     except ValueError:
         return {}
     return marker if isinstance(marker, dict) else {}

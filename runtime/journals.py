@@ -38,10 +38,6 @@ OPEN_STATES = frozenset({"queued", "sending", "claimed"})
 _HEAD_BYTES = 1024
 
 
-def _previous_marker(data: bytes) -> dict[str, Any]:
-    return marker_of(data[:_HEAD_BYTES])
-
-
 def _marker(
     kind: str, before: int, after: int, dropped: int, previous: dict[str, Any], **extra: int
 ) -> bytes:
@@ -78,7 +74,7 @@ class _Capped:
         a compaction is thus paid for by the appends before it."""
         if end <= self.cap:
             return False
-        previous = _previous_marker(os.pread(fd, _HEAD_BYTES, 0))
+        previous = marker_of(os.pread(fd, _HEAD_BYTES, 0))
         if not previous:
             return True
         grown = end - _int(previous, "bytes_after")
@@ -93,7 +89,7 @@ class LogCompactor(_Capped):
         self.keep_lines = keep_lines
 
     def rewrite(self, data: bytes) -> bytes:
-        previous = _previous_marker(data)
+        previous = marker_of(data)
         lines = data.splitlines(keepends=True)
         if previous:
             lines = lines[1:]
@@ -119,7 +115,7 @@ class StateCompactor(_Capped):
         self.settled_keep = settled_keep
 
     def rewrite(self, data: bytes) -> bytes:
-        previous = _previous_marker(data)
+        previous = marker_of(data)
         entries = [
             e
             for e in fold(parse_jsonl(data).records).values()

@@ -29,16 +29,22 @@ _ENV_TO_CLEAR = (
 )
 
 
+def isolate(mp: pytest.MonkeyPatch, base: Path, root: Path) -> None:
+    """Point this process (and what it starts) at the state root `root`, a config dir and
+    working directory under `base`, with no run or session identity inherited."""
+    mp.setenv("ACTORS_HOME", str(root))
+    mp.setenv("XDG_CONFIG_HOME", str(base / "config"))
+    for name in _ENV_TO_CLEAR:
+        mp.delenv(name, raising=False)
+    mp.chdir(base)
+
+
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StateRoot]:
     """A fresh state root (and config dir) for one test; leftover runs are killed after."""
     root = tmp_path / "state"
-    monkeypatch.setenv("ACTORS_HOME", str(root))
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    isolate(monkeypatch, tmp_path, root)
     monkeypatch.setenv("ACTORS_KILL_GRACE", "2")
-    for name in _ENV_TO_CLEAR:
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.chdir(tmp_path)
     state = StateRoot(root)
     yield state
     _reap_runs(state)

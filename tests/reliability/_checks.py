@@ -25,6 +25,19 @@ from tests.conftest import cli
 CliResult = subprocess.CompletedProcess[str]
 
 
+def journals_parse(root: Path) -> int:
+    """Every JSONL journal under `root` folds: no garbage line, no torn tail. Returns how
+    many there are."""
+    from runtime.files import read_jsonl
+
+    count = 0
+    for path in root.rglob("*.jsonl"):
+        chunk = read_jsonl(path)
+        assert chunk.bad_lines == 0 and not chunk.torn_tail, path
+        count += 1
+    return count
+
+
 def describe(args: Sequence[str], proc: CliResult) -> str:
     return (
         f"actors {' '.join(args)} -> {proc.returncode}\n"

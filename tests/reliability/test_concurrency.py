@@ -30,6 +30,7 @@ from runtime.files import fold, read_jsonl
 from runtime.paths import StateRoot
 from runtime.sessions import SessionInbox, session_paths
 from tests.conftest import finished, write_recipe
+from tests.reliability._checks import journals_parse
 from tests.reliability._report import record
 
 SUITE = "concurrency"
@@ -201,11 +202,7 @@ def _check(home: StateRoot, outcome: dict[str, Any]) -> dict[str, Any]:
         assert (home.archive / entry["run"] / "result.json").exists()
         assert not (home.runs / entry["run"]).exists()
         assert followups[entry["run"]] == 1, entry["run"]
-    journals = 0
-    for path in home.path.rglob("*.jsonl"):
-        chunk = read_jsonl(path)
-        assert chunk.bad_lines == 0 and not chunk.torn_tail, path
-        journals += 1
+    journals = journals_parse(home.path)
     ops = Counter()
     for count in outcome["counts"]:
         ops[count["role"]] += count["ops"]

@@ -23,7 +23,7 @@ import pytest
 import actors
 from runtime.files import read_jsonl
 from runtime.paths import StateRoot
-from tests.conftest import _ENV_TO_CLEAR, cli, finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import cli, finished, isolate, make_fifo, read_fifo_line, write_recipe
 from tests.reliability._checks import assert_clean, fast_cli, fast_cli_all, file_bytes, refused
 from tests.reliability._report import record
 
@@ -80,11 +80,7 @@ def template_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("corrupt-template")
     root = base / "state"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ACTORS_HOME", str(root))
-        mp.setenv("XDG_CONFIG_HOME", str(base / "config"))
-        for name in _ENV_TO_CLEAR:
-            mp.delenv(name, raising=False)
-        mp.chdir(base)
+        isolate(mp, base, root)
         proc = cli("session", "register", "--harness", "file", "--id", SESSION)
         assert proc.returncode == 0, proc.stderr
         for spawned in [actors.spawn("hello", as_=run_id, session=SESSION) for run_id in RUNS]:

@@ -44,6 +44,7 @@ from tests.conftest import (
     read_fifo_line,
     write_recipe,
 )
+from tests.reliability._checks import journals_parse
 from tests.reliability._report import record
 
 # This process imported the hook before any test armed the environment: it never pauses.
@@ -141,16 +142,6 @@ def _actors(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
-def _journals_parse(root: Path) -> int:
-    """Every JSONL journal under the root folds: no garbage line, no torn tail."""
-    count = 0
-    for path in root.rglob("*.jsonl"):
-        chunk = read_jsonl(path)
-        assert chunk.bad_lines == 0 and not chunk.torn_tail, path
-        count += 1
-    return count
-
-
 def _lines(path: Path, entry_id: str, state: str) -> int:
     return sum(
         1 for r in read_jsonl(path).records if r.get("id") == entry_id and r.get("state") == state
@@ -239,7 +230,7 @@ def test_sender_killed_mid_send(home: StateRoot, tmp_path: Path, point: str) -> 
     assert _handled_tokens(out) == [token] * SENDER_POINTS[point] + ["after"]
     for entry in present:
         assert _lines(inbox, entry["id"], "handled") == 1
-    journals = _journals_parse(home.path)
+    journals = journals_parse(home.path)
     record(
         SUITE,
         f"sender `actors message` SIGKILLed at {point}",
@@ -334,7 +325,7 @@ def test_consumer_killed_mid_receive(home: StateRoot, tmp_path: Path, point: str
     assert _handled_tokens(out) == ([token] if offered_again else [])
     assert _lines(inbox, entry["id"], "handled") == 1
     assert _lines(inbox, entry["id"], "claimed") == (2 if offered_again else 1)
-    journals = _journals_parse(home.path)
+    journals = journals_parse(home.path)
     record(
         SUITE,
         f"consumer `actors recv` SIGKILLed at {point}",
@@ -417,7 +408,7 @@ def test_runner_killed_mid_write(
     assert cli("reconcile").returncode == 0  # again: nothing more is owed or sent
     assert len(_session_entries(home, "crash", f"run.{expected}")) == 1
     assert _stray_tmp(home.path) == []
-    journals = _journals_parse(home.path)
+    journals = journals_parse(home.path)
     record(
         SUITE,
         f"runner SIGKILLed at {point}, then `actors reconcile` (twice)",
@@ -468,7 +459,7 @@ def test_runner_killed_while_claiming_a_stop_leaves_no_child_alive(
     assert cli("reconcile").returncode == 0
     assert wait_gone(children, timeout=10), [p for p in children if alive(p)]
     assert actors.result(run["run"])["status"] == "exited"
-    journals = _journals_parse(home.path)
+    journals = journals_parse(home.path)
     record(
         SUITE,
         "runner SIGKILLed at mailbox.claim.after_lease (claiming control.stop) with 3 "
@@ -503,7 +494,7 @@ def test_flush_killed_after_the_adapter_before_the_receipt(home: StateRoot, tmp_
     assert len(_session_entries(home, "held", "run.done")) == 1
     deliveries = session_paths(home, "held").deliveries
     assert _lines(deliveries, held["id"], "delivered") == 1
-    journals = _journals_parse(home.path)
+    journals = journals_parse(home.path)
     record(
         SUITE,
         f"delivery runner `actors flush` SIGKILLed at {point}",
@@ -527,7 +518,7 @@ def test_emit_killed_after_the_follow_up_is_durable(home: StateRoot, tmp_path: P
     assert _delivery_state(home, "emitter", note["id"])["state"] == "delivered"
     outbox = read_jsonl(home.run(run["run"]).outbox).records
     assert Counter(m.get("type") for m in outbox)["note.ping"] == 1
-    journals = _journals_parse(home.path)
+    journals = journals_parse(home.path)
     record(
         SUITE,
         f"`actors emit --deliver followup` SIGKILLed at {point}",

@@ -28,6 +28,7 @@ import pytest
 from runtime.files import read_jsonl
 from runtime.paths import StateRoot
 from tests.conftest import _reap_runs, cli, idle_run
+from tests.reliability._checks import journals_parse
 from tests.reliability._report import record
 
 SUITE = "disk full"
@@ -106,15 +107,6 @@ def _leftovers(root: Path) -> list[str]:
     return [str(p) for p in root.rglob("*.tmp")] + [str(p) for p in (root / "tmp").glob("*")]
 
 
-def _journals_parse(root: Path) -> int:
-    count = 0
-    for path in root.rglob("*.jsonl"):
-        chunk = read_jsonl(path)
-        assert chunk.bad_lines == 0 and not chunk.torn_tail, path
-        count += 1
-    return count
-
-
 def _send(
     run: str, token: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -157,7 +149,7 @@ def test_message_on_a_full_disk_is_refused_whole(
         (disk.path / "filler").unlink()
     assert _send(run, "after").returncode == 0
     assert [_queued(disk, run, t) for t in ("first", "refused", "after")] == [1, 0, 1]
-    journals = _journals_parse(disk.path)
+    journals = journals_parse(disk.path)
     how = "256 KiB tmpfs filled" if _mounted(disk) else "ENOSPC injected"
     record(
         SUITE,
@@ -182,7 +174,7 @@ def test_message_that_fits_when_its_wake_line_does_not(disk: StateRoot, tmp_path
     assert sent.returncode == 0, sent.stderr
     assert _queued(disk, run, "fits") == 1
     assert _leftovers(disk.path) == []
-    journals = _journals_parse(disk.path)
+    journals = journals_parse(disk.path)
     record(
         SUITE,
         "`actors message` whose envelope fits but whose advisory wake line does not",

@@ -24,7 +24,7 @@ import pytest
 
 import actors
 from runtime.paths import StateRoot
-from tests.conftest import _ENV_TO_CLEAR, cli, finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import cli, finished, isolate, make_fifo, read_fifo_line, write_recipe
 from tests.reliability._checks import (
     assert_clean,
     fast_cli,
@@ -398,11 +398,7 @@ def umask_000_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = base / "fresh" / "deeper" / "state"  # parents that do not exist yet
     recipe = write_recipe(base, "modes", MODE_SCENARIO)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ACTORS_HOME", str(root))
-        mp.setenv("XDG_CONFIG_HOME", str(base / "config"))
-        for name in _ENV_TO_CLEAR:
-            mp.delenv(name, raising=False)
-        mp.chdir(base)
+        isolate(mp, base, root)
         old = os.umask(0)
         try:
             steps = [
