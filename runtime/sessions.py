@@ -158,11 +158,11 @@ class SessionInbox:
                 },
                 fsync=True,
             )
-        with contextlib.suppress(OSError):
-            append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
         from runtime.mailbox import ring
 
-        ring(self.paths.doorbells)
+        ring(self.paths.doorbells)  # first: a waiter reads the inbox, not the wake log
+        with contextlib.suppress(OSError):
+            append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
         return True
 
     def entries(self) -> list[dict[str, Any]]:

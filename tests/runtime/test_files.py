@@ -66,6 +66,26 @@ def test_garbage_lines_are_counted_not_fatal() -> None:
     assert chunk.bad_lines == 2
 
 
+@pytest.mark.parametrize(
+    ("data", "ids", "bad"),
+    [
+        (b'{"id":"a"}\n{"id":"b"}\n', ["a", "b"], 0),  # the one-call path
+        (b'{"id":"a"}\n\n{"id":"b"}\n', ["a", "b"], 0),  # a blank line is skipped
+        (b'{"id":"a"},{"id":"x"}\n{"id":"b"}\n', ["b"], 1),  # two values on a line
+        (b'{"id":"a"}\n{"id":"\xff"}\n{"id":"b"}\n', ["a", "b"], 1),  # not UTF-8
+        (b'{"compaction":{"generation":2}}\n{"id":"a"}\n', ["a"], 0),
+        (b'{"id":"a"}\n"text"\n', ["a"], 1),
+    ],
+)
+def test_every_line_is_judged_alone(data: bytes, ids: list[str], bad: int) -> None:
+    """Whole-buffer parsing is an optimisation: what it yields must equal what judging each
+    line alone yields, for damaged journals too."""
+    chunk = parse_jsonl(data)
+    assert [r["id"] for r in chunk.records] == ids
+    assert chunk.bad_lines == bad
+    assert chunk.next_offset == len(data)
+
+
 def test_fold_applies_state_changes_in_order() -> None:
     lines = [
         {"id": "m1", "state": "queued", "body": "x"},
