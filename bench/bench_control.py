@@ -94,12 +94,16 @@ def _ls_bench(total: int, running: int) -> None:
 SENDER = """
 import sys, time
 import actors
-run, count, fsync, stream = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[5] == "1"
-start = float(sys.argv[4])
-sender = actors.sender(run, fsync=fsync) if stream else None
+run, count, fsync, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[5]
+start, batch = float(sys.argv[4]), int(sys.argv[6])
+sender = None if mode == "call" else actors.sender(run, fsync=fsync)
 while time.time() < start:
     time.sleep(0.001)
-if sender is not None:
+if mode == "batch":
+    with sender:
+        for first in range(0, count, batch):
+            sender.send_many("bench.item", range(first, min(count, first + batch)))
+elif sender is not None:
     with sender:
         for i in range(count):
             sender.send("bench.item", i)
@@ -107,18 +111,21 @@ else:
     for i in range(count):
         actors.message(run, "bench.item", i, fsync=fsync)
 """
+BATCH = 100
+MODES = {"call": ("senders", 1), "stream": ("streams", 4), "batch": (f"streams x{BATCH}", 25)}
 
 
 def _throughput(per_sender: int) -> None:
     """8 sender processes into one inbox: `actors.message` per call (validates the run and
-    writes a wake line each time) and `actors.sender` streams (validated once)."""
+    writes a wake line each time), `actors.sender` streams (validated once), and streams
+    that hand over `BATCH` messages per `send_many` (one flock, fsync and ring each)."""
     import actors
 
     sink = Path(tempfile.mkdtemp()) / "sink.json"
     sink.write_text(json.dumps({"mailbox": {"accepts": ["bench.item"]}, "template": "sleep 600"}))
-    for stream in (False, True):
+    for mode, (label, scale) in MODES.items():
         for fsync in (True, False):
-            count = per_sender * (4 if stream else 1)
+            count = per_sender * scale
             record = actors.spawn(str(sink))
             start = time.time() + 1.5
             procs = [
@@ -131,7 +138,8 @@ def _throughput(per_sender: int) -> None:
                         str(count),
                         "1" if fsync else "0",
                         str(start),
-                        "1" if stream else "0",
+                        mode,
+                        str(BATCH),
                     ]
                 )
                 for _ in range(8)
@@ -140,8 +148,8 @@ def _throughput(per_sender: int) -> None:
                 p.wait()
             elapsed = time.time() - start
             rate = 8 * count / elapsed
-            label = f"inbox appends, 8 {'streams' if stream else 'senders'}, fsync={fsync}"
-            emit(f"{label:<44} {rate:9.0f} envelopes/s  ({8 * count} in {elapsed:.2f} s)")
+            name = f"inbox appends, 8 {label}, fsync={fsync}"
+            emit(f"{name:<44} {rate:9.0f} envelopes/s  ({8 * count} in {elapsed:.2f} s)")
             actors.kill(record["run"])
     from runtime.files import append_jsonl
 

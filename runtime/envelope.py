@@ -13,6 +13,7 @@ from typing import Any
 
 from runtime.addresses import parse_address
 from runtime.errors import BadInput
+from runtime.files import compact_json
 from runtime.ids import new_id, now_iso
 
 MAX_ENVELOPE_BYTES = 64 * 1024
@@ -33,6 +34,15 @@ def check_type(value: str) -> str:
             hint="use a dotted name like player.next or task.assign (letters, digits, ._:-)",
         )
     return value
+
+
+def check_body(body: Any) -> None:
+    """Refuse a body nested deeper than any reader could parse again."""
+    if isinstance(body, (dict, list, tuple)) and _too_deep(body, MAX_BODY_DEPTH):
+        raise BadInput(
+            f"message body is nested more than {MAX_BODY_DEPTH} levels deep",
+            hint="flatten it, or write it to a file and send the path",
+        )
 
 
 def make_envelope(
@@ -63,11 +73,7 @@ def make_envelope(
         raise BadInput(f"invalid mode {mode!r}", hint=f"use one of {', '.join(MODES)}")
     if summary is not None and len(summary) > MAX_SUMMARY_CHARS:
         raise BadInput(f"summary is longer than {MAX_SUMMARY_CHARS} characters")
-    if isinstance(body, (dict, list, tuple)) and _too_deep(body, MAX_BODY_DEPTH):
-        raise BadInput(
-            f"message body is nested more than {MAX_BODY_DEPTH} levels deep",
-            hint="flatten it, or write it to a file and send the path",
-        )
+    check_body(body)
     envelope: dict[str, Any] = {
         "id": new_id(),
         "type": type,
@@ -126,7 +132,7 @@ def _too_deep(value: Any, limit: int) -> bool:
 def _encoded(envelope: dict[str, Any]) -> tuple[str, int]:
     """The envelope as stored and its size in bytes; BadInput for what cannot be stored."""
     try:
-        text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), default=str)
+        text = compact_json(envelope)
         return text, len(text.encode())
     except UnicodeEncodeError:
         raise BadInput(

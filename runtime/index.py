@@ -38,11 +38,13 @@ def _usable(entry: Any) -> bool:
     if not isinstance(entry, dict):
         return False
     terminal = entry.get("terminal")
-    return (
-        isinstance(terminal, dict)
-        and terminal.get("status") in TERMINAL
-        and all(isinstance(entry.get(k), (str, type(None))) for k in _STATIC)
-    )
+    if not isinstance(terminal, dict) or terminal.get("status") not in TERMINAL:
+        return False
+    for key in _STATIC:  # a loop, not all(<generator>): this runs once per listed run
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            return False
+    return True
 
 
 def _stamp(run_dir: str) -> str | None:
@@ -73,14 +75,18 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
         run_dir = f"{runs_dir}/{name}"
         stamp = _stamp(run_dir)
         entry = cached.get(name)
-        if stamp and entry is not None and _usable(entry) and entry.get("stamp") == stamp:
+        if stamp and entry is not None and entry.get("stamp") == stamp and _usable(entry):
             summary: dict[str, Any] = {
                 "run": name,
                 "address": f"run:{name}",
                 "state_dir": run_dir,
+                "created_at": entry.get("created_at"),
+                "recipe": entry.get("recipe"),
+                "tool": entry.get("tool"),
+                "owner_id": entry.get("owner_id"),
+                "parent": entry.get("parent"),
+                **entry["terminal"],
             }
-            summary.update({k: entry.get(k) for k in _STATIC})
-            summary.update(entry["terminal"])
             fresh[name] = entry
             summaries.append(summary)
             continue

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from runtime.files import encode_line, fold, marker_of, parse_jsonl
+from runtime.files import encode_line, fold, marker_of, parse_lines
 from runtime.ids import now_iso
 
 CAP_BYTES = int(os.environ.get("ACTORS_JOURNAL_CAP_BYTES", str(4 * 1024 * 1024)))
@@ -116,31 +116,41 @@ class StateCompactor(_Capped):
 
     def rewrite(self, data: bytes) -> bytes:
         previous = marker_of(data)
-        entries = [
-            e
-            for e in fold(parse_jsonl(data).records).values()
-            if isinstance(e.get("envelope"), dict)
-        ]
+        records: list[dict[str, Any]] = []
+        single: dict[str, bytes | None] = {}  # id -> its line while it has only one
+        for raw, value in parse_lines(data):
+            if not isinstance(value, dict) or ("compaction" in value and "id" not in value):
+                continue
+            records.append(value)
+            ident = value.get("id")
+            if isinstance(ident, str):
+                single[ident] = raw + b"\n" if ident not in single else None
+        entries = [e for e in fold(records).values() if isinstance(e.get("envelope"), dict)]
+
+        def line_of(entry: dict[str, Any]) -> bytes:
+            # an entry never touched since it arrived keeps its line: no encoding again
+            return single.get(entry["id"]) or encode_line(entry)
+
         settled_budget = self.cap // 4
-        keep_settled: set[int] = set()
+        keep_settled: dict[int, bytes] = {}
         size = 0
         for position in range(len(entries) - 1, -1, -1):
             entry = entries[position]
             if entry.get("state") in OPEN_STATES:
                 continue
-            length = len(encode_line(entry))
-            if len(keep_settled) >= self.settled_keep or size + length > settled_budget:
+            line = line_of(entry)
+            if len(keep_settled) >= self.settled_keep or size + len(line) > settled_budget:
                 break
-            keep_settled.add(position)
-            size += length
+            keep_settled[position] = line
+            size += len(line)
         kept = []
         open_bytes = 0
         for position, entry in enumerate(entries):
             if entry.get("state") in OPEN_STATES:
-                kept.append(encode_line(entry))
+                kept.append(line_of(entry))
                 open_bytes += len(kept[-1])
             elif position in keep_settled:
-                kept.append(encode_line(entry))
+                kept.append(keep_settled[position])
         body = b"".join(kept)
         dropped = len(entries) - len(kept)
         return (

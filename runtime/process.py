@@ -38,9 +38,19 @@ class ProcStat(NamedTuple):
 
 def read_stat(pid: int) -> ProcStat | None:
     """Fields of /proc/<pid>/stat, or None when the process is gone."""
+    # os.open on a str path, not pathlib: a session scan reads every process's stat, and
+    # pathlib's joins and file object cost three quarters of each read.
     try:
-        data = (_PROC / str(pid) / "stat").read_bytes()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    try:
+        data = os.read(fd, 4096)
+    except ProcessLookupError:
+        return None
+    finally:
+        os.close(fd)
+    if not data:
         return None
     # The command name may hold spaces and parentheses: split after the last ')'.
     rest = data[data.rindex(b")") + 2 :].split()

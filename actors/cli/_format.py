@@ -46,7 +46,15 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    """A record indented; a list one compact item per line (still one JSON document, and
+    `grep`-able): indenting 10,000 runs takes json's pure-Python path, ~1 s, while the
+    compact form goes through its C encoder (~50 ms)."""
+    if isinstance(data, list):
+        encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+        items = ",\n".join(encode(item) for item in data)
+        sys.stdout.write(f"[\n{items}\n]\n" if items else "[]\n")
+    else:
+        sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
     sys.stdout.flush()
 
 

@@ -11,12 +11,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import actors
 from runtime.files import append_jsonl, read_jsonl
 from runtime.ids import new_id, now_iso
 from runtime.mailbox import RECONCILE_INTERVAL_S, Mailbox
 from runtime.paths import StateRoot
-from tests.conftest import make_fifo, read_fifo_line, write_recipe
+from tests.conftest import idle_run, make_fifo, read_fifo_line, write_recipe
 
 CONSUMER = """
 import json, sys
@@ -83,6 +85,55 @@ def test_eight_senders_thousand_messages_each_handled_exactly_once_in_order(
     dropped = (inbox.compaction or {}).get("dropped_total", 0)
     assert len(entries) + dropped == 8001
     assert all(handled[e["id"]] == 1 for e in entries)
+
+
+BATCH_SENDER = """
+import sys
+import actors
+run, sender, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with actors.sender(run) as stream:
+    ids = stream.send_many("test.item", ({"s": sender, "i": i, "pad": "x" * 800} for i in range(count)))
+assert len(ids) == len(set(ids)) == count
+"""
+
+
+def test_batched_streams_are_handled_exactly_once_in_order(home: StateRoot, tmp_path: Path) -> None:
+    """Four `send_many` calls of 1,500 messages (over 1 MiB each, so several chunks) racing
+    into one consumer, the inbox compacting under them."""
+    run_id, out = _consumer_run(home, tmp_path)
+    senders = [
+        subprocess.Popen([sys.executable, "-c", BATCH_SENDER, f"run:{run_id}", str(n), "1500"])
+        for n in range(4)
+    ]
+    assert [p.wait(timeout=300) for p in senders] == [0] * 4
+    actors.message(f"run:{run_id}", "test.end")
+    assert actors.wait(run_id, timeout=300)["status"] == "done"
+    per_sender: dict[int, list[int]] = {}
+    for line in out.read_text().splitlines():
+        body = json.loads(line)
+        per_sender.setdefault(body["s"], []).append(body["i"])
+    assert per_sender == {n: list(range(1500)) for n in range(4)}
+    inbox = read_jsonl(home.run(run_id).inbox)
+    assert inbox.bad_lines == 0 and not inbox.torn_tail
+    assert (inbox.compaction or {}).get("generation", 0) >= 1
+
+
+def test_a_batch_with_one_bad_body_writes_nothing(home: StateRoot, tmp_path: Path) -> None:
+    from runtime.envelope import MAX_ENVELOPE_BYTES
+    from runtime.errors import BadInput
+
+    run = idle_run(tmp_path)
+    inbox = home.run(run["run"]).inbox
+    before = inbox.read_bytes() if inbox.exists() else b""
+    with actors.sender(f"run:{run['run']}") as stream:
+        bodies = ["fine", "x" * MAX_ENVELOPE_BYTES, "fine too"]
+        with pytest.raises(BadInput, match="limit"):
+            stream.send_many("job.item", bodies)
+        assert (inbox.read_bytes() if inbox.exists() else b"") == before
+        assert len(stream.send_many("job.item", ["a", "b"])) == 2
+    queued = [r for r in read_jsonl(inbox).records if r.get("state") == "queued"]
+    assert [r["envelope"]["body"] for r in queued] == ["a", "b"]
+    actors.kill(run["run"])
 
 
 HOLDER = """
