@@ -71,6 +71,22 @@ def _read_held(path: Path, count: int, timeout: float = 60) -> dict[str, float]:
     raise TimeoutError(f"consumer held only {len(lines)} of {count}")
 
 
+def _fsync_floor(work: Path, count: int = 200) -> list[float]:
+    """What durability alone costs on this disk: every message is fsynced before its
+    doorbell rings, so the wake latency can never be below this."""
+    samples = []
+    fd = os.open(work / "floor.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(count):
+            started = time.perf_counter()
+            os.write(fd, b"x" * 299 + b"\n")
+            os.fsync(fd)
+            samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        os.close(fd)
+    return samples
+
+
 def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
@@ -161,6 +177,7 @@ def main(quick: bool) -> None:
 
         emit(row("message -> consumer holds it (Python API)", api, baseline))
         emit(row("500 ms stat poll baseline", baseline))
+        emit(row("  floor: one 300-byte append + fsync", _fsync_floor(work)))
         emit(row("actors message (CLI) wall", cli_wall, pass_times))
         emit(row("CLI message returned -> consumer holds it", cli_after))
         emit(f"{'idle consumer (runner + recv script) CPU':<44} {idle_cpu * 100:.3f}% of a core")
