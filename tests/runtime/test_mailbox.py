@@ -59,18 +59,23 @@ def _consumer_run(home: StateRoot, tmp_path: Path) -> tuple[str, Path]:
     return record["run"], out
 
 
+def _send_and_end(run_id: str, script: str, *, senders: int, count: int) -> None:
+    """Race `senders` processes running `script` into the run, then end it; it must end done."""
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, f"run:{run_id}", str(n), str(count)])
+        for n in range(senders)
+    ]
+    assert [p.wait(timeout=300) for p in procs] == [0] * senders
+    actors.message(f"run:{run_id}", "test.end")
+    final = actors.wait(run_id, timeout=300)
+    assert final["status"] == "done", final
+
+
 def test_eight_senders_thousand_messages_each_handled_exactly_once_in_order(
     home: StateRoot, tmp_path: Path
 ) -> None:
     run_id, out = _consumer_run(home, tmp_path)
-    senders = [
-        subprocess.Popen([sys.executable, "-c", SENDER, f"run:{run_id}", str(n), "1000"])
-        for n in range(8)
-    ]
-    assert [p.wait(timeout=300) for p in senders] == [0] * 8
-    actors.message(f"run:{run_id}", "test.end")
-    final = actors.wait(run_id, timeout=300)
-    assert final["status"] == "done", final
+    _send_and_end(run_id, SENDER, senders=8, count=1000)
     bodies = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(bodies) == 8000
     per_sender: dict[int, list[int]] = {}
@@ -101,13 +106,7 @@ def test_batched_streams_are_handled_exactly_once_in_order(home: StateRoot, tmp_
     """Four `send_many` calls of 1,500 messages (over 1 MiB each, so several chunks) racing
     into one consumer, the inbox compacting under them."""
     run_id, out = _consumer_run(home, tmp_path)
-    senders = [
-        subprocess.Popen([sys.executable, "-c", BATCH_SENDER, f"run:{run_id}", str(n), "1500"])
-        for n in range(4)
-    ]
-    assert [p.wait(timeout=300) for p in senders] == [0] * 4
-    actors.message(f"run:{run_id}", "test.end")
-    assert actors.wait(run_id, timeout=300)["status"] == "done"
+    _send_and_end(run_id, BATCH_SENDER, senders=4, count=1500)
     per_sender: dict[int, list[int]] = {}
     for line in out.read_text().splitlines():
         body = json.loads(line)
