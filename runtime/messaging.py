@@ -429,7 +429,8 @@ class Sender:
         Every envelope is built and checked before anything is written (a bad body writes
         none). Lines then go out in chunks of up to `BATCH_BYTES`, each chunk one write
         under one flock, one fsync (unless `fsync=False`) and one ring: a consumer may see
-        a chunk's messages arrive together, never a part of one line.
+        a chunk's messages arrive together, never a part of one line. A write that fails
+        (a full disk) leaves no part of its chunk, but the chunks before it stay sent.
         """
         import time
 
