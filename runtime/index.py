@@ -80,11 +80,7 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
                 "run": name,
                 "address": f"run:{name}",
                 "state_dir": run_dir,
-                "created_at": entry.get("created_at"),
-                "recipe": entry.get("recipe"),
-                "tool": entry.get("tool"),
-                "owner_id": entry.get("owner_id"),
-                "parent": entry.get("parent"),
+                **{k: entry.get(k) for k in _STATIC},
                 **entry["terminal"],
             }
             fresh[name] = entry

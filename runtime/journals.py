@@ -119,8 +119,8 @@ class StateCompactor(_Capped):
         records: list[dict[str, Any]] = []
         single: dict[str, bytes | None] = {}  # id -> its line while it has only one
         for raw, value in parse_lines(data):
-            if not isinstance(value, dict) or ("compaction" in value and "id" not in value):
-                continue
+            if not isinstance(value, dict):
+                continue  # (the old marker has no id: fold ignores it)
             records.append(value)
             ident = value.get("id")
             if isinstance(ident, str):
