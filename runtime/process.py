@@ -57,6 +57,22 @@ def read_stat(pid: int) -> ProcStat | None:
     return ProcStat(pid, rest[0].decode(), int(rest[1]), int(rest[2]), int(rest[3]), int(rest[19]))
 
 
+def has_exited(stat: ProcStat) -> bool:
+    """Whether the process as a whole is gone, with only its zombie entry left.
+
+    A zombie leader is not enough: when the main thread of a threaded process ends first,
+    /proc shows its stat as `Z` while the other threads still run (or are still closing
+    their files on the way out of a SIGKILL). The whole group is gone only once its task
+    list holds the leader alone.
+    """
+    if stat.state not in ("Z", "X"):
+        return False
+    try:
+        return len(os.listdir(f"/proc/{stat.pid}/task")) <= 1
+    except OSError:
+        return True
+
+
 _boot_id: str | None = None
 
 
@@ -201,7 +217,7 @@ def session_members(sid: int, *, also_descendants_of: int | None = None) -> dict
     stats = {}
     for pid in list_pids():
         stat = read_stat(pid) if HAVE_PROC else None
-        if stat is not None and stat.state not in ("Z", "X"):
+        if stat is not None and not has_exited(stat):
             stats[pid] = stat
     members = {pid: st.start_ticks for pid, st in stats.items() if st.sid == sid}
     if also_descendants_of is not None:
@@ -262,7 +278,7 @@ def kill_session(sid: int, *, root_pid: int | None = None, rounds: int = 20) -> 
 def is_gone(pid: int) -> bool:
     stat = read_stat(pid) if HAVE_PROC else None
     if HAVE_PROC:
-        return stat is None or stat.state in ("Z", "X")
+        return stat is None or has_exited(stat)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
