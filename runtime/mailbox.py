@@ -46,12 +46,27 @@ LEASE_S = float(os.environ.get("ACTORS_LEASE_S", "300"))
 """How long a claim is exclusive while its holder lives (`$ACTORS_LEASE_S`, default 300 s)."""
 CLAIMABLE = ("queued",)
 SENDING_GRACE_S = 5.0
-"""A `sending` entry (FIFO fast path under way) older than this is treated as queued."""
+"""A `sending` entry that names no sender (written before senders were recorded) is
+treated as queued once older than this."""
 
 
 def _me() -> dict[str, Any]:
     stat = read_stat(os.getpid())
     return {"pid": os.getpid(), "start_ticks": stat.start_ticks if stat else None}
+
+
+def _sender_gone(entry: dict[str, Any], now: float) -> bool:
+    """Whether a `sending` entry's FIFO write can no longer happen.
+
+    Only the sender's death settles it: a sender that is merely slow (frozen, swapped
+    out) still writes the envelope to the FIFO when it resumes, so handing the entry to
+    `recv` as well would deliver it twice. Entries without a recorded sender fall back to
+    their age.
+    """
+    sender = entry.get("sending_by")
+    if isinstance(sender, dict):
+        return not _holder_alive(sender)
+    return _age_s(entry.get("queued_at"), now) > SENDING_GRACE_S
 
 
 def _holder_alive(holder: Any) -> bool:
@@ -97,6 +112,8 @@ class Mailbox:
             "run_instance_id": instance,
             "envelope": envelope,
         }
+        if state == "sending":  # who may still write it to the FIFO (see `claim`)
+            entry["sending_by"] = _me()
         append_jsonl(self.inbox, entry, fsync=fsync, compactor=INBOX)
         pause_point("mailbox.deliver.before_ring")
         if state == "queued":
@@ -186,7 +203,7 @@ class Mailbox:
                     break  # later entries are newer; a stale claim among them waits its turn
                 entry = entries[ident]
                 state = entry.get("state")
-                if state == "sending" and _age_s(entry.get("queued_at"), now) > SENDING_GRACE_S:
+                if state == "sending" and _sender_gone(entry, now):
                     lines.append(
                         {
                             "id": entry["id"],

@@ -128,6 +128,7 @@ def send(
     )
     state = "queued"
     if fifo:
+        pause_point("messaging.fifo.before_write")
         if _write_fifo(paths.dir / "control.fifo", envelope):
             box.mark(entry["id"], "sent")
             state = "sent"

@@ -240,6 +240,124 @@ def test_sender_killed_mid_send(home: StateRoot, tmp_path: Path, point: str) -> 
     )
 
 
+# The run's own command reads its FIFO endpoint: it opens control.fifo read-write (so a
+# non-blocking writer finds a reader at once), says so, and records each line it reads.
+FIFO_READER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+with open(sys.argv[2], "w") as ready:
+    ready.write("ready\\n")
+with os.fdopen(fd) as fifo, open(sys.argv[3], "a") as out:
+    for line in fifo:
+        out.write(line)
+        out.flush()
+        if '"test.end"' in line:
+            break
+"""
+
+
+def _fifo_run(tmp_path: Path) -> tuple[dict[str, Any], Path]:
+    """A live run with `endpoint: fifo` whose command is reading control.fifo."""
+    script, got = tmp_path / "fifo_reader.py", tmp_path / "got.jsonl"
+    script.write_text(FIFO_READER)
+    ready = make_fifo(tmp_path / "ready.fifo")
+    recipe = write_recipe(
+        tmp_path,
+        "fast",
+        {
+            "mailbox": {"accepts": ["job.item", "test.end"], "endpoint": "fifo"},
+            "template": f"{sys.executable} {script} {{state_dir}}/control.fifo {{f}} {{out}}",
+        },
+    )
+    run = actors.spawn(str(recipe), values={"f": str(ready), "out": str(got)})
+    assert read_fifo_line(ready) == "ready"
+    return run, got
+
+
+def _read_from_fifo(got: Path) -> list[Any]:
+    return [json.loads(line)["body"] for line in got.read_text().splitlines()]
+
+
+def _frozen_fifo_sender(tmp_path: Path, run: dict[str, Any], token: str) -> tuple[Any, int]:
+    point = "messaging.fifo.before_write"
+    barrier = make_fifo(tmp_path / "barrier")
+    sender = _actors(
+        "message",
+        f"run:{run['run']}",
+        "job.item",
+        json.dumps({"token": token}),
+        "--json",
+        "--print-json",
+        env=_pause_env(point, barrier),
+    )
+    frozen = _paused(barrier, point)
+    _wait_stopped(frozen)
+    return sender, frozen
+
+
+def test_a_fifo_sender_frozen_mid_fast_path_is_not_delivered_twice(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The envelope is journaled `sending`, not yet written to control.fifo. A sender that
+    is merely frozen still writes it when it resumes, so however long the stall, no
+    consumer may take the entry from the inbox as well."""
+    run, got = _fifo_run(tmp_path)
+    token = uuid.uuid4().hex
+    sender, frozen = _frozen_fifo_sender(tmp_path, run, token)
+    paths = home.run(run["run"])
+    [entry] = _with_token(paths.inbox, token)
+    assert entry["state"] == "sending"
+    rival = Mailbox(paths.inbox, paths.dir / "doorbells")
+    later = time.time() + 3600  # the claim judges the entry as an hour into the stall
+    with monkeypatch.context() as clock:
+        clock.setattr(time, "time", lambda: later)
+        assert rival.claim(consumer="rival") == []
+    os.kill(frozen, signal.SIGCONT)
+    out, err = sender.communicate(timeout=10)
+    assert sender.returncode == 0, err
+    assert json.loads(out)["state"] == "sent", out
+    actors.message(f"run:{run['run']}", "test.end")
+    assert finished(run)["status"] == "done"
+    assert _read_from_fifo(got) == [{"token": token}, None]
+    assert rival.claim(consumer="rival") == []
+    assert _lines(paths.inbox, entry["id"], "sent") == 1
+    record(
+        SUITE,
+        "FIFO-endpoint sender frozen (SIGSTOP) at messaging.fifo.before_write, then resumed",
+        1,
+        "no consumer took the `sending` entry during the stall; the resumed sender wrote it "
+        "to the FIFO and reported sent; delivered exactly once",
+    )
+
+
+def test_a_fifo_sender_killed_mid_fast_path_leaves_the_message_to_recv(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """Killed between journaling `sending` and writing the FIFO, the sender can never
+    write it: the next claim requeues the entry at once and a consumer gets it."""
+    run, got = _fifo_run(tmp_path)
+    token = uuid.uuid4().hex
+    sender, frozen = _frozen_fifo_sender(tmp_path, run, token)
+    _kill(frozen)
+    sender.communicate(timeout=10)
+    assert sender.returncode == -signal.SIGKILL
+    paths = home.run(run["run"])
+    [entry] = _with_token(paths.inbox, token)
+    rival = Mailbox(paths.inbox, paths.dir / "doorbells")
+    assert [e["id"] for e in rival.claim(consumer="rival")] == [entry["id"]]
+    rival.mark(entry["id"], "handled")
+    actors.message(f"run:{run['run']}", "test.end")
+    assert finished(run)["status"] == "done"
+    assert _read_from_fifo(got) == [None]  # the FIFO never carried it
+    assert _lines(paths.inbox, entry["id"], "handled") == 1
+    record(
+        SUITE,
+        "FIFO-endpoint sender SIGKILLed at messaging.fifo.before_write",
+        1,
+        "the `sending` entry was requeued by the next claim (no grace wait) and handled once",
+    )
+
+
 COMPACTION_POINTS = {
     "files.compact.before_replace": False,  # line written, the compacted file not yet in place
     "files.compact.after_replace": True,  # compacted file renamed into place, lock still held
