@@ -86,7 +86,7 @@ def send(
         make_envelope(
             to=to, type=kind, body=body, sender=principal.id, summary=summary
         )  # validates
-        return _invoke_tool(address, body, principal)
+        return _invoke_tool(root, address, body, principal)
     assert address.target is not None
     paths, run = find_run(root, address.target)
     envelope = make_envelope(
@@ -195,16 +195,20 @@ def _post_room(paths: RunPaths, run: dict[str, Any], envelope: dict[str, Any]) -
     }
 
 
-def _invoke_tool(address: Address, body: Any, principal: Principal) -> dict[str, Any]:
-    from runtime.spawn import SpawnRequest, spawn
+def _invoke_tool(
+    root: StateRoot, address: Address, body: Any, principal: Principal
+) -> dict[str, Any]:
+    """Spawn the tool with the body as its values, checked against its parameters like
+    `actors run` does: an unknown or badly typed key is refused before anything runs."""
+    from runtime.tools import invoke_tool
 
+    assert address.target is not None
     values = body if isinstance(body, dict) else ({} if body is None else {"input": body})
-    record = spawn(
-        SpawnRequest(
-            recipe=address.target,
-            values=values,
-            session=None if principal.via_run_token else principal.id,
-        )
+    record = invoke_tool(
+        address.target,
+        values,
+        session=None if principal.via_run_token else principal.id,
+        root=root,
     )
     return {
         "to": str(address),

@@ -173,6 +173,24 @@ def test_tool_address_spawns_the_recipe_with_the_body_as_values(home: StateRoot)
     assert actors.result(outcome["run"])["output"] == "HELLO TOOL\n"
 
 
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ('{"nmae": "ada"}', "actors: tool hello has no parameter nmae; did you mean name?"),
+        ('"ada"', "actors: tool hello has no parameter input; its parameters: name"),
+        ('{"run_id": "x"}', "actors: run_id: run_id is set by the runtime and cannot be given"),
+    ],
+)
+def test_tool_address_refuses_a_body_its_parameters_do_not_take(
+    home: StateRoot, body: str, error: str
+) -> None:
+    before = snapshot(home.path)
+    proc = cli("message", "tool:hello", "tool.invoke", body, "--json")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0].startswith(error), proc.stderr
+    assert snapshot(home.path) == before
+
+
 def test_session_inventory_filters_by_status(home: StateRoot) -> None:
     first = actors.spawn("hello", session="coord-1")
     actors.spawn("hello", session="coord-2")
