@@ -50,9 +50,17 @@ SENDING_GRACE_S = 5.0
 treated as queued once older than this."""
 
 
+_my_identity: dict[str, Any] = {}
+
+
 def _me() -> dict[str, Any]:
-    stat = read_stat(os.getpid())
-    return {"pid": os.getpid(), "start_ticks": stat.start_ticks if stat else None}
+    """This process as a claim holder; read once per pid (a fork gets its own)."""
+    pid = os.getpid()
+    if _my_identity.get("pid") != pid:
+        stat = read_stat(pid)
+        _my_identity.clear()
+        _my_identity.update(pid=pid, start_ticks=stat.start_ticks if stat else None)
+    return dict(_my_identity)
 
 
 def _sender_gone(entry: dict[str, Any], now: float) -> bool:

@@ -9,7 +9,6 @@ the principal that spawned it; others are refused unless they pass `--force`.
 
 from __future__ import annotations
 
-import getpass
 import os
 from typing import Any, NamedTuple
 
@@ -28,12 +27,23 @@ class Principal(NamedTuple):
     via_run_token: bool = False
 
 
+def _login() -> str:
+    """What getpass.getuser() answers, without importing getpass (it pulls in termios on
+    every CLI start): the login variables first, then the password database."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if value := os.environ.get(name):
+            return value
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return ""
+
+
 def local_user_session() -> str:
     """`user:<login>`, or `user:<uid>` when the login is not a safe id (e.g. `a@corp`)."""
-    try:
-        login = getpass.getuser()
-    except (KeyError, OSError):
-        login = ""
+    login = _login()
     return f"user:{login}" if is_valid_id(login) else f"user:{os.getuid()}"
 
 

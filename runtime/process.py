@@ -85,16 +85,25 @@ def boot_id() -> str | None:
 
 
 def _cmdline(pid: int) -> list[str] | None:
+    # str paths, as in read_stat: every status check of a live run reads these two.
     try:
-        raw = (_PROC / str(pid) / "cmdline").read_bytes()
+        fd = os.open(f"/proc/{pid}/cmdline", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    return [p.decode(errors="replace") for p in raw.split(b"\0")[:-1]]
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return [p.decode(errors="replace") for p in b"".join(chunks).split(b"\0")[:-1]]
 
 
 def _cwd(pid: int) -> str | None:
     try:
-        return os.readlink(_PROC / str(pid) / "cwd")
+        return os.readlink(f"/proc/{pid}/cwd")
     except OSError:
         return None
 
