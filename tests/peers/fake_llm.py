@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -170,7 +171,7 @@ class FakeLLM:
 
     def start(self, port: int = 0) -> int:
         handler = type("Handler", (_Handler,), {"llm": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self.server = _Server(("127.0.0.1", port), handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.port = int(self.server.server_address[1])
@@ -187,6 +188,16 @@ class FakeLLM:
 
     def prompts(self) -> list[str]:
         return [last_user_text(r["body"]) for r in self.requests]
+
+
+class _Server(ThreadingHTTPServer):
+    """A harness that drops a stream it no longer wants (OpenCode aborts an SSE reply
+    once it has what it needs) is normal here, not a server error to print."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
