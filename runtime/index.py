@@ -18,8 +18,21 @@ from runtime.ids import is_valid_id, now_iso
 from runtime.paths import RunPaths, StateRoot
 from runtime.status import TERMINAL, derive, load_run
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 _STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
+_FINAL = ("pid", "status", "code", "degraded", "ended_at", "reason")
+"""What result.json settles: cached with the static facts once the run has a result."""
+LISTED = ("run", "address", "state_dir", *_STATIC, *_FINAL)
+"""The keys of every listed run, in this order, whether it came from the index or was
+derived live (a run whose state is damaged also has `damaged`)."""
+
+
+def _listed(name: str, run_dir: str, facts: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"run": name, "address": f"run:{name}", "state_dir": run_dir}
+    summary.update({k: facts.get(k) for k in LISTED[3:]})
+    if "damaged" in facts:
+        summary["damaged"] = facts["damaged"]
+    return summary
 
 
 def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
@@ -76,15 +89,8 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
         stamp = _stamp(run_dir)
         entry = cached.get(name)
         if stamp and entry is not None and entry.get("stamp") == stamp and _usable(entry):
-            summary: dict[str, Any] = {
-                "run": name,
-                "address": f"run:{name}",
-                "state_dir": run_dir,
-                **{k: entry.get(k) for k in _STATIC},
-                **entry["terminal"],
-            }
             fresh[name] = entry
-            summaries.append(summary)
+            summaries.append(_listed(name, run_dir, {**entry, **entry["terminal"]}))
             continue
         paths = RunPaths(root.runs / name)
         try:
@@ -92,16 +98,14 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
         except NotFound:
             continue  # archived or pruned since the scan
         except StateDamaged as exc:
-            summaries.append({"run": name, "status": "damaged", "reason": exc.message})
+            summaries.append(_listed(name, run_dir, {"status": "damaged", "reason": exc.message}))
             continue
         summary = derive(paths, run)
-        summaries.append(summary)
+        summaries.append(_listed(name, run_dir, summary))
         new_entry: dict[str, Any] = {k: summary.get(k) for k in _STATIC}
         new_entry["stamp"] = stamp
         if summary.get("from_result"):  # only result.json makes a status final
-            new_entry["terminal"] = {
-                k: summary.get(k) for k in ("status", "code", "degraded", "ended_at")
-            }
+            new_entry["terminal"] = {k: summary.get(k) for k in _FINAL}
         fresh[name] = new_entry
     if fresh != cached:
         _save(root, fresh)

@@ -1,4 +1,4 @@
-"""`actors message`, `emit`, `spawn`, `kill` and `cancel` without click.
+"""`actors message`, `emit`, `spawn`, `kill`, `cancel`, `ls` and `status` without click.
 
 An agent may call these hundreds of times, and importing click costs more than the
 work itself. Their arguments are simple, so this parses them by hand: known flags, known
@@ -65,6 +65,23 @@ _SPAWN = {
     "choices": {},
 }
 """`--wait` is not here: it draws a progress line, which is click's command's job."""
+
+_LS = {
+    "positionals": (),
+    "required": 0,
+    "flags": {"--mine": "mine", "--tree": "tree", "--json": "as_json"},
+    "options": {"--status": "statuses", "--session": "session"},
+    "multiple": ("statuses",),
+    "choices": {},
+}
+
+_STATUS = {
+    "positionals": ("run",),
+    "required": 0,
+    "flags": {"--line": "line", "--json": "as_json"},
+    "options": {"--session": "session"},
+    "choices": {},
+}
 
 
 def _parse(spec: dict[str, Any], args: list[str]) -> dict[str, Any] | None:
@@ -261,8 +278,8 @@ def _print(outcome: dict[str, Any], *, as_json: bool) -> None:
 
 
 def run(args: list[str]) -> bool:
-    """Run `args` when they are a plain `message`, `emit`, `spawn`, `kill` or `cancel`
-    call; False to let click handle them."""
+    """Run `args` when they are a plain `message`, `emit`, `spawn`, `kill`, `cancel`, `ls`
+    or `status` call; False to let click handle them."""
     if not args:
         return False
     command, rest = args[0], args[1:]
@@ -278,6 +295,18 @@ def run(args: list[str]) -> bool:
         parsed = _parse(_SPAWN, rest)
         if parsed is not None:
             spawn(**parsed)
+    elif command == "ls":
+        parsed = _parse(_LS, rest)
+        if parsed is not None:
+            from actors.cli._views import list_view
+
+            list_view(**parsed)
+    elif command == "status":
+        parsed = _parse(_STATUS, rest)
+        if parsed is not None:
+            from actors.cli._views import status_view
+
+            status_view(**parsed)
     elif command in ("kill", "cancel"):
         parsed = _parse(_CANCEL if command == "cancel" else _STOP, rest)
         if parsed is not None and command == "cancel":

@@ -222,6 +222,23 @@ def test_corrupt_index_falls_back_to_a_scan(home: StateRoot) -> None:
     assert json.loads(home.index_file.read_text())["runs"][run_id]["terminal"]["status"] == "done"
 
 
+def test_a_listed_run_reads_the_same_from_the_index_as_derived_live(home: StateRoot) -> None:
+    """The first listing derives each run and writes the index; the next reads finished runs
+    from it. Both must print the same record, reason and pid included."""
+    from runtime.index import LISTED
+
+    run_id = spawn_id("-t", "sleep 300")
+    cli("kill", run_id)
+    home.index_file.unlink(missing_ok=True)
+    derived = json.loads(cli("ls", "--json").stdout)
+    cached = json.loads(cli("ls", "--json").stdout)
+    assert home.index_file.exists()
+    assert derived == cached
+    assert tuple(cached[0]) == LISTED
+    assert cached[0]["reason"].startswith("killed by ")
+    assert isinstance(cached[0]["pid"], int)
+
+
 def test_temp_cleanup_removes_stale_entries_and_never_runs(home: StateRoot) -> None:
     run_id = spawn_id("hello")
     cli("wait", run_id)

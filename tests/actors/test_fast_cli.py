@@ -1,11 +1,16 @@
-"""The hand parser of `message` / `emit` takes only what click would take the same way,
+"""The hand parser of the hot commands takes only what click would take the same way,
 and hands everything else to click."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from actors.cli._fast import _CANCEL, _EMIT, _MESSAGE, _SPAWN, _STOP, _parse, _seconds
+import actors
+from actors.cli._fast import _CANCEL, _EMIT, _LS, _MESSAGE, _SPAWN, _STATUS, _STOP, _parse, _seconds
+from runtime.paths import StateRoot
 
 
 def test_plain_calls_parse_like_the_click_commands() -> None:
@@ -75,3 +80,55 @@ def test_spawn_collects_repeated_values_and_leaves_wait_to_click() -> None:
     assert _parse(_SPAWN, ["hello", "--wait"]) is None  # the progress line is click's
     assert _parse(_SPAWN, ["-t=echo"]) is None  # click would take "=echo"
     assert _parse(_SPAWN, ["-tsleep"]) is None
+
+
+def test_ls_and_status_parse_their_flags() -> None:
+    assert _parse(_LS, ["--status", "running", "--status=done", "--mine", "--json"]) == {
+        "statuses": ["running", "done"],
+        "mine": True,
+        "tree": False,
+        "as_json": True,
+        "session": None,
+    }
+    assert _parse(_STATUS, ["--line", "--session", "s1"]) == {
+        "run": None,
+        "line": True,
+        "as_json": False,
+        "session": "s1",
+    }
+    assert _parse(_LS, ["extra"]) is None  # ls takes no argument: click says so
+    assert _parse(_STATUS, ["a", "b"]) is None
+
+
+# main() with the hand parser switched off: click parses, the same error handling applies
+_CLICK = (
+    "import sys, actors.cli._fast as fast\n"
+    "fast.run = lambda args: False\n"
+    "from actors.cli import main\n"
+    "main(sys.argv[1:])"
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["ls", "--json"],
+        ["ls", "--json", "--status", "terminal", "--mine"],
+        ["ls", "--status", "sleepy"],
+        ["status", "{run}", "--json"],
+        ["status", "ghost"],
+        ["status"],
+    ],
+)
+def test_ls_and_status_print_the_same_on_both_paths(home: StateRoot, argv: list[str]) -> None:
+    record = actors.spawn("hello")
+    actors.wait(record["run"], timeout=30)
+    args = [a.replace("{run}", record["run"]) for a in argv]
+    fast = subprocess.run([sys.executable, "-m", "actors", *args], capture_output=True, text=True)
+    slow = subprocess.run([sys.executable, "-c", _CLICK, *args], capture_output=True, text=True)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        slow.returncode,
+        slow.stdout,
+        slow.stderr,
+    )
+    assert fast.stdout or fast.stderr

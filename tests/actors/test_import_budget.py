@@ -59,9 +59,11 @@ def test_spawn_of_a_cached_recipe_stays_off_pydantic(home: object) -> None:
         ["emit", "x.y", "body", "--deliver", "notify"],
         ["kill", "run:ghost"],
         ["cancel", "ghost", "--grace", "1", "--json"],
+        ["ls", "--mine", "--status", "running,bogus"],
+        ["status", "ghost", "--json"],
     ],
 )
-def test_message_emit_kill_and_cancel_never_import_click(home: object, argv: list[str]) -> None:
+def test_hot_commands_never_import_click(home: object, argv: list[str]) -> None:
     """The hottest commands are parsed by hand (actors.cli._fast): no click, nothing heavy."""
     probe = (
         f"import sys; sys.argv=['actors', *{argv!r}]\n"
