@@ -14,6 +14,7 @@ same thing.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 _MESSAGE = {
@@ -277,46 +278,50 @@ def _print(outcome: dict[str, Any], *, as_json: bool) -> None:
     sys.stdout.flush()
 
 
+def _ls(**parsed: Any) -> None:
+    from actors.cli._views import list_view
+
+    list_view(**parsed)
+
+
+def _status(**parsed: Any) -> None:
+    from actors.cli._views import status_view
+
+    status_view(**parsed)
+
+
+_PLAIN: dict[str, tuple[dict[str, Any], Callable[..., None]]] = {
+    "message": (_MESSAGE, message),
+    "emit": (_EMIT, emit),
+    "spawn": (_SPAWN, spawn),
+    "ls": (_LS, _ls),
+    "status": (_STATUS, _status),
+}
+
+
 def run(args: list[str]) -> bool:
     """Run `args` when they are a plain `message`, `emit`, `spawn`, `kill`, `cancel`, `ls`
     or `status` call; False to let click handle them."""
     if not args:
         return False
     command, rest = args[0], args[1:]
-    if command == "message":
-        parsed = _parse(_MESSAGE, rest)
-        if parsed is not None:
-            message(**parsed)
-    elif command == "emit":
-        parsed = _parse(_EMIT, rest)
-        if parsed is not None:
-            emit(**parsed)
-    elif command == "spawn":
-        parsed = _parse(_SPAWN, rest)
-        if parsed is not None:
-            spawn(**parsed)
-    elif command == "ls":
-        parsed = _parse(_LS, rest)
-        if parsed is not None:
-            from actors.cli._views import list_view
-
-            list_view(**parsed)
-    elif command == "status":
-        parsed = _parse(_STATUS, rest)
-        if parsed is not None:
-            from actors.cli._views import status_view
-
-            status_view(**parsed)
-    elif command in ("kill", "cancel"):
+    if command in ("kill", "cancel"):
         parsed = _parse(_CANCEL if command == "cancel" else _STOP, rest)
         if parsed is not None and command == "cancel":
             grace = _seconds(parsed.pop("grace"))
             parsed = None if grace is None else {**parsed, "grace": grace}
-        if parsed is not None:
-            stop(**parsed, kill=command == "kill")
-    else:
+        if parsed is None:
+            return False
+        stop(**parsed, kill=command == "kill")
+        return True
+    if command not in _PLAIN:
         return False
-    return parsed is not None
+    spec, body = _PLAIN[command]
+    parsed = _parse(spec, rest)
+    if parsed is None:
+        return False
+    body(**parsed)
+    return True
 
 
 def _seconds(text: str | None) -> float | None:

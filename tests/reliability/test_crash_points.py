@@ -142,6 +142,14 @@ def _actors(*args: str, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def _armed_sender(
+    run: dict[str, Any], token: str, env: dict[str, str], *flags: str
+) -> subprocess.Popen[str]:
+    """`actors message run:<run> job.item {"token": ...}` under a pause (or fault) point."""
+    body = json.dumps({"token": token})
+    return _actors("message", f"run:{run['run']}", "job.item", body, "--json", *flags, env=env)
+
+
 def _lines(path: Path, entry_id: str, state: str) -> int:
     return sum(
         1 for r in read_jsonl(path).records if r.get("id") == entry_id and r.get("state") == state
@@ -209,14 +217,7 @@ def test_sender_killed_mid_send(home: StateRoot, tmp_path: Path, point: str) -> 
     run = actors.spawn(str(_consumer_recipe(tmp_path)), values={"out": str(out)})
     barrier = make_fifo(tmp_path / "barrier")
     token = uuid.uuid4().hex
-    sender = _actors(
-        "message",
-        f"run:{run['run']}",
-        "job.item",
-        json.dumps({"token": token}),
-        "--json",
-        env=_pause_env(point, barrier),
-    )
+    sender = _armed_sender(run, token, _pause_env(point, barrier))
     _kill(_paused(barrier, point))
     sender.communicate(timeout=10)
     assert sender.returncode == -signal.SIGKILL  # the sender did not report success
@@ -281,15 +282,7 @@ def _read_from_fifo(got: Path) -> list[Any]:
 def _frozen_fifo_sender(tmp_path: Path, run: dict[str, Any], token: str) -> tuple[Any, int]:
     point = "messaging.fifo.before_write"
     barrier = make_fifo(tmp_path / "barrier")
-    sender = _actors(
-        "message",
-        f"run:{run['run']}",
-        "job.item",
-        json.dumps({"token": token}),
-        "--json",
-        "--print-json",
-        env=_pause_env(point, barrier),
-    )
+    sender = _armed_sender(run, token, _pause_env(point, barrier), "--print-json")
     frozen = _paused(barrier, point)
     _wait_stopped(frozen)
     return sender, frozen
@@ -385,9 +378,7 @@ def test_sender_killed_mid_compaction(
     token = uuid.uuid4().hex
     barrier = make_fifo(tmp_path / "barrier")
     env = {**_pause_env(point, barrier), "ACTORS_JOURNAL_CAP_BYTES": str(cap)}
-    sender = _actors(
-        "message", f"run:{run['run']}", "job.item", json.dumps({"token": token}), "--json", env=env
-    )
+    sender = _armed_sender(run, token, env)
     _kill(_paused(barrier, point))
     sender.communicate(timeout=10)
     chunk = read_jsonl(paths.inbox)
