@@ -41,7 +41,7 @@ check: setup
 	@$(BIN)/python -m ruff check -q actors runtime adapters recipes tests bench
 
 bench: setup
-	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,)
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,) $(ONLY)
 
 $(PEERS_STAMP): peers/package.json peers/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "make peers needs node and npm (apt-get install nodejs npm)"; exit 2; }

@@ -1,8 +1,14 @@
-"""`python -m bench [--quick]`: run every benchmark and print its figures."""
+"""`python -m bench [--quick] [NAME ...]`: run the benchmarks and print their figures.
+
+Without NAME every benchmark runs, in the order below; with names (`spawn`, `message`,
+... or their module names, `bench_spawn`), only those. Each module also runs alone:
+`python -m bench.bench_spawn [--quick]`.
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from bench import (
     bench_cli,
@@ -16,18 +22,31 @@ from bench import (
 )
 from bench._stats import emit, machine
 
+BENCHMARKS: dict[str, Callable[[bool], None]] = {
+    "spawn": bench_spawn.main,
+    "message": bench_message.main,
+    "followup": bench_followup.main,
+    "inbox_wait": bench_inbox_wait.main,
+    "cli": bench_cli.main,
+    "control": bench_control.main,
+    "scale": bench_scale.main,
+    "harness": bench_harness.main,
+}
+
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    names = [a.removeprefix("bench_") for a in sys.argv[1:] if not a.startswith("-")]
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        print(
+            f"bench: no benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     emit(machine() + ("  (quick mode)" if quick else ""))
-    bench_spawn.main(quick)
-    bench_message.main(quick)
-    bench_followup.main(quick)
-    bench_inbox_wait.main(quick)
-    bench_cli.main(quick)
-    bench_control.main(quick)
-    bench_scale.main(quick)
-    bench_harness.main(quick)
+    for name in names or BENCHMARKS:
+        BENCHMARKS[name](quick)
 
 
 if __name__ == "__main__":

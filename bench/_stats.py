@@ -6,6 +6,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 
 
 def percentile(samples: list[float], q: float) -> float:
@@ -63,3 +64,27 @@ def register_session(harness: str, ident: str, **options: str) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
+
+
+def idle_cpu(pids: list[int], seconds: float) -> str:
+    """CPU used by `pids` over `seconds`, as a share of one core, with its resolution.
+
+    Linux counts process CPU in clock ticks (10 ms here; this kernel keeps no schedstat
+    nanoseconds), so an idle process shows 0 or 1 tick per window: the resolution is
+    printed so a 0.1 % reading from a 10 s window reads as the one tick it is.
+    """
+    hertz = os.sysconf("SC_CLK_TCK")
+
+    def ticks() -> int:
+        total = 0
+        for pid in pids:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        return total
+
+    before, started = ticks(), time.monotonic()
+    time.sleep(seconds)
+    elapsed = time.monotonic() - started
+    share = (ticks() - before) / hertz / elapsed
+    return f"{share * 100:.3f}% of a core (one tick = {100 / hertz / elapsed:.3f}%)"

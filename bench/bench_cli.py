@@ -84,3 +84,7 @@ def main(quick: bool) -> None:
             emit("  (includes the 150 ms Enter delay the Ink-based TUIs need)")
         finally:
             subprocess.run(["tmux", "-L", socket, "kill-server"], check=False)
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)

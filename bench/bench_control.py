@@ -168,3 +168,7 @@ def main(quick: bool) -> None:
         _kill_bench(8 if quick else 30)
         _throughput(250 if quick else 1000)
         _ls_bench(1000 if quick else 10_000, 10 if quick else 100)
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)

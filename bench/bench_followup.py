@@ -8,6 +8,7 @@ wall-clock timestamps with millisecond resolution, taken on this machine.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -38,3 +39,7 @@ def main(quick: bool) -> None:
             )
             samples.append((parse_iso(entry["queued_at"]) - parse_iso(result["ended_at"])) * 1000)
         emit(row("run end -> follow-up durable in inbox (file)", samples))
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._stats import emit, row
+from bench._stats import emit, idle_cpu, row
 
 CONSUMER = """
 import json, sys, time
@@ -54,11 +54,6 @@ while True:
                 out.write(json.dumps({"id": body, "held": held}) + "\\n")
         size = now
 """
-
-
-def _cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def _read_held(path: Path, count: int, timeout: float = 60) -> dict[str, float]:
@@ -144,14 +139,7 @@ def main(quick: bool) -> None:
         from runtime.process import session_members
 
         members = list(session_members(consumer_pid))
-        ticks0 = sum(_cpu_ticks(p) for p in members)
-        t0 = time.monotonic()
-        time.sleep(3.0 if quick else 10.0)
-        idle_cpu = (
-            (sum(_cpu_ticks(p) for p in members) - ticks0)
-            / os.sysconf("SC_CLK_TCK")
-            / (time.monotonic() - t0)
-        )
+        idle = idle_cpu(members, 3.0 if quick else 30.0)
         actors.message(run, "bench.end")
         actors.wait(record["run"], timeout=30)
 
@@ -180,4 +168,8 @@ def main(quick: bool) -> None:
         emit(row("  floor: one 300-byte append + fsync", _fsync_floor(work)))
         emit(row("actors message (CLI) wall", cli_wall, pass_times))
         emit(row("CLI message returned -> consumer holds it", cli_after))
-        emit(f"{'idle consumer (runner + recv script) CPU':<44} {idle_cpu * 100:.3f}% of a core")
+        emit(f"{'idle consumer (runner + recv script) CPU':<44} {idle}")
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)

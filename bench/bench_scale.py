@@ -106,3 +106,7 @@ def main(quick: bool) -> None:
                     actors.kill(str(rec["run"]))
                 except actors.ActorsError:
                     pass
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench._stats import emit, row
+from bench._stats import emit, idle_cpu, row
 
 PY = sys.executable
 
@@ -30,11 +30,6 @@ def _rss_kb(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
-
-
-def _cpu_ticks(pid: int) -> int:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
 
 
 def main(quick: bool) -> None:
@@ -90,13 +85,15 @@ def main(quick: bool) -> None:
         ).stdout
         pid = json.loads(out)["pid"]
         time.sleep(1.0)
-        ticks0, t0 = _cpu_ticks(pid), time.monotonic()
-        time.sleep(3.0 if quick else 10.0)
-        cpu = (_cpu_ticks(pid) - ticks0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
+        idle = idle_cpu([pid], 3.0 if quick else 30.0)
         emit(
             f"{'idle runner resident memory':<44} {_rss_kb(pid) / 1024:.1f} MB   "
-            f"CPU while idle {cpu * 100:.3f}% of a core"
+            f"CPU while idle {idle}"
         )
         subprocess.run(
             [*cli, "kill", json.loads(out)["run"]], env=env, check=True, stdout=subprocess.DEVNULL
         )
+
+
+if __name__ == "__main__":
+    main("--quick" in sys.argv)
