@@ -17,7 +17,7 @@ from runtime.index import list_runs
 from runtime.messaging import accepted_types, branch_mailbox, room_dir, run_mailbox
 from runtime.paths import RunPaths, StateRoot
 from runtime.redact import redact_deep, redact_values, run_secrets
-from runtime.status import ACTIVE, TERMINAL, find_run, read_result, status_of
+from runtime.status import ACTIVE, TERMINAL, find_run, full_status, read_result
 
 RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
 ROOM_VIEWS = ("status", "messages", "roster")
@@ -81,7 +81,7 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
     if view == "status":
         from runtime.index import list_runs
 
-        out.update(status_of(root, run_id))
+        out.update(full_status(paths, run))
         out["children"] = [
             {k: r.get(k) for k in ("run", "status", "recipe", "created_at")}
             for r in list_runs(root)

@@ -216,7 +216,11 @@ def _young(run: dict[str, Any]) -> bool:
 
 def status_of(root: StateRoot, run_id: str) -> dict[str, Any]:
     """Full status: derived state plus progress counters."""
-    paths, run = find_run(root, run_id)
+    return full_status(*find_run(root, run_id))
+
+
+def full_status(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+    """`status_of` for a caller that has already read run.json."""
     out = derive(paths, run)
     progress = read_progress(paths)
     for key in ("phase", "active", "completed", "failed", "branches"):

@@ -134,7 +134,8 @@ def status_view(
     as_json: bool = False,
 ) -> None:
     """The body of `actors status`: one run in detail, or this session's active work."""
-    from runtime.status import status_of
+    from runtime.redact import redact_deep, run_secrets
+    from runtime.status import find_run, full_status
 
     root = StateRoot.from_env()
     if line:
@@ -144,8 +145,9 @@ def status_view(
         return
     if run is None:
         raise BadInput("which run?", hint="actors status RUN, or actors status --line")
-    run_id = parse_run_ref(run)
-    summary = _masked(root, run_id, status_of(root, run_id))
+    paths, record = find_run(root, parse_run_ref(run))
+    # secrets masked: a reason may quote one
+    summary: dict[str, Any] = redact_deep(full_status(paths, record), run_secrets(record))
     if as_json:
         emit_json(summary)
         return
@@ -179,12 +181,3 @@ def _status_line(root: StateRoot, session: str | None) -> str:
     marks = ["▷"] * units
     marks[int(time.time()) % units] = "▶"
     return "".join(marks)
-
-
-def _masked(root: StateRoot, run_id: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary with the run's secret values masked (a reason may quote one)."""
-    from runtime.redact import redact_deep, run_secrets
-    from runtime.status import find_run
-
-    masked: dict[str, Any] = redact_deep(summary, run_secrets(find_run(root, run_id)[1]))
-    return masked
