@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runtime._lazy import lazy_getattr
+from runtime.core.lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -27,12 +27,12 @@ _EXPORTS = {
     "emit": "actors.api",
     "inspect": "actors.api",
     "sender": "actors.api",
-    "ActorsError": "runtime.errors",
-    "BadInput": "runtime.errors",
-    "NotFound": "runtime.errors",
-    "Conflict": "runtime.errors",
-    "Refused": "runtime.errors",
-    "StateDamaged": "runtime.errors",
+    "ActorsError": "runtime.core.errors",
+    "BadInput": "runtime.core.errors",
+    "NotFound": "runtime.core.errors",
+    "Conflict": "runtime.core.errors",
+    "Refused": "runtime.core.errors",
+    "StateDamaged": "runtime.core.errors",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
         tail as tail,
         wait as wait,
     )
-    from runtime.errors import (
+    from runtime.core.errors import (
         ActorsError as ActorsError,
         BadInput as BadInput,
         Conflict as Conflict,

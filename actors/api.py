@@ -1,7 +1,7 @@
 """The Python API: the same verbs as the CLI, for scripts and SDK users.
 
 Every function takes run references as `run:ID` or a bare id and raises
-`runtime.errors.ActorsError` subclasses for anything the caller can fix.
+`runtime.core.errors.ActorsError` subclasses for anything the caller can fix.
 """
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.errors import Conflict
-from runtime.files import read_json, read_text_tail
-from runtime.paths import StateRoot, parse_run_ref
-from runtime.status import TERMINAL
+from runtime.core.errors import Conflict
+from runtime.runs.status import TERMINAL
+from runtime.store.files import read_json, read_text_tail
+from runtime.store.layout import StateRoot, parse_run_ref
 
 
 def _root(home: str | None) -> StateRoot:
@@ -32,7 +32,7 @@ def spawn(
     home: str | None = None,
 ) -> dict[str, Any]:
     """Start a detached run; returns its run.json record (`record["run"]` is the id)."""
-    from runtime.spawn import SpawnRequest, spawn as _spawn
+    from runtime.runs.spawn import SpawnRequest, spawn as _spawn
 
     request = SpawnRequest(
         recipe=recipe,
@@ -47,28 +47,28 @@ def spawn(
 
 def status(run: str, *, home: str | None = None) -> dict[str, Any]:
     """Derived status plus progress counters."""
-    from runtime.status import status_of
+    from runtime.runs.status import status_of
 
     return status_of(_root(home), parse_run_ref(run))
 
 
 def runs(*, home: str | None = None) -> list[dict[str, Any]]:
     """Every run in the state root, newest first."""
-    from runtime.index import list_runs
+    from runtime.runs.index import list_runs
 
     return list_runs(_root(home))
 
 
 def wait(run: str, *, timeout: float | None = None, home: str | None = None) -> dict[str, Any]:
     """Block until the run is terminal (or `timeout` seconds pass); returns its status."""
-    from runtime.waiting import wait_for
+    from runtime.runs.waiting import wait_for
 
     return wait_for(_root(home), parse_run_ref(run), timeout=timeout)
 
 
 def result(run: str, *, home: str | None = None) -> dict[str, Any]:
     """result.json of a finished run."""
-    from runtime.status import derive, find_run
+    from runtime.runs.status import derive, find_run
 
     paths, record = find_run(_root(home), parse_run_ref(run))
     summary = derive(paths, record)
@@ -95,8 +95,8 @@ def cancel(
     home: str | None = None,
 ) -> dict[str, Any]:
     """Graceful stop (SIGTERM, grace, SIGKILL) of an owned run."""
-    from runtime.control import cancel as _cancel
-    from runtime.ownership import current_principal
+    from runtime.runs.control import cancel as _cancel
+    from runtime.runs.ownership import current_principal
 
     root = _root(home)
     return _cancel(
@@ -108,8 +108,8 @@ def kill(
     run: str, *, force: bool = False, session: str | None = None, home: str | None = None
 ) -> dict[str, Any]:
     """Immediate SIGKILL of an owned run's whole process tree."""
-    from runtime.control import kill as _kill
-    from runtime.ownership import current_principal
+    from runtime.runs.control import kill as _kill
+    from runtime.runs.ownership import current_principal
 
     root = _root(home)
     return _kill(root, parse_run_ref(run), current_principal(root, session), force=force)
@@ -128,8 +128,8 @@ def message(
     home: str | None = None,
 ) -> dict[str, Any]:
     """Send one envelope (durable append, then doorbell); returns where it went."""
-    from runtime.messaging import send
-    from runtime.ownership import current_principal
+    from runtime.routing.router import send
+    from runtime.runs.ownership import current_principal
 
     root = _root(home)
     return send(
@@ -158,8 +158,8 @@ def recv(
     value is the whole inbox entry; call `ack(entry["id"])` when done (a consumer that
     dies before that gives the message back after its claim is found dead).
     """
-    from runtime.messaging import finish, recv as _recv
-    from runtime.ownership import current_principal
+    from runtime.routing.router import finish, recv as _recv
+    from runtime.runs.ownership import current_principal
 
     root = _root(home)
     principal = current_principal(root)
@@ -177,8 +177,8 @@ def ack(
     entry_id: str, *, ok: bool = True, error: str | None = None, home: str | None = None
 ) -> None:
     """Mark a message claimed with `recv(ack=False)` as handled (or failed)."""
-    from runtime.messaging import finish
-    from runtime.ownership import current_principal
+    from runtime.routing.router import finish
+    from runtime.runs.ownership import current_principal
 
     root = _root(home)
     finish(root, current_principal(root), entry_id, ok=ok, error=error)
@@ -198,8 +198,8 @@ def emit(
 
     `delivery="notify"` or `"followup"` also delivers it to the coordinator session.
     """
-    from runtime.messaging import emit as _emit
-    from runtime.ownership import current_principal
+    from runtime.routing.router import emit as _emit
+    from runtime.runs.ownership import current_principal
 
     root = _root(home)
     return _emit(
@@ -223,7 +223,7 @@ def inspect(
     home: str | None = None,
 ) -> dict[str, Any]:
     """A bounded read of a run, branch, room or session (see the CLI's `inspect`)."""
-    from runtime.inspect import inspect as _inspect
+    from runtime.routing.inspect import inspect as _inspect
 
     return _inspect(_root(home), target, view, lines=lines, status=status)
 
@@ -236,9 +236,9 @@ def sender(
     session: str | None = None,
     home: str | None = None,
 ) -> Any:
-    """A `runtime.messaging.Sender` streaming many messages to one run (use as a context)."""
-    from runtime.messaging import Sender
-    from runtime.ownership import current_principal
+    """A `runtime.routing.router.Sender` streaming many messages to one run (use as a context)."""
+    from runtime.routing.router import Sender
+    from runtime.runs.ownership import current_principal
 
     root = _root(home)
     return Sender(root, to, current_principal(root, session), force=force, fsync=fsync)

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from runtime.errors import BadInput
-from runtime.files import ensure_dir, read_json, write_bytes_atomic, write_json_atomic
-from runtime.paths import StateRoot
+from runtime.core.errors import BadInput
+from runtime.store.files import ensure_dir, read_json, write_bytes_atomic, write_json_atomic
+from runtime.store.layout import StateRoot
 
 HARNESSES = ("claude-code", "codex", "opencode")
 TOML_BEGIN = "# >>> actors (managed by `actors install`; `actors uninstall` removes it)\n"

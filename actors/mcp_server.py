@@ -17,8 +17,8 @@ from mcp.server.lowlevel import Server
 from pydantic import ValidationError
 
 from actors.tool_models import TOOL_MODELS, schema
-from runtime.errors import ActorsError
-from runtime.paths import StateRoot
+from runtime.core.errors import ActorsError
+from runtime.store.layout import StateRoot
 
 GUIDANCE = """\
 You can run long or background work as detached run actors (the `actors` tools).
@@ -64,12 +64,12 @@ class ActorsTools:
         return result
 
     def _principal(self) -> Any:
-        from runtime.ownership import current_principal
+        from runtime.runs.ownership import current_principal
 
         return current_principal(self.root, self.session)
 
     def _spawn(self, p: Any) -> tuple[str, Any]:
-        from runtime.spawn import SpawnRequest, spawn
+        from runtime.runs.spawn import SpawnRequest, spawn
 
         given = [x for x in (p.recipe, p.file, p.template) if x]
         if len(given) != 1:
@@ -90,7 +90,7 @@ class ActorsTools:
         ), out
 
     def _message(self, p: Any) -> tuple[str, Any]:
-        from runtime.messaging import send
+        from runtime.routing.router import send
 
         outcome = send(
             self.root,
@@ -104,13 +104,13 @@ class ActorsTools:
         return _text(outcome), outcome
 
     def _inspect(self, p: Any) -> tuple[str, Any]:
-        from runtime.inspect import inspect
+        from runtime.routing.inspect import inspect
 
         data = inspect(self.root, p.target, p.view, lines=p.lines, status=p.status)
         return json.dumps(data, indent=1, default=str)[:20000], data
 
     def _inbox_read(self, p: Any) -> tuple[str, Any]:
-        from adapters.delivery import read_inbox
+        from runtime.delivery.engine import read_inbox
 
         unread = read_inbox(self.root, self.session, peek=p.peek, boundary="inbox_read")
         envelopes = [e["envelope"] for e in unread]
@@ -120,7 +120,7 @@ class ActorsTools:
         return "\n".join(lines), {"followups": envelopes}
 
     def _recipes(self, p: Any) -> tuple[str, Any]:
-        from runtime.recipes import search_dirs
+        from runtime.compiler.library import search_dirs
 
         found: dict[str, dict[str, Any]] = {}
         for directory in search_dirs():

@@ -1,7 +1,7 @@
 """Harness delivery adapters and the delivery runner.
 
 Adapters depend on the runtime's file primitives and session store, never the reverse:
-the runtime reaches delivery only through `runtime.followups`' hook (`adapters.delivery`
+the runtime reaches delivery only through `runtime.delivery.followups`' hook (`runtime.delivery.engine`
 by default), and adapters are looked up by harness name in the registry (built-ins plus
 the `actors.adapters` entry point group). Names are loaded on first use.
 """
@@ -10,37 +10,40 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runtime._lazy import lazy_getattr
+from runtime.core.lazy import lazy_getattr
 
 _EXPORTS = {
-    "Adapter": "adapters.base",
-    "AdapterError": "adapters.base",
-    "Capabilities": "adapters.base",
-    "DeliveryContext": "adapters.base",
-    "Receipt": "adapters.base",
-    "DeliveryRunner": "adapters.delivery",
-    "on_event": "adapters.delivery",
+    "Adapter": "runtime.delivery.contract",
+    "AdapterError": "runtime.delivery.contract",
+    "Capabilities": "runtime.delivery.contract",
+    "DeliveryContext": "runtime.delivery.contract",
+    "Receipt": "runtime.delivery.contract",
+    "DeliveryRunner": "runtime.delivery.engine",
+    "on_event": "runtime.delivery.engine",
     "register_callback": "adapters.callback",
     "unregister_callback": "adapters.callback",
-    "adapter_class": "adapters.registry",
-    "known_harnesses": "adapters.registry",
+    "adapter_class": "runtime.delivery.registry",
+    "known_harnesses": "runtime.delivery.registry",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from adapters.base import (
+    from adapters.callback import (
+        register_callback as register_callback,
+        unregister_callback as unregister_callback,
+    )
+    from runtime.delivery.contract import (
         Adapter as Adapter,
         AdapterError as AdapterError,
         Capabilities as Capabilities,
         DeliveryContext as DeliveryContext,
         Receipt as Receipt,
     )
-    from adapters.callback import (
-        register_callback as register_callback,
-        unregister_callback as unregister_callback,
+    from runtime.delivery.engine import DeliveryRunner as DeliveryRunner, on_event as on_event
+    from runtime.delivery.registry import (
+        adapter_class as adapter_class,
+        known_harnesses as known_harnesses,
     )
-    from adapters.delivery import DeliveryRunner as DeliveryRunner, on_event as on_event
-    from adapters.registry import adapter_class as adapter_class, known_harnesses as known_harnesses
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

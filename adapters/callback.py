@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from adapters.base import Capabilities, DeliveryContext, Receipt
+from runtime.delivery.contract import Capabilities, DeliveryContext, Receipt
 
 Callback = Callable[[dict[str, Any], DeliveryContext], Receipt | None]
 _callbacks: dict[str, Callback] = {}

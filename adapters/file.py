@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.base import Capabilities, DeliveryContext, Receipt
+from runtime.delivery.contract import Capabilities, DeliveryContext, Receipt
 
 
 class FileAdapter:

@@ -18,7 +18,7 @@ import subprocess
 import time
 from typing import Any
 
-from adapters.base import (
+from runtime.delivery.contract import (
     AdapterError,
     Capabilities,
     DeliveryContext,

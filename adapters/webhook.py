@@ -15,7 +15,7 @@ import json
 from typing import Any
 from urllib.parse import urlparse
 
-from adapters.base import (
+from runtime.delivery.contract import (
     AdapterError,
     Capabilities,
     DeliveryContext,

@@ -64,9 +64,9 @@ def main(quick: bool) -> None:
         )
         try:
             register_session("tmux", "tm", socket=socket, target="agent:0.0", enter_delay="0.15")
-            from adapters.delivery import DeliveryRunner
-            from runtime.ids import new_id
-            from runtime.paths import StateRoot
+            from runtime.core.ids import new_id
+            from runtime.delivery.engine import DeliveryRunner
+            from runtime.store.layout import StateRoot
 
             runner = DeliveryRunner(StateRoot.from_env())
             samples = []

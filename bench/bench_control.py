@@ -23,7 +23,7 @@ TREE = "sh -c 'for i in $(seq 20); do sleep 300 & done; echo ready > \"$1\"; wai
 
 def _kill_bench(n: int) -> None:
     import actors
-    from runtime.process import is_gone, session_members
+    from runtime.core.process import is_gone, session_members
 
     samples, floor = [], []
     for i in range(n):
@@ -62,7 +62,7 @@ def _kill_bench(n: int) -> None:
 
 def _ls_bench(total: int, running: int) -> None:
     import actors
-    from runtime.paths import StateRoot
+    from runtime.store.layout import StateRoot
 
     root = StateRoot.from_env()
     template = actors.spawn(template="true")
@@ -151,7 +151,7 @@ def _throughput(per_sender: int) -> None:
             name = f"inbox appends, 8 {label}, fsync={fsync}"
             emit(f"{name:<44} {rate:9.0f} envelopes/s  ({8 * count} in {elapsed:.2f} s)")
             actors.kill(record["run"])
-    from runtime.files import append_jsonl
+    from runtime.store.files import append_jsonl
 
     raw = Path(tempfile.mkdtemp()) / "raw.jsonl"
     t0 = time.perf_counter()

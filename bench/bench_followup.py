@@ -19,10 +19,10 @@ def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
         import actors
-        from runtime.ids import parse_iso
-        from runtime.paths import StateRoot
-        from runtime.process import wait_gone
-        from runtime.sessions import SessionInbox, session_paths
+        from runtime.core.ids import parse_iso
+        from runtime.core.process import wait_gone
+        from runtime.delivery.sessions import SessionInbox, session_paths
+        from runtime.store.layout import StateRoot
 
         register_session("file", "bench")
         root = StateRoot.from_env()

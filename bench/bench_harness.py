@@ -26,9 +26,9 @@ from bench._stats import emit, register_session, row
 
 
 def _samples(session: str, count: int) -> list[float]:
-    from adapters.delivery import DeliveryRunner
+    from runtime.delivery.engine import DeliveryRunner
 
-    runner = DeliveryRunner(__import__("runtime.paths").paths.StateRoot.from_env())
+    runner = DeliveryRunner(__import__("runtime.store.layout").paths.StateRoot.from_env())
     out = []
     for i in range(count + 1):
         envelope = {"type": "run.done", "from": "run:bench", "summary": f"bench TOKEN-{i}"}
@@ -59,7 +59,7 @@ def _opencode(base: Path, port: int) -> Iterator[dict[str, str]]:
 def _codex(base: Path, port: int) -> Iterator[dict[str, str]]:
     import trio
 
-    from adapters.codex_rpc import connect
+    from adapters.codex.rpc import connect
     from tests.peers.run_codex import codex_server
 
     with codex_server(base, port) as codex:

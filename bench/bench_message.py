@@ -136,7 +136,7 @@ def main(quick: bool) -> None:
             pass_times.append((time.perf_counter() - t0) * 1000)
 
         consumer_pid = int(actors.status(record["run"])["pid"])
-        from runtime.process import session_members
+        from runtime.core.process import session_members
 
         members = list(session_members(consumer_pid))
         idle = idle_cpu(members, 3.0 if quick else 30.0)
@@ -149,7 +149,7 @@ def main(quick: bool) -> None:
         poller = subprocess.Popen(
             [sys.executable, str(work / "poller.py"), str(poll_inbox), str(poll_out)]
         )
-        from runtime.files import append_jsonl
+        from runtime.store.files import append_jsonl
 
         time.sleep(0.6)
         poll_n = 12 if quick else 60

@@ -49,7 +49,7 @@ def _armed(state_dir: str) -> bool:
 
 def _measure(work: Path, runs: Runs, count: int) -> None:
     import actors
-    from runtime.process import session_members
+    from runtime.core.process import session_members
 
     recipe = work / "idle.json"
     for i in range(count):

@@ -67,7 +67,7 @@ def main(quick: bool) -> None:
                 found = [json.loads(x) for x in lines if '"run.runner.start"' in x]
                 if found:
                     ts = found[0]["ts"]
-                    from runtime.ids import parse_iso
+                    from runtime.core.ids import parse_iso
 
                     starts.append((parse_iso(ts) - t0) * 1000)
                     break

@@ -1,45 +1,49 @@
-"""The actors runtime: state files, the runner process, process control, status.
+"""The actors runtime, in rooms by concern, each importing only the rooms below it:
 
-Layering: `files`, `paths`, `ids`, `errors` are the primitives; `recipes` /
-`recipe_model` / `placeholders` turn recipes into executable trees; `spawn`, `runner`,
-`executor` start and execute runs; `status`, `control`, `index`, `retention`, `waiting`
-observe and act on them. Only `executor` and `runner` import trio and only
-`recipe_model` imports pydantic, so the CLI stays fast. Names are loaded on first use.
+    routing     a message to any address, the in-run side, inspect
+    runs        spawn, runner, executor, status, control, ownership, index, retention
+    delivery    follow-ups, sessions, the delivery engine, adapter contract and registry
+    messaging   addresses, envelopes, mailboxes          compiler  recipes, values, tools
+    store       the state root's layout, atomic files, journals
+    core        errors, configuration, ids, process identity, fault points
+
+`make check` enforces the order with import-linter (see docs/architecture.md). Only the
+runner and executor import trio and only the recipe model imports pydantic, so the CLI
+stays fast. The names below are loaded on first use.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from runtime._lazy import lazy_getattr
+from runtime.core.lazy import lazy_getattr
 
 _EXPORTS = {
-    "ActorsError": "runtime.errors",
-    "BadInput": "runtime.errors",
-    "Conflict": "runtime.errors",
-    "NotFound": "runtime.errors",
-    "Refused": "runtime.errors",
-    "StateDamaged": "runtime.errors",
-    "StateRoot": "runtime.paths",
-    "RunPaths": "runtime.paths",
-    "parse_run_ref": "runtime.paths",
-    "SpawnRequest": "runtime.spawn",
-    "spawn": "runtime.spawn",
-    "derive": "runtime.status",
-    "status_of": "runtime.status",
-    "list_runs": "runtime.index",
-    "cancel": "runtime.control",
-    "kill": "runtime.control",
-    "wait_for": "runtime.waiting",
-    "current_principal": "runtime.ownership",
-    "Principal": "runtime.ownership",
+    "ActorsError": "runtime.core.errors",
+    "BadInput": "runtime.core.errors",
+    "Conflict": "runtime.core.errors",
+    "NotFound": "runtime.core.errors",
+    "Refused": "runtime.core.errors",
+    "StateDamaged": "runtime.core.errors",
+    "StateRoot": "runtime.store.layout",
+    "RunPaths": "runtime.store.layout",
+    "parse_run_ref": "runtime.store.layout",
+    "SpawnRequest": "runtime.runs.spawn",
+    "spawn": "runtime.runs.spawn",
+    "derive": "runtime.runs.status",
+    "status_of": "runtime.runs.status",
+    "list_runs": "runtime.runs.index",
+    "cancel": "runtime.runs.control",
+    "kill": "runtime.runs.control",
+    "wait_for": "runtime.runs.waiting",
+    "current_principal": "runtime.runs.ownership",
+    "Principal": "runtime.runs.ownership",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
-    from runtime.control import cancel as cancel, kill as kill
-    from runtime.errors import (
+    from runtime.core.errors import (
         ActorsError as ActorsError,
         BadInput as BadInput,
         Conflict as Conflict,
@@ -47,16 +51,20 @@ if TYPE_CHECKING:
         Refused as Refused,
         StateDamaged as StateDamaged,
     )
-    from runtime.index import list_runs as list_runs
-    from runtime.ownership import Principal as Principal, current_principal as current_principal
-    from runtime.paths import (
+    from runtime.runs.control import cancel as cancel, kill as kill
+    from runtime.runs.index import list_runs as list_runs
+    from runtime.runs.ownership import (
+        Principal as Principal,
+        current_principal as current_principal,
+    )
+    from runtime.runs.spawn import SpawnRequest as SpawnRequest, spawn as spawn
+    from runtime.runs.status import derive as derive, status_of as status_of
+    from runtime.runs.waiting import wait_for as wait_for
+    from runtime.store.layout import (
         RunPaths as RunPaths,
         StateRoot as StateRoot,
         parse_run_ref as parse_run_ref,
     )
-    from runtime.spawn import SpawnRequest as SpawnRequest, spawn as spawn
-    from runtime.status import derive as derive, status_of as status_of
-    from runtime.waiting import wait_for as wait_for
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

@@ -105,7 +105,7 @@ def render(
         "by a test in `tests/reliability/` after its assertions passed, so the table only",
         "ever describes trials that held; the figures are those of the last run.",
         "",
-        "Crash points are reached with the fault hook (`ACTORS_PAUSE_AT`, runtime/faults.py):",
+        "Crash points are reached with the fault hook (`ACTORS_PAUSE_AT`, runtime/core/faults.py):",
         "the real process stops at a named step of its write sequence and is SIGKILLed there.",
         "Known bugs that a test demonstrates but that are not fixed yet are run as expected",
         "failures and listed at the end.",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 
 REPO = Path(__file__).resolve().parent.parent
 _ENV_TO_CLEAR = (
@@ -51,8 +51,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StateRoot]
 
 
 def _reap_runs(state: StateRoot) -> None:
-    from runtime.process import kill_session
-    from runtime.status import load_run
+    from runtime.core.process import kill_session
+    from runtime.runs.status import load_run
 
     if not state.runs.exists():
         return
@@ -161,7 +161,7 @@ def wait_listening(path: Path, process: subprocess.Popen[Any], timeout: float = 
 
 
 def alive(pid: int) -> bool:
-    from runtime.process import is_gone
+    from runtime.core.process import is_gone
 
     return not is_gone(pid)
 
@@ -205,7 +205,7 @@ def stray_process() -> Iterator[subprocess.Popen[bytes]]:
 def finished(record: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     """Wait until a run is terminal and its runner has exited (follow-ups attempted)."""
     import actors
-    from runtime.process import wait_gone
+    from runtime.core.process import wait_gone
 
     summary = actors.wait(record["run"], timeout=timeout)
     assert wait_gone([int(record["pid"])], timeout=timeout), "runner did not exit"

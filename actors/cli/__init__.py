@@ -46,7 +46,7 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one readable line and exit status 2 for any input error."""
-    from runtime.errors import ActorsError
+    from runtime.core.errors import ActorsError
 
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -84,7 +84,7 @@ def __getattr__(name: str) -> Any:
 def _check_utf8(args: list[str]) -> None:
     """Refuse arguments that are not UTF-8 (Python hands their bytes over as lone
     surrogates): every value ends up in a UTF-8 JSON state file or envelope."""
-    from runtime.errors import BadInput
+    from runtime.core.errors import BadInput
 
     for position, arg in enumerate(args, 1):
         try:

@@ -138,10 +138,10 @@ def message(
     as_json: bool = False,
 ) -> None:
     """The body of `actors message`."""
-    from runtime.envelope import parse_body
-    from runtime.messaging import send
-    from runtime.ownership import current_principal
-    from runtime.paths import StateRoot
+    from runtime.messaging.envelope import parse_body
+    from runtime.routing.router import send
+    from runtime.runs.ownership import current_principal
+    from runtime.store.layout import StateRoot
 
     root = StateRoot.from_env()
     outcome = send(
@@ -170,10 +170,10 @@ def emit(
     delivery: str | None = None,
 ) -> None:
     """The body of `actors emit`."""
-    from runtime.envelope import parse_body
-    from runtime.messaging import emit as emit_message
-    from runtime.ownership import current_principal
-    from runtime.paths import StateRoot
+    from runtime.messaging.envelope import parse_body
+    from runtime.routing.router import emit as emit_message
+    from runtime.runs.ownership import current_principal
+    from runtime.store.layout import StateRoot
 
     root = StateRoot.from_env()
     outcome = emit_message(
@@ -201,9 +201,9 @@ def stop(
 ) -> None:
     """The body of `actors kill` (SIGKILL now) and `actors cancel` (SIGTERM, grace, SIGKILL)."""
     from actors.cli._format import emit_json, summary_line
-    from runtime.control import cancel, kill as kill_run
-    from runtime.ownership import current_principal
-    from runtime.paths import StateRoot, parse_run_ref
+    from runtime.runs.control import cancel, kill as kill_run
+    from runtime.runs.ownership import current_principal
+    from runtime.store.layout import StateRoot, parse_run_ref
 
     root = StateRoot.from_env()
     principal = current_principal(root, session)
@@ -220,7 +220,7 @@ def stop(
 
 def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
     """`-v KEY=VALUE` pairs as a mapping."""
-    from runtime.errors import BadInput
+    from runtime.core.errors import BadInput
 
     values: dict[str, Any] = {}
     for pair in pairs:
@@ -242,8 +242,8 @@ def start_run(
     session: str | None = None,
 ) -> dict[str, Any]:
     """Start the detached run `actors spawn` names; returns its record."""
-    from runtime.errors import BadInput
-    from runtime.spawn import SpawnRequest, spawn as spawn_run
+    from runtime.core.errors import BadInput
+    from runtime.runs.spawn import SpawnRequest, spawn as spawn_run
 
     if recipe and recipe_file:
         raise BadInput("give the recipe once: either RECIPE or --recipe FILE")

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from runtime.ids import parse_iso
+from runtime.core.ids import parse_iso
 
 
 def age(ts: str | None, now: float | None = None) -> str:

@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from actors.cli._format import age, emit_json, status_word, summary_line, table
-from runtime.errors import BadInput
-from runtime.paths import StateRoot, parse_run_ref
-from runtime.status import ACTIVE, TERMINAL, read_progress
+from runtime.core.errors import BadInput
+from runtime.runs.status import ACTIVE, TERMINAL, read_progress
+from runtime.store.layout import StateRoot, parse_run_ref
 
 
 def _out(text: str, *, err: bool = False) -> None:
@@ -52,7 +52,7 @@ def list_view(
     as_json: bool = False,
 ) -> None:
     """The body of `actors ls`: runs, newest first."""
-    from runtime.index import list_runs
+    from runtime.runs.index import list_runs
 
     wanted = _wanted_statuses(statuses)
     root = StateRoot.from_env()
@@ -60,7 +60,7 @@ def list_view(
     if wanted:
         runs = [r for r in runs if r.get("status") in wanted]
     if mine:
-        from runtime.ownership import current_principal
+        from runtime.runs.ownership import current_principal
 
         me = current_principal(root, session).id
         runs = [r for r in runs if r.get("owner_id") == me]
@@ -134,8 +134,8 @@ def status_view(
     as_json: bool = False,
 ) -> None:
     """The body of `actors status`: one run in detail, or this session's active work."""
-    from runtime.redact import redact_deep, run_secrets
-    from runtime.status import find_run, full_status
+    from runtime.compiler.redact import redact_deep, run_secrets
+    from runtime.runs.status import find_run, full_status
 
     root = StateRoot.from_env()
     if line:
@@ -168,8 +168,8 @@ def status_view(
 
 def _status_line(root: StateRoot, session: str | None) -> str:
     """One ▷ per active work unit of this session, a ▶ stepping across them each second."""
-    from runtime.index import list_runs
-    from runtime.ownership import current_principal
+    from runtime.runs.index import list_runs
+    from runtime.runs.ownership import current_principal
 
     me = current_principal(root, session).id
     units = 0

@@ -10,8 +10,8 @@ import time
 import click
 
 from actors.cli._format import emit_json
-from runtime.errors import BadInput
-from runtime.paths import StateRoot
+from runtime.core.errors import BadInput
+from runtime.store.layout import StateRoot
 
 
 def _root() -> StateRoot:
@@ -19,7 +19,7 @@ def _root() -> StateRoot:
 
 
 def _session_id(explicit: str | None) -> str:
-    from runtime.ownership import local_user_session
+    from runtime.runs.ownership import local_user_session
 
     return explicit or os.environ.get("ACTORS_SESSION") or local_user_session()
 
@@ -64,10 +64,10 @@ def session_register(
     harness: str, session_id: str | None, options: tuple[str, ...], as_json: bool
 ) -> None:
     """Register a session; prints its id (export it as ACTORS_SESSION)."""
-    from adapters.base import AdapterError
-    from adapters.registry import adapter_class
-    from runtime.ids import now_iso, short_suffix
-    from runtime.sessions import save_session, session_key
+    from runtime.core.ids import now_iso, short_suffix
+    from runtime.delivery.contract import AdapterError
+    from runtime.delivery.registry import adapter_class
+    from runtime.delivery.sessions import save_session, session_key
 
     opts = _options(options)
     try:
@@ -111,7 +111,7 @@ def session_register(
 @click.option("--json", "as_json", is_flag=True)
 def session_ls(as_json: bool) -> None:
     """List sessions with their harness and unread follow-ups."""
-    from runtime.sessions import SessionInbox, list_sessions, session_paths
+    from runtime.delivery.sessions import SessionInbox, list_sessions, session_paths
 
     rows = []
     for record in list_sessions(_root()):
@@ -132,13 +132,13 @@ def session_ls(as_json: bool) -> None:
 @click.argument("session_id")
 def session_show(session_id: str) -> None:
     """Print a session's record and delivery state."""
-    from adapters.delivery import DeliveryRunner
-    from runtime.errors import NotFound
-    from runtime.sessions import load_session, session_paths
+    from runtime.core.errors import NotFound
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.sessions import load_session, session_paths
 
     if not session_paths(_root(), session_id).dir.is_dir():
         raise NotFound(f"no session {session_id}", hint="`actors session ls` lists them")
-    from runtime.redact import redact_values
+    from runtime.compiler.redact import redact_values
 
     record = load_session(_root(), session_id)
     record["options"] = redact_values(record.get("options") or {})  # passwords, tokens
@@ -150,7 +150,7 @@ def session_show(session_id: str) -> None:
 @click.argument("session_id")
 def session_forget(session_id: str) -> None:
     """Delete a session's record, inbox and delivery journal."""
-    from runtime.sessions import forget_session
+    from runtime.delivery.sessions import forget_session
 
     forget_session(_root(), session_id)
     click.echo(f"session {session_id} forgotten")
@@ -167,7 +167,7 @@ def inbox_group() -> None:
 @click.option("--peek", is_flag=True, help="Show without marking them read.")
 def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
     """Print every unread follow-up at once and mark them read."""
-    from adapters.delivery import read_inbox
+    from runtime.delivery.engine import read_inbox
 
     unread = read_inbox(_root(), _session_id(session), peek=peek, boundary="inbox read")
     if as_json:
@@ -198,8 +198,8 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
     import select
 
     from actors.cli.hooks import doorbell_line, doorbell_unread
-    from runtime.mailbox import doorbell
-    from runtime.sessions import session_paths
+    from runtime.delivery.sessions import session_paths
+    from runtime.messaging.mailbox import doorbell
 
     owner = _session_id(session)
     root = _root()
@@ -228,7 +228,7 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
 @click.option("--delivery", metavar="ID", help="Only this delivery.")
 def flush_cmd(session: str | None, delivery: str | None) -> None:
     """Deliver held (manual / boundary-mode) and waiting follow-ups now."""
-    from adapters.delivery import DeliveryRunner
+    from runtime.delivery.engine import DeliveryRunner
 
     receipts = DeliveryRunner(_root()).flush(_session_id(session), delivery)
     for r in receipts:
@@ -241,7 +241,7 @@ def flush_cmd(session: str | None, delivery: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def reconcile_cmd(as_json: bool) -> None:
     """Mark dead runners' runs exited, stop their leftovers, deliver owed follow-ups."""
-    from runtime.reconcile import reconcile
+    from runtime.runs.reconcile import reconcile
 
     report = reconcile(_root())
     if as_json:
@@ -260,8 +260,8 @@ def watch_cmd(timeout: float | None, interval: float) -> None:
     """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops)."""
     import watchfiles
 
-    from runtime.files import ensure_dir
-    from runtime.reconcile import reconcile
+    from runtime.runs.reconcile import reconcile
+    from runtime.store.files import ensure_dir
 
     root = _root()
     ensure_dir(root.runs)
@@ -301,8 +301,8 @@ class _Stopper:
 
 
 def _active_count(root: StateRoot) -> int:
-    from runtime.index import list_runs
-    from runtime.status import ACTIVE
+    from runtime.runs.index import list_runs
+    from runtime.runs.status import ACTIVE
 
     return sum(1 for r in list_runs(root) if r.get("status") in ACTIVE)
 
@@ -316,7 +316,7 @@ def doctor_group() -> None:
 @click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
 def doctor_delivery(session: str | None) -> None:
     """Probe the session's adapter for real and print the DELIVERY_LEVELS block (D0-D8)."""
-    from adapters.doctor import probe
+    from runtime.delivery.doctor import probe
 
     for line in probe(_root(), _session_id(session)):
         click.echo(line)

@@ -89,10 +89,10 @@ def hook_group() -> None:
 )
 def session_start(wake: str) -> None:
     """SessionStart: register the session, export ACTORS_SESSION, arm the wake file."""
-    from runtime.files import ensure_dir
-    from runtime.ids import is_valid_id, now_iso
-    from runtime.paths import StateRoot
-    from runtime.sessions import load_session, save_session, session_paths
+    from runtime.core.ids import is_valid_id, now_iso
+    from runtime.delivery.sessions import load_session, save_session, session_paths
+    from runtime.store.files import ensure_dir
+    from runtime.store.layout import StateRoot
 
     data = _hook_input()
     session_id = str(data.get("session_id") or "")
@@ -142,9 +142,9 @@ def session_start(wake: str) -> None:
 @hook_group.command("file-changed")
 def file_changed() -> None:
     """FileChanged (asyncRewake): exit 2 with a doorbell line when follow-ups are unread."""
-    from runtime.ids import is_valid_id
-    from runtime.paths import StateRoot
-    from runtime.sessions import session_paths
+    from runtime.core.ids import is_valid_id
+    from runtime.delivery.sessions import session_paths
+    from runtime.store.layout import StateRoot
 
     data = _hook_input()
     session_id = str(data.get("session_id") or os.environ.get("ACTORS_SESSION") or "")
@@ -161,9 +161,9 @@ def file_changed() -> None:
 def _record_wake(paths: Any, unread: list[dict[str, Any]]) -> None:
     """Note that the doorbell rang for these entries (`actors doctor delivery` judges D4
     from it); never fails the hook."""
-    from runtime.files import append_jsonl
-    from runtime.ids import now_iso
-    from runtime.journals import LOG
+    from runtime.core.ids import now_iso
+    from runtime.store.files import append_jsonl
+    from runtime.store.journals import LOG
 
     with contextlib.suppress(OSError):
         append_jsonl(
@@ -177,7 +177,7 @@ def _record_wake(paths: Any, unread: list[dict[str, Any]]) -> None:
 
 
 _FINAL = ("delivered", "accepted", "failed-final")
-"""adapters.delivery.FINAL (kept here so the hooks' common path, where nothing is
+"""runtime.delivery.engine.FINAL (kept here so the hooks' common path, where nothing is
 pending, does not import the delivery stack; a test keeps the two equal)."""
 
 
@@ -199,12 +199,12 @@ def doorbell_line(session_id: str, unread: list[dict[str, Any]]) -> str:
 def doorbell_unread(root: Any, session_id: str) -> list[dict[str, Any]]:
     """Unread follow-ups the doorbell rings for: all but those held at a boundary (those
     come with the next prompt or tool call, not as a wake)."""
-    from runtime.sessions import SessionInbox, session_paths
+    from runtime.delivery.sessions import SessionInbox, session_paths
 
     unread = SessionInbox(session_paths(root, session_id)).unread()
     if not unread or not any(e.get("mode") in BOUNDARY_MODES for e in unread):
         return unread
-    from adapters.delivery import DeliveryRunner
+    from runtime.delivery.engine import DeliveryRunner
 
     states = DeliveryRunner(root).states(session_id)
     return [e for e in unread if not _held_at_boundary(e, states.get(e["id"], {}))]
@@ -251,9 +251,9 @@ def _render(
     paths: Any, session_id: str, entries: list[dict[str, Any]], boundary: str
 ) -> tuple[str, list[dict[str, Any]]]:
     """The text handed over (within CONTEXT_BUDGET) and the entries it holds, in order."""
-    from adapters.base import DeliveryContext
-    from adapters.delivery import _write_body
-    from adapters.render import injected_text
+    from runtime.delivery.contract import DeliveryContext
+    from runtime.delivery.engine import _write_body
+    from runtime.delivery.render import injected_text
 
     blocks: list[str] = []
     taken: list[dict[str, Any]] = []
@@ -303,7 +303,7 @@ def hand_over(
 
     `before_output`, run under the locks once there is something to hand over, may
     veto the hand-over (a loop guard) by returning False."""
-    from runtime.sessions import SessionInbox, session_paths
+    from runtime.delivery.sessions import SessionInbox, session_paths
 
     paths = session_paths(root, session_id)
     inbox = SessionInbox(paths)
@@ -312,7 +312,7 @@ def hand_over(
     ):
         return []  # the common case: decided from the inbox alone, without a lock
 
-    from adapters.delivery import DeliveryRunner
+    from runtime.delivery.engine import DeliveryRunner
 
     runner = DeliveryRunner(root)
 
@@ -347,7 +347,7 @@ def _session_of(data: dict[str, Any], key: str, *, env_first: bool) -> str:
     """The session a hook works for: the harness's id in the hook input, or
     $ACTORS_SESSION (first for harnesses whose sessions are registered under a name of
     the user's choosing); empty when neither is a valid id."""
-    from runtime.ids import is_valid_id
+    from runtime.core.ids import is_valid_id
 
     given, env = str(data.get(key) or ""), os.environ.get("ACTORS_SESSION") or ""
     for candidate in (env, given) if env_first else (given, env):
@@ -368,7 +368,7 @@ def _quietly(body: Callable[[], None]) -> None:
 
 
 def _claude_boundary(event: str, pick: Pick) -> None:
-    from runtime.paths import StateRoot
+    from runtime.store.layout import StateRoot
 
     data = _hook_input()
     session_id = _session_of(data, "session_id", env_first=False)
@@ -413,9 +413,9 @@ def gemini_after_agent(max_chain: int) -> None:
     (`{"decision": "deny", "reason": ...}`); silent when nothing is pending."""
 
     def body() -> None:
-        from runtime.files import read_json, write_json_atomic
-        from runtime.paths import StateRoot
-        from runtime.sessions import session_paths
+        from runtime.delivery.sessions import session_paths
+        from runtime.store.files import read_json, write_json_atomic
+        from runtime.store.layout import StateRoot
 
         data = _hook_input()
         session_id = _session_of(data, "session_id", env_first=True)
@@ -460,7 +460,7 @@ def cursor_stop(loop_limit: int) -> None:
     (`{"followup_message": ...}`), never past the loop limit; silent otherwise."""
 
     def body() -> None:
-        from runtime.paths import StateRoot
+        from runtime.store.layout import StateRoot
 
         data = _hook_input()
         if data.get("status") == "aborted":

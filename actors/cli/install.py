@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 
 _scope = click.option(
     "--project/--user",

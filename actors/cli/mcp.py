@@ -16,8 +16,8 @@ import click
 def mcp_cmd(session: str | None) -> None:
     """Serve spawn / message / inspect / inbox_read / recipes as MCP tools over stdio."""
     from actors.mcp_server import serve
-    from runtime.ownership import local_user_session
-    from runtime.paths import StateRoot
+    from runtime.runs.ownership import local_user_session
+    from runtime.store.layout import StateRoot
 
     # Claude Code gives the MCP servers it starts CLAUDE_CODE_SESSION_ID (seen with the real
     # 2.1.197), the same id its SessionStart hook registers: runs spawned through the tools

@@ -7,7 +7,7 @@ import sys
 import click
 
 from actors.cli._format import emit_json
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 
 
 @click.command("message")
@@ -71,8 +71,8 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
     """
     import json
 
-    from runtime.messaging import finish, recv
-    from runtime.ownership import current_principal
+    from runtime.routing.router import finish, recv
+    from runtime.runs.ownership import current_principal
 
     root = StateRoot.from_env()
     principal = current_principal(root)
@@ -161,7 +161,7 @@ def emit_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print the whole view as JSON.")
 def inspect_cmd(target: str, view: str, lines: int, status_filter: str, as_json: bool) -> None:
     """Read TARGET on purpose: a run, branch:RUN/B, room:RUN, session:ID or session:all."""
-    from runtime.inspect import inspect
+    from runtime.routing.inspect import inspect
 
     data = inspect(StateRoot.from_env(), target, view, lines=lines, status=status_filter)
     if as_json:

@@ -11,7 +11,7 @@ import click
 
 from actors.cli._format import emit_json, stderr_is_tty, summary_line, table
 from actors.cli.runs import json_option, session_option
-from runtime.errors import BadInput, NotFound
+from runtime.core.errors import BadInput, NotFound
 
 _DESCRIPTION_WIDTH = 60
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
@@ -27,7 +27,7 @@ def _looks_like_path(ref: str) -> bool:
 
 
 def _not_found(name: str) -> NotFound:
-    from runtime.recipes import recipe_roots
+    from runtime.compiler.library import recipe_roots
 
     roots = ", ".join(str(r) for _, r in recipe_roots())
     return NotFound(f"no recipe named {name!r}", hint=f"looked for {name}.json in {roots}")
@@ -62,7 +62,7 @@ def _relation_note(entry: Any) -> str:
 
 
 def _recipes_ls(as_json: bool) -> None:
-    from runtime.recipes import list_recipes, recipe_roots
+    from runtime.compiler.library import list_recipes, recipe_roots
 
     entries = list_recipes()
     if as_json:
@@ -179,12 +179,12 @@ def _default_text(value: Any) -> str:
 
 
 def _show_entry(entry: Any, others: list[Any], as_json: bool) -> None:
-    from runtime.tools import parameters
+    from runtime.compiler.tools import parameters
 
     compiled: dict[str, Any] | None = None
     params: list[Any] = []
     if entry.status != "invalid" and entry.raw is not None:
-        from runtime.recipe_model import compile_recipe
+        from runtime.compiler.model import compile_recipe
 
         compiled = compile_recipe(entry.raw, source=str(entry.path))
         params = parameters(entry.raw)
@@ -235,7 +235,7 @@ def _show_entry(entry: Any, others: list[Any], as_json: bool) -> None:
 def recipes_show_cmd(name: str, as_json: bool) -> None:
     """Show recipe NAME (or a .json file): where it was found, what it shadows, its
     status, structure and parameters."""
-    from runtime.recipes import RecipeEntry, check_recipe_file, list_recipes, root_of
+    from runtime.compiler.library import RecipeEntry, check_recipe_file, list_recipes, root_of
 
     if _looks_like_path(name) and Path(name).expanduser().is_file():
         path = Path(name).expanduser().resolve()
@@ -264,7 +264,7 @@ def recipes_check_cmd(refs: tuple[str, ...], as_json: bool) -> None:
 
     A NAME checks every file of that name in the three roots.
     """
-    from runtime.recipes import RecipeEntry, check_recipe_file, list_recipes, root_of
+    from runtime.compiler.library import RecipeEntry, check_recipe_file, list_recipes, root_of
 
     results: list[dict[str, Any]] = []
     entries = list_recipes() if not refs or any(not _looks_like_path(r) for r in refs) else []
@@ -329,7 +329,7 @@ def recipes_check_cmd(refs: tuple[str, ...], as_json: bool) -> None:
 
 
 def _tools_ls(as_json: bool) -> None:
-    from runtime.tools import Param, tool_entries
+    from runtime.compiler.tools import Param, tool_entries
 
     tools = tool_entries()
     if as_json:
@@ -425,9 +425,9 @@ def tools_register_cmd(
       actors tools register fetch --from ./fetch.json --project
       actors tools register greet -t 'echo hello {who=world}' --description 'Say hello'
     """
-    from runtime.files import dump_json
-    from runtime.recipes import list_recipes
-    from runtime.tools import parameters, register_tool
+    from runtime.compiler.library import list_recipes
+    from runtime.compiler.tools import parameters, register_tool
+    from runtime.store.files import dump_json
 
     if (from_file is None) == (template is None):
         raise BadInput("give the recipe once: either --from FILE or --template STR")
@@ -497,7 +497,7 @@ def _parse_tool_args(
 ) -> dict[str, list[str]]:
     """`--key value`, `--key=value`, a bare `--flag` / `--no-flag` for bool parameters,
     and `-v key=value` pairs, grouped by parameter name."""
-    from runtime.tools import find_param
+    from runtime.compiler.tools import find_param
 
     given: dict[str, list[str]] = {}
     index = 0
@@ -577,9 +577,9 @@ def run_cmd(
       actors run ticker --interval 2
       actors run deploy --env=prod --dry-run
     """
-    from runtime.paths import StateRoot
-    from runtime.spawn import SpawnRequest, spawn
-    from runtime.tools import bind_values, load_tool
+    from runtime.compiler.tools import bind_values, load_tool
+    from runtime.runs.spawn import SpawnRequest, spawn
+    from runtime.store.layout import StateRoot
 
     root = StateRoot.from_env()
     found = load_tool(tool, root)
@@ -598,9 +598,9 @@ def run_cmd(
 
 def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> None:
     from actors.cli.runs import _exit_code, _progress_printer
-    from runtime.files import read_json
-    from runtime.tools import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
-    from runtime.waiting import wait_for
+    from runtime.compiler.tools import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
+    from runtime.runs.waiting import wait_for
+    from runtime.store.files import read_json
 
     try:
         summary = wait_for(root, run_id, on_tick=_progress_printer(run_id))
@@ -649,9 +649,9 @@ def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> N
 
 def _stop(root: Any, run_id: str, session: str | None) -> None:
     """Ctrl-C on a foreground tool stops its run (best effort)."""
-    from runtime.control import cancel
-    from runtime.errors import ActorsError
-    from runtime.ownership import current_principal
+    from runtime.core.errors import ActorsError
+    from runtime.runs.control import cancel
+    from runtime.runs.ownership import current_principal
 
     try:
         cancel(root, run_id, current_principal(root, session), grace=2.0)

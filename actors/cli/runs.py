@@ -12,10 +12,10 @@ import click
 
 from actors.cli._format import emit_json, stderr_is_tty, summary_line
 from actors.cli._views import list_view, status_view
-from runtime.errors import BadInput, Conflict
-from runtime.files import read_bytes, read_jsonl, read_text_tail, tail_jsonl
-from runtime.paths import StateRoot, parse_run_ref
-from runtime.status import TERMINAL, read_progress
+from runtime.core.errors import BadInput, Conflict
+from runtime.runs.status import TERMINAL, read_progress
+from runtime.store.files import read_bytes, read_jsonl, read_text_tail, tail_jsonl
+from runtime.store.layout import StateRoot, parse_run_ref
 
 session_option = click.option(
     "--session",
@@ -64,7 +64,7 @@ def _progress_printer(run_id: str) -> Any:
 
 
 def _wait_and_report(run_id: str, timeout: float | None, as_json: bool) -> None:
-    from runtime.waiting import wait_for
+    from runtime.runs.waiting import wait_for
 
     summary = wait_for(_root(), run_id, timeout=timeout, on_tick=_progress_printer(run_id))
     if stderr_is_tty():
@@ -181,8 +181,8 @@ def status_cmd(run: str | None, line: bool, session: str | None, as_json: bool) 
 )
 def tail_cmd(run: str, lines: int, follow: bool, use_stderr: bool, use_events: bool) -> None:
     """Print the end of RUN's output."""
-    from runtime.redact import redact_text, run_secrets
-    from runtime.status import find_run
+    from runtime.compiler.redact import redact_text, run_secrets
+    from runtime.runs.status import find_run
 
     root = _root()
     paths, record = find_run(root, parse_run_ref(run))
@@ -212,9 +212,9 @@ def _follow(
     events: bool = False,
     secrets: list[str] | None = None,
 ) -> None:
-    from runtime.process import pidfd_open
-    from runtime.redact import redact_text
-    from runtime.status import derive, find_run, runner_identity
+    from runtime.compiler.redact import redact_text
+    from runtime.core.process import pidfd_open
+    from runtime.runs.status import derive, find_run, runner_identity
 
     paths, record = find_run(root, run_id)
     runner = runner_identity(paths, record)
@@ -267,7 +267,7 @@ def _follow(
 @json_option
 def result_cmd(run: str, as_json: bool) -> None:
     """Print a finished RUN's result (status, code, output head, artifacts)."""
-    from runtime.status import derive, find_run, read_result
+    from runtime.runs.status import derive, find_run, read_result
 
     paths, record = find_run(_root(), parse_run_ref(run))
     summary = derive(paths, record)
@@ -282,7 +282,7 @@ def result_cmd(run: str, as_json: bool) -> None:
         "code": summary.get("code"),
         "reason": summary.get("reason"),
     }
-    from runtime.redact import redact_deep, run_secrets
+    from runtime.compiler.redact import redact_deep, run_secrets
 
     secrets = run_secrets(record)  # the output head may quote a secret value
     result, summary = redact_deep(result, secrets), redact_deep(summary, secrets)
@@ -353,8 +353,8 @@ def kill_cmd(run: str, force: bool, session: str | None, as_json: bool) -> None:
 
 
 def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, action: str) -> None:
-    from runtime.ownership import check_control, current_principal
-    from runtime.status import find_run
+    from runtime.runs.ownership import check_control, current_principal
+    from runtime.runs.status import find_run
 
     _, record = find_run(root, run_id)
     check_control(record, current_principal(root, session), force=force, action=action)
@@ -366,7 +366,7 @@ def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, actio
 @session_option
 def archive_cmd(runs: tuple[str, ...], force: bool, session: str | None) -> None:
     """Move finished RUNS to $ACTORS_HOME/archive/ (active runs are refused)."""
-    from runtime.retention import archive_run
+    from runtime.runs.retention import archive_run
 
     root = _root()
     ids = [parse_run_ref(r) for r in runs]
@@ -397,8 +397,8 @@ def prune_cmd(
     as_json: bool,
 ) -> None:
     """Delete finished runs' state: the given RUNS, or all matching --older-than."""
-    from runtime.index import list_runs
-    from runtime.retention import prune_run
+    from runtime.runs.index import list_runs
+    from runtime.runs.retention import prune_run
 
     root = _root()
     if not runs and not older_than:
@@ -406,8 +406,8 @@ def prune_cmd(
     ids = [parse_run_ref(r) for r in runs]
     if older_than:
         cutoff = time.time() - _duration_s(older_than)
-        from runtime.ids import parse_iso
-        from runtime.ownership import current_principal
+        from runtime.core.ids import parse_iso
+        from runtime.runs.ownership import current_principal
 
         me = current_principal(root, session).id
         for summary in list_runs(root):
@@ -420,7 +420,7 @@ def prune_cmd(
             ):
                 ids.append(summary["run"])
     ids = list(dict.fromkeys(ids))
-    from runtime.retention import require_terminal
+    from runtime.runs.retention import require_terminal
 
     for run_id in ids:  # check every run before deleting any
         _owned(root, run_id, session, force, "prune")

@@ -20,9 +20,9 @@ import pytest
 
 import actors
 from actors.cli.hooks import CONTEXT_BUDGET
-from adapters.delivery import DeliveryRunner
-from runtime.paths import StateRoot
-from runtime.sessions import SessionInbox, session_paths
+from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 
 SESSION = "7d0c4f0e-1a2b-4c3d-8e9f-a0b1c2d3e4f5"
@@ -451,6 +451,6 @@ def test_claude_install_adds_the_boundary_hooks_and_uninstall_removes_exactly_th
 
 def test_the_hooks_final_states_are_the_runners() -> None:
     from actors.cli import hooks
-    from adapters import delivery
+    from runtime.delivery import engine as delivery
 
     assert hooks._FINAL == delivery.FINAL

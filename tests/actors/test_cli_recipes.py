@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from recipes import SHIPPED_DIR
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, snapshot, write_recipe
 
 DEPLOY = {

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, make_fifo, read_fifo_line, snapshot, write_recipe
 
 
@@ -225,7 +225,7 @@ def test_corrupt_index_falls_back_to_a_scan(home: StateRoot) -> None:
 def test_a_listed_run_reads_the_same_from_the_index_as_derived_live(home: StateRoot) -> None:
     """The first listing derives each run and writes the index; the next reads finished runs
     from it. Both must print the same record, reason and pid included."""
-    from runtime.index import LISTED
+    from runtime.runs.index import LISTED
 
     run_id = spawn_id("-t", "sleep 300")
     cli("kill", run_id)
@@ -302,7 +302,7 @@ def test_following_events_across_compactions_prints_each_event_once(
     has already printed."""
     import subprocess
 
-    from runtime.files import read_jsonl
+    from runtime.store.files import read_jsonl
 
     monkeypatch.setenv("ACTORS_JOURNAL_CAP_BYTES", "4096")  # the runner's cap
     gate = make_fifo(tmp_path / "gate")

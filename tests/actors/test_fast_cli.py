@@ -10,7 +10,7 @@ import pytest
 
 import actors
 from actors.cli._fast import _CANCEL, _EMIT, _LS, _MESSAGE, _SPAWN, _STATUS, _STOP, _parse, _seconds
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 
 
 def test_plain_calls_parse_like_the_click_commands() -> None:

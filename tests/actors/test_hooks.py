@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import actors
-from runtime.paths import StateRoot
-from runtime.sessions import session_paths
+from runtime.delivery.sessions import session_paths
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 
 SESSION = "4f2c9a1e-5b7d-4c3a-9e8f-0a1b2c3d4e5f"
@@ -75,8 +75,8 @@ def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
     import socket
     import threading
 
-    from adapters.delivery import DeliveryRunner
-    from runtime.sessions import SessionInbox
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.sessions import SessionInbox
 
     path = tmp_path / "cc.sock"
     server = socket.socket(socket.AF_UNIX)

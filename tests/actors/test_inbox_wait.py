@@ -8,10 +8,10 @@ import sys
 import time
 from pathlib import Path
 
-from adapters.delivery import DeliveryRunner
-from runtime.files import ensure_dir
-from runtime.paths import StateRoot
-from runtime.sessions import session_paths
+from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.sessions import session_paths
+from runtime.store.files import ensure_dir
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, wait_for_change
 
 

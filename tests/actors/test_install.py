@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 from tests.conftest import cli
 
 CLAUDE_MCP = {"mcpServers": {"other": {"command": "other-server", "args": ["--x"]}}}

@@ -8,8 +8,8 @@ from typing import Any
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from runtime.paths import StateRoot
-from runtime.process import wait_gone
+from runtime.core.process import wait_gone
+from runtime.store.layout import StateRoot
 
 
 def _server(home: StateRoot) -> StdioServerParameters:

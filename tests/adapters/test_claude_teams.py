@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-import adapters.claude_teams as ct
-from adapters.base import DeliveryContext, Receipt
-from adapters.claude_teams import ClaudeTeamsAdapter, msg_id_for
-from runtime.files import write_bytes_atomic
-from runtime.paths import StateRoot
+import adapters.claude_code.teams as ct
+from adapters.claude_code.teams import ClaudeTeamsAdapter, msg_id_for
+from runtime.delivery.contract import DeliveryContext, Receipt
+from runtime.store.files import write_bytes_atomic
+from runtime.store.layout import StateRoot
 from tests.conftest import REPO, cli, wait_for_change
 
 PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers")) / "node_modules"
@@ -118,8 +118,8 @@ async function waitFor(msgId) {
 WRITER_PY = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from adapters.base import DeliveryContext
-from adapters.claude_teams import ClaudeTeamsAdapter
+from runtime.delivery.contract import DeliveryContext
+from adapters.claude_code.teams import ClaudeTeamsAdapter
 home, writer, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
 adapter = ClaudeTeamsAdapter({"id": "w"}, {"team": "crew", "name": "team-lead", "home": home})
 sys.stdin.readline()  # the start line: every writer starts together
@@ -589,8 +589,8 @@ def test_register_records_claude_config_dir_and_runner_delivers(
         env={"CLAUDE_CONFIG_DIR": str(claude_home)},
     )
     assert proc.returncode == 0, proc.stderr
-    from adapters.delivery import DeliveryRunner
-    from runtime.sessions import load_session
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.sessions import load_session
 
     session = load_session(home, "t2")
     assert session["options"]["home"] == str(claude_home)

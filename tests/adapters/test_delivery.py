@@ -16,11 +16,11 @@ from typing import ClassVar
 import pytest
 
 import actors
-from adapters.delivery import DeliveryRunner
 from adapters.webhook import signature
-from runtime.files import read_jsonl
-from runtime.paths import StateRoot
-from runtime.sessions import SessionInbox, session_paths
+from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.store.files import read_jsonl
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, make_fifo, read_fifo_line
 
 
@@ -256,7 +256,7 @@ def test_doctor_prints_the_levels_block_for_a_file_session(home: StateRoot) -> N
 def test_a_follow_up_read_from_the_inbox_is_never_flushed_again(home: StateRoot) -> None:
     """A held (manual) delivery the agent already read with `actors inbox read` is
     journaled delivered, so a later flush does not send it a second time."""
-    from adapters.delivery import DeliveryRunner
+    from runtime.delivery.engine import DeliveryRunner
 
     runner = DeliveryRunner(home)
     envelope = {"type": "run.done", "from": "run:x", "summary": "Run x done"}

@@ -1,4 +1,4 @@
-"""adapters.pi_host with a tiny stand-in for `pi --mode rpc` (a real process, no mocks).
+"""adapters.pi.host with a tiny stand-in for `pi --mode rpc` (a real process, no mocks).
 
 The stand-in answers every command with a response that shows the id it saw, emits the
 events it is told to, and can exit on request, so the host's routing, framing, socket
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from adapters.base import DeliveryContext
-from adapters.pi import PiAdapter
+from adapters.pi.adapter import PiAdapter
+from runtime.delivery.contract import DeliveryContext
 from tests.conftest import REPO, wait_listening
 
 FAKE_PI = r"""
@@ -99,7 +99,7 @@ def _start(socket_path: Path, fake: Path, *extra: str) -> subprocess.Popen[bytes
         [
             sys.executable,
             "-m",
-            "adapters.pi_host",
+            "adapters.pi.host",
             "--socket",
             str(socket_path),
             *extra,
@@ -323,7 +323,7 @@ def test_host_refuses_a_non_rpc_mode(fake_pi: Path, tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "adapters.pi_host",
+            "adapters.pi.host",
             "--socket",
             str(tmp_path / "s" / "pi.sock"),
             "--",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by `make`")

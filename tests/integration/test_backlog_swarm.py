@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.mailbox import doorbell
-from runtime.paths import StateRoot
-from runtime.process import session_members
-from runtime.status import TERMINAL, load_run
+from runtime.core.process import session_members
+from runtime.messaging.mailbox import doorbell
+from runtime.runs.status import TERMINAL, load_run
+from runtime.store.layout import StateRoot
 from tests.conftest import alive, cli, finished, make_fifo
 
 AGENT = """

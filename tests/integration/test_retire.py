@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import actors
-from runtime.files import read_jsonl
-from runtime.ids import parse_iso
-from runtime.index import list_runs
-from runtime.paths import StateRoot
+from runtime.core.ids import parse_iso
+from runtime.runs.index import list_runs
+from runtime.store.files import read_jsonl
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe
 
 

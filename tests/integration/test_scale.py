@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.paths import StateRoot
-from runtime.process import session_members
+from runtime.core.process import session_members
+from runtime.store.layout import StateRoot
 from tests.conftest import make_fifo, write_recipe
 
 

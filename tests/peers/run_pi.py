@@ -1,4 +1,4 @@
-"""Start a real pi in RPC mode under `adapters.pi_host`, offline, pointed at the fake model.
+"""Start a real pi in RPC mode under `adapters.pi.host`, offline, pointed at the fake model.
 
 pi gets throw-away HOME and agent dirs, every network feature off, and one provider
 (`fake`, model `echo`) whose baseUrl is the fake LLM on 127.0.0.1. The context manager
@@ -87,7 +87,7 @@ def run_pi(
         [
             sys.executable,
             "-m",
-            "adapters.pi_host",
+            "adapters.pi.host",
             "--socket",
             str(path),
             "--cwd",

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import actors
-from adapters.delivery import DeliveryRunner
-from runtime.paths import StateRoot
-from runtime.sessions import SessionInbox, session_paths
+from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text

@@ -21,9 +21,9 @@ import pytest
 
 import actors
 from actors.cli.hooks import CONTEXT
-from runtime.ids import parse_iso
-from runtime.paths import StateRoot
-from runtime.sessions import SessionInbox, session_paths
+from runtime.core.ids import parse_iso
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, wait_for_change
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text

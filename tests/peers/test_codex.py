@@ -14,11 +14,11 @@ import pytest
 import trio
 
 import actors
-from adapters.base import DeliveryContext
-from adapters.codex import CodexAdapter
-from adapters.codex_rpc import CodexConnection, connect
-from adapters.delivery import DeliveryRunner
-from runtime.paths import StateRoot
+from adapters.codex.adapter import CodexAdapter
+from adapters.codex.rpc import CodexConnection, connect
+from runtime.delivery.contract import DeliveryContext
+from runtime.delivery.engine import DeliveryRunner
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.peers.conftest import followup, register_session
 from tests.peers.fake_llm import FakeLLM

@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adapters.delivery import DeliveryRunner
-from runtime.paths import StateRoot
-from runtime.sessions import session_paths
+from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.sessions import session_paths
+from runtime.store.layout import StateRoot
 from tests.conftest import cli
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_gemini import Gemini

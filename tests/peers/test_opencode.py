@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 import actors
-from adapters.base import DeliveryContext
-from adapters.delivery import DeliveryRunner
-from adapters.opencode import OpenCodeAdapter
-from runtime.paths import StateRoot
-from runtime.sessions import SessionInbox, session_paths
+from adapters.opencode.adapter import OpenCodeAdapter
+from runtime.delivery.contract import DeliveryContext
+from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.peers.conftest import followup, register_session
 from tests.peers.fake_llm import FakeLLM, last_user_text

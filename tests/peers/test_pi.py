@@ -1,4 +1,4 @@
-"""The pi adapter against a real pi (RPC mode, under adapters.pi_host) and the fake model."""
+"""The pi adapter against a real pi (RPC mode, under adapters.pi.host) and the fake model."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 import actors
-from adapters.base import AdapterError, DeliveryContext, Receipt
-from adapters.delivery import DeliveryRunner
-from adapters.pi import PiAdapter
-from runtime.paths import StateRoot
+from adapters.pi.adapter import PiAdapter
+from runtime.delivery.contract import AdapterError, DeliveryContext, Receipt
+from runtime.delivery.engine import DeliveryRunner
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.peers.conftest import followup, register_session
 from tests.peers.fake_llm import FakeLLM
@@ -199,7 +199,7 @@ def test_missing_or_dead_socket_is_a_retryable_failure(tmp_path: Path) -> None:
     assert receipt.status == "failed" and receipt.retryable, receipt
     assert receipt.reason is not None
     assert str(missing) in receipt.reason and "does not exist" in receipt.reason
-    assert "adapters.pi_host" in receipt.reason
+    assert "adapters.pi.host" in receipt.reason
     dead = tmp_path / "dead.sock"  # a socket file nobody listens on (a crashed host)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.bind(str(dead))

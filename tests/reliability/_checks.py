@@ -28,7 +28,7 @@ CliResult = subprocess.CompletedProcess[str]
 def journals_parse(root: Path) -> int:
     """Every JSONL journal under `root` folds: no garbage line, no torn tail. Returns how
     many there are."""
-    from runtime.files import read_jsonl
+    from runtime.store.files import read_jsonl
 
     count = 0
     for path in root.rglob("*.jsonl"):
@@ -99,8 +99,8 @@ _ZYGOTE = r"""
 import importlib, json, os, sys, traceback
 import actors.cli
 for target in {v.split(":")[0] for v in actors.cli.COMMANDS.values()} | {
-    "runtime.recipe_model", "runtime.spawn", "runtime.messaging", "runtime.inspect",
-    "runtime.reconcile", "adapters.delivery", "adapters.file",
+    "runtime.compiler.model", "runtime.runs.spawn", "runtime.routing.router", "runtime.routing.inspect",
+    "runtime.runs.reconcile", "runtime.delivery.engine", "adapters.file",
 }:
     importlib.import_module(target)  # loaded once, before any fork (pydantic included)
 requests, replies = sys.stdin, sys.stdout

@@ -40,9 +40,9 @@ def main() -> int:
         sys.argv[5:],
     )
     import actors
-    from runtime.errors import Conflict, NotFound
-    from runtime.paths import StateRoot
-    from runtime.retention import archive_run
+    from runtime.core.errors import Conflict, NotFound
+    from runtime.runs.retention import archive_run
+    from runtime.store.layout import StateRoot
 
     root = StateRoot.from_env()
     rng = random.Random(index)

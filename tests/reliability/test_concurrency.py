@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.files import fold, read_jsonl
-from runtime.paths import StateRoot
-from runtime.sessions import SessionInbox, session_paths
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.store.files import fold, read_jsonl
+from runtime.store.layout import StateRoot
 from tests.conftest import finished, write_recipe
 from tests.reliability._checks import journals_parse
 from tests.reliability._report import record

@@ -2,7 +2,7 @@
 
 Each test starts the real process (a sender `actors message`, a consumer `actors recv`
 inside a run, the runner, `actors flush` / `actors emit --deliver`) with
-`ACTORS_PAUSE_AT=<point>` (runtime/faults.py): on reaching the point the process writes
+`ACTORS_PAUSE_AT=<point>` (runtime/core/faults.py): on reaching the point the process writes
 `<pid> <point>` to a FIFO barrier and stops itself, so the test kills it at exactly that
 step. Then the next reader (a consumer, `actors reconcile`, `actors flush`) must fold a
 consistent state: no envelope lost (a sent envelope is absent and its sender failed, or
@@ -28,13 +28,13 @@ from typing import Any
 import pytest
 
 import actors
-import runtime.faults
-from runtime.files import read_jsonl
-from runtime.ids import parse_iso
-from runtime.mailbox import Mailbox
-from runtime.paths import StateRoot
-from runtime.process import read_stat, wait_gone
-from runtime.sessions import SessionInbox, session_paths
+import runtime.core.faults
+from runtime.core.ids import parse_iso
+from runtime.core.process import read_stat, wait_gone
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.messaging.mailbox import Mailbox
+from runtime.store.files import read_jsonl
+from runtime.store.layout import StateRoot
 from tests.conftest import (
     alive,
     cli,
@@ -48,7 +48,7 @@ from tests.reliability._checks import journals_parse
 from tests.reliability._report import record
 
 # This process imported the hook before any test armed the environment: it never pauses.
-assert not runtime.faults.ARMED
+assert not runtime.core.faults.ARMED
 
 SUITE = "crash points"
 
@@ -192,7 +192,7 @@ def _session_entries(home: StateRoot, session: str, kind: str) -> list[dict[str,
 
 
 def _delivery_state(home: StateRoot, session: str, delivery_id: str) -> dict[str, Any]:
-    from adapters.delivery import DeliveryRunner
+    from runtime.delivery.engine import DeliveryRunner
 
     return DeliveryRunner(home).states(session).get(delivery_id, {})
 

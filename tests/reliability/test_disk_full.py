@@ -5,7 +5,7 @@ filler file takes every free page, and journals are padded so the next record la
 the test wants it: on no free byte at all, across a page boundary (the first part of the
 line fits, the rest does not), or exactly where the message fits but the advisory wake
 line after it does not. Where no tmpfs can be mounted, ENOSPC is injected through the
-fault hook instead (`ACTORS_FAIL_AT=files.write`, runtime/faults.py).
+fault hook instead (`ACTORS_FAIL_AT=files.write`, runtime/core/faults.py).
 
 Each time the writer must fail with exit 2 and one line that says the disk is full, and
 leave nothing half-written: no partial line in a journal, no temp file, no partial run
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.files import read_jsonl
-from runtime.paths import StateRoot
+from runtime.store.files import read_jsonl
+from runtime.store.layout import StateRoot
 from tests.conftest import _reap_runs, cli, idle_run
 from tests.reliability._checks import journals_parse
 from tests.reliability._report import record

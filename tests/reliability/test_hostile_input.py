@@ -20,16 +20,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import actors
-from runtime.addresses import parse_address
-from runtime.envelope import MAX_BODY_DEPTH, MAX_ENVELOPE_BYTES
-from runtime.errors import ActorsError, BadInput
-from runtime.ids import is_valid_id
-from runtime.messaging import finish, recv, send
-from runtime.ownership import Principal, current_principal
-from runtime.paths import StateRoot
-from runtime.placeholders import split_words, substitute_word, value_text
-from runtime.recipes import RecipeSource, compile_source
-from runtime.sessions import session_key, session_paths
+from runtime.compiler.library import RecipeSource, compile_source
+from runtime.compiler.placeholders import split_words, substitute_word, value_text
+from runtime.core.errors import ActorsError, BadInput
+from runtime.core.ids import is_valid_id
+from runtime.delivery.sessions import session_key, session_paths
+from runtime.messaging.addresses import parse_address
+from runtime.messaging.envelope import MAX_BODY_DEPTH, MAX_ENVELOPE_BYTES
+from runtime.routing.router import finish, recv, send
+from runtime.runs.ownership import Principal, current_principal
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe
 from tests.reliability._checks import assert_clean, fast_cli, fast_cli_all, refused, tree
 from tests.reliability._report import record

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.files import fold, read_jsonl
-from runtime.journals import CAP_BYTES
-from runtime.paths import StateRoot
+from runtime.store.files import fold, read_jsonl
+from runtime.store.journals import CAP_BYTES
+from runtime.store.layout import StateRoot
 from tests.conftest import finished, write_recipe
 from tests.reliability._report import record
 
@@ -163,7 +163,7 @@ def test_hundred_thousand_messages_keep_journals_within_the_shipped_cap(
 
 def test_the_cap_is_read_from_the_environment() -> None:
     out = subprocess.run(
-        [sys.executable, "-c", "from runtime.journals import CAP_BYTES; print(CAP_BYTES)"],
+        [sys.executable, "-c", "from runtime.store.journals import CAP_BYTES; print(CAP_BYTES)"],
         env={**os.environ, "ACTORS_JOURNAL_CAP_BYTES": "12345"},
         capture_output=True,
         text=True,

@@ -2,7 +2,7 @@
 
 - another session's run is refused for message / cancel / kill / archive / prune without
   `--force`, and the refusal changes nothing; with `--force` it is allowed;
-- a run's children act as `run:<id>` through its token (runtime/ownership.py): they can
+- a run's children act as `run:<id>` through its token (runtime/runs/ownership.py): they can
   act on their own run and the runs they spawned, never on a sibling, and cannot borrow
   a session or forge another run's identity;
 - symlinks planted in the state tree are never followed for a read that could leak or a
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, isolate, make_fifo, read_fifo_line, write_recipe
 from tests.reliability._checks import (
     assert_clean,

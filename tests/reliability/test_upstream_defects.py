@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.files import read_jsonl
-from runtime.journals import StateCompactor
-from runtime.paths import StateRoot
-from runtime.sessions import SessionInbox, session_paths
+from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.store.files import read_jsonl
+from runtime.store.journals import StateCompactor
+from runtime.store.layout import StateRoot
 from tests.conftest import (
     alive,
     cli,
@@ -164,7 +164,7 @@ def test_defect_10_cleanup_never_deletes_archives_or_preserved_artifacts(
     old = time.time() - 30 * 86400
     for path in (home.archive / record["run"], home.preserved / "x"):
         os.utime(path, (old, old))
-    from runtime.retention import cleanup_tmp
+    from runtime.runs.retention import cleanup_tmp
 
     cleanup_tmp(home, max_age_s=0)
     assert (home.archive / record["run"]).is_dir() and (home.preserved / "x").is_dir()
@@ -221,7 +221,7 @@ def test_defect_14_readers_never_load_a_whole_journal(
             for _ in range(6):
                 handle.write(chunk)
     assert paths.events.stat().st_size > 12_000_000
-    import runtime.files as files
+    import runtime.store.files as files
 
     read = [0]
     real = files.read_bytes
@@ -247,7 +247,7 @@ def test_defect_14_journals_are_compacted_with_a_marker(
     its 20,000 unread messages to that (tests/reliability/test_journal_bounds.py drives
     100,000 messages through a consuming run)."""
     record = idle_run(tmp_path, accepts=("job.go",))
-    monkeypatch.setattr("runtime.messaging.INBOX", StateCompactor(256 * 1024))
+    monkeypatch.setattr("runtime.routing.router.INBOX", StateCompactor(256 * 1024))
     with actors.sender(f"run:{record['run']}", fsync=False) as stream:
         sent = [stream.send("job.go", {"n": n}) for n in range(20_000)]
     chunk = read_jsonl(home.run(str(record["run"])).inbox)

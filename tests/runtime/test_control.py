@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 from tests.conftest import alive, cli, make_fifo, read_fifo_line, write_recipe
 
 FORKER = (

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import actors
-from runtime.paths import StateRoot
+from runtime.store.layout import StateRoot
 from tests.conftest import alive, write_recipe
 
 

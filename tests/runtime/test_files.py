@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.errors import StateDamaged
-from runtime.files import (
+from runtime.core.errors import StateDamaged
+from runtime.store.files import (
     append_jsonl,
     ensure_dir,
     fold,
@@ -132,7 +132,7 @@ def test_ensure_dir_makes_every_new_component_private(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from runtime.files import append_jsonl
+from runtime.store.files import append_jsonl
 path, writer, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 for i in range(count):
     append_jsonl(path, {"w": writer, "i": i, "pad": "p" * 300}, fsync=i % 50 == 0)

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.files import append_jsonl, read_jsonl
-from runtime.ids import new_id, now_iso
-from runtime.mailbox import RECONCILE_INTERVAL_S, Mailbox
-from runtime.paths import StateRoot
+from runtime.core.ids import new_id, now_iso
+from runtime.messaging.mailbox import RECONCILE_INTERVAL_S, Mailbox
+from runtime.store.files import append_jsonl, read_jsonl
+from runtime.store.layout import StateRoot
 from tests.conftest import idle_run, make_fifo, read_fifo_line, write_recipe
 
 CONSUMER = """
@@ -118,8 +118,8 @@ def test_batched_streams_are_handled_exactly_once_in_order(home: StateRoot, tmp_
 
 
 def test_a_batch_with_one_bad_body_writes_nothing(home: StateRoot, tmp_path: Path) -> None:
-    from runtime.envelope import MAX_ENVELOPE_BYTES
-    from runtime.errors import BadInput
+    from runtime.core.errors import BadInput
+    from runtime.messaging.envelope import MAX_ENVELOPE_BYTES
 
     run = idle_run(tmp_path)
     inbox = home.run(run["run"]).inbox
@@ -138,7 +138,7 @@ def test_a_batch_with_one_bad_body_writes_nothing(home: StateRoot, tmp_path: Pat
 HOLDER = """
 import sys
 from pathlib import Path
-from runtime.mailbox import Mailbox
+from runtime.messaging.mailbox import Mailbox
 box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))
 got = box.claim(consumer="doomed")
 open(sys.argv[3], "w").write(got[0]["id"] + "\\n")
@@ -201,7 +201,7 @@ def test_a_message_whose_doorbell_never_rings_is_found_by_the_reconcile_timer(
             sys.executable,
             "-c",
             (
-                "import sys, time, json\nfrom pathlib import Path\nfrom runtime.mailbox import Mailbox\n"
+                "import sys, time, json\nfrom pathlib import Path\nfrom runtime.messaging.mailbox import Mailbox\n"
                 "box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))\n"
                 "box._doorbell()\n"
                 "print('armed', flush=True)\n"
@@ -239,7 +239,7 @@ def test_one_wake_drains_everything_queued(tmp_path: Path) -> None:
 
 
 def test_data_messages_do_not_ring_a_control_only_doorbell(tmp_path: Path) -> None:
-    from runtime.mailbox import doorbell, ring
+    from runtime.messaging.mailbox import doorbell, ring
 
     bells = tmp_path / "doorbells"
     with doorbell(bells, topic="control") as control_fd, doorbell(bells) as data_fd:

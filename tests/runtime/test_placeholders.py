@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from runtime.errors import BadInput
-from runtime.placeholders import MissingValue, missing_values, render_argv, split_words
+from runtime.compiler.placeholders import MissingValue, missing_values, render_argv, split_words
+from runtime.core.errors import BadInput
 
 
 def test_split_then_substitute_keeps_values_whole() -> None:

@@ -1,4 +1,4 @@
-"""Process identity checks against real processes (runtime/process.py)."""
+"""Process identity checks against real processes (runtime/core/process.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-from runtime.process import is_gone, read_stat, session_members, wait_gone
+from runtime.core.process import is_gone, read_stat, session_members, wait_gone
 
 # The main thread ends with pthread_exit while a second thread lives on: /proc then shows
 # the leader's stat as `Z` although the process still runs and still holds its files.

@@ -10,16 +10,14 @@ from typing import Any
 import pytest
 
 from recipes import SHIPPED_DIR
-from runtime.errors import BadInput, Conflict
-from runtime.paths import StateRoot
-from runtime.recipes import (
+from runtime.compiler.library import (
     check_recipe_file,
     compile_source,
     find_recipe,
     list_recipes,
     recipe_roots,
 )
-from runtime.tools import (
+from runtime.compiler.tools import (
     Param,
     bind_values,
     bounded_tail,
@@ -28,6 +26,8 @@ from runtime.tools import (
     parameters,
     register_tool,
 )
+from runtime.core.errors import BadInput, Conflict
+from runtime.store.layout import StateRoot
 from tests.conftest import snapshot, write_recipe
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.errors import BadInput
-from runtime.paths import StateRoot
-from runtime.placeholders import missing_values, render_argv, split_words, truthy
+from runtime.compiler.placeholders import missing_values, render_argv, split_words, truthy
+from runtime.core.errors import BadInput
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, snapshot, write_recipe
 from tests.runtime.test_executor import run_recipe
 

@@ -1,0 +1,1 @@
+"""Claude Code: the hook-driven adapter and the agent-teams inbox adapter."""

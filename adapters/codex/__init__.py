@@ -1,0 +1,1 @@
+"""Codex: the app-server adapter and its JSON-RPC client."""

@@ -1,0 +1,1 @@
+"""OpenCode: the HTTP adapter (prompt_async, confirmed from the event stream)."""

@@ -1,0 +1,259 @@
+"""`opencode`: an OpenCode server session (`opencode serve`, or the server a TUI runs).
+
+The follow-up goes in as a user message through `POST /session/{id}/prompt_async`. The
+204 that answers it means only that the server took the request (it answers before the
+message is persisted, and an idle-wake can be dropped: anomalyco/opencode #21524), so the
+adapter confirms each stage itself:
+- `injected`: the message, under the id we chose for it, is readable at
+  `GET /session/{id}/message/{messageID}`;
+- `processed`: an assistant message after ours has completed and the session is no longer
+  busy (a busy session queues our message and answers it after its current turn).
+Idempotency: the text part carries `metadata.actors_delivery = <delivery id>`, which
+OpenCode stores but does not show the model; before sending, the recent messages are
+searched for it, so a retried delivery (a crash after the POST, a lost response) never
+creates a second message. Reposting the same `messageID` would not help: OpenCode appends
+the parts to the existing message.
+
+Modes: `immediate` and `on-idle` both queue behind a busy turn (the v1 API has no steer);
+`manual` stores the message without starting a turn (`noReply`). Failures: 401 (wrong
+password) and 404 (no such session) are final; refused connections, timeouts and 5xx
+are retried by the delivery runner.
+
+Options: `url`, `session`, optional `password` / `username` (HTTP Basic, as
+OPENCODE_SERVER_PASSWORD / OPENCODE_SERVER_USERNAME; default user `opencode`), `model`
+(`provider/model`), `confirm_timeout` (s, default 5: a fresh server takes about a second
+to persist its first message), `processed_timeout` (s, default 3; 0 = do not wait).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from runtime.delivery.contract import (
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Receipt,
+    check_seconds,
+    processed_timeout,
+)
+from runtime.delivery.render import injected_text
+
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_SCAN_LIMIT = 200
+_POLL_S = 0.03
+_last_id_time = [0, 0]  # (ms, counter), as OpenCode's own ascending identifiers
+
+
+class _Refused(Exception):
+    """The server answered with a failure worth a receipt (final unless `retryable`)."""
+
+    def __init__(self, reason: str, *, retryable: bool) -> None:
+        super().__init__(reason)
+        self.retryable = retryable
+
+
+def ascending_message_id() -> str:
+    """`msg_` + 12 hex digits of (ms * 4096 + counter) + 14 base62: OpenCode's own
+    shape, so our message sorts by time among the ones OpenCode creates."""
+    now = int(time.time() * 1000)
+    if now == _last_id_time[0]:
+        _last_id_time[1] += 1
+    else:
+        _last_id_time[:] = [now, 0]
+    stamp = (now * 0x1000 + _last_id_time[1]) & 0xFFFF_FFFF_FFFF
+    tail = "".join(_BASE62[b % 62] for b in os.urandom(14))
+    return f"msg_{stamp:012x}{tail}"
+
+
+class OpenCodeAdapter:
+    capabilities = Capabilities(
+        wake_mode="HTTP prompt_async into the live OpenCode session",
+        level="D7",
+        modes=("immediate", "on-idle", "manual"),
+        notes="full message injection; injected and processed confirmed by reading the session back",
+        native=True,
+        injects=True,
+        completion=True,
+    )
+
+    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
+        self.options = self.check_options(options)
+        self.session_id = self.options["session"]
+
+    @staticmethod
+    def check_options(options: dict[str, str]) -> dict[str, str]:
+        if not options.get("url", "").startswith(("http://", "https://")):
+            raise AdapterError(
+                "opencode needs -o url=http://HOST:PORT (the opencode serve address)"
+            )
+        if not options.get("session", "").startswith("ses"):
+            raise AdapterError("opencode needs -o session=ses_... (the OpenCode session id)")
+        model = options.get("model")
+        if model is not None and "/" not in model.strip("/"):
+            raise AdapterError(
+                "opencode model must be provider/model, e.g. -o model=anthropic/claude"
+            )
+        check_seconds("opencode", options, "confirm_timeout", "processed_timeout")
+        return options
+
+    # -- HTTP -----------------------------------------------------------------------
+    def _client(self) -> Any:
+        import httpx
+
+        password = self.options.get("password")
+        auth = (self.options.get("username", "opencode"), password) if password else None
+        return httpx.Client(base_url=self.options["url"].rstrip("/"), auth=auth, timeout=10.0)
+
+    def _call(self, client: Any, method: str, path: str, **kwargs: Any) -> Any:
+        """One request; failures become `_Refused` with the server's own reason."""
+        import httpx
+
+        try:
+            response = client.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise _Refused(
+                f"opencode server {self.options['url']} unreachable: {type(exc).__name__}",
+                retryable=True,
+            ) from None
+        if response.status_code < 300:
+            return response
+        reason = _server_reason(response)
+        if response.status_code == 401:
+            raise _Refused(
+                "opencode rejected the credentials (HTTP 401): check -o password / username",
+                retryable=False,
+            )
+        if response.status_code == 404:
+            raise _Refused(f"opencode: {reason} (HTTP 404)", retryable=False)
+        raise _Refused(
+            f"opencode: {reason} (HTTP {response.status_code})",
+            retryable=response.status_code >= 500 or response.status_code == 429,
+        )
+
+    def _messages(self, client: Any) -> list[dict[str, Any]]:
+        path = f"/session/{self.session_id}/message"
+        found = self._call(client, "GET", path, params={"limit": _SCAN_LIMIT}).json()
+        return found if isinstance(found, list) else []
+
+    def _already_sent(self, client: Any, delivery_id: str) -> str | None:
+        for message in self._messages(client):
+            for part in message.get("parts") or []:
+                if (part.get("metadata") or {}).get("actors_delivery") == delivery_id:
+                    return str(message["info"]["id"])
+        return None
+
+    # -- delivery ---------------------------------------------------------------------
+    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
+        started = time.monotonic()
+        with self._client() as client:
+            try:
+                return self._deliver(client, envelope, context, started)
+            except _Refused as refused:
+                return Receipt(
+                    "failed",
+                    context.delivery_id,
+                    retryable=refused.retryable,
+                    reason=str(refused),
+                )
+
+    def _deliver(
+        self, client: Any, envelope: dict[str, Any], context: DeliveryContext, started: float
+    ) -> Receipt:
+        observed: list[str] = []
+        message_id = self._already_sent(client, context.delivery_id)
+        resent = message_id is not None
+        if message_id is None:
+            message_id = ascending_message_id()
+            self._call(
+                client,
+                "POST",
+                f"/session/{self.session_id}/prompt_async",
+                json=self._prompt(envelope, context, message_id),
+            )
+            observed.append("triggered")
+        metadata: dict[str, Any] = {"message_id": message_id, "session": self.session_id}
+        if resent:
+            metadata["already_stored"] = True
+        if not self._wait_stored(client, message_id):
+            raise _Refused(
+                "opencode answered 204 but the message was not stored within "
+                f"{self._seconds('confirm_timeout', 5)} s (will check again before resending)",
+                retryable=True,
+            )
+        observed.append("injected")
+        metadata["body_injected"] = True  # noReply too: it is in the conversation
+        metadata["injected_ms"] = round((time.monotonic() - started) * 1000, 1)
+        if context.mode != "manual" and self._wait_processed(client, message_id):
+            observed.append("processed")
+            metadata["processed_ms"] = round((time.monotonic() - started) * 1000, 1)
+        return Receipt("delivered", context.delivery_id, observed=observed, metadata=metadata)
+
+    def _prompt(
+        self, envelope: dict[str, Any], context: DeliveryContext, message_id: str
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "messageID": message_id,
+            "parts": [
+                {
+                    "type": "text",
+                    "text": injected_text(envelope, context),
+                    "metadata": {"actors_delivery": context.delivery_id},
+                }
+            ],
+        }
+        if self.options.get("model"):
+            provider, _, model = self.options["model"].partition("/")
+            body["model"] = {"providerID": provider, "modelID": model}
+        if context.mode == "manual":
+            body["noReply"] = True
+        return body
+
+    def _seconds(self, key: str, default: float) -> float:
+        return float(self.options.get(key, default))
+
+    def _wait_stored(self, client: Any, message_id: str) -> bool:
+        deadline = time.monotonic() + self._seconds("confirm_timeout", 5)
+        path = f"/session/{self.session_id}/message/{message_id}"
+        while True:
+            try:
+                self._call(client, "GET", path)
+                return True
+            except _Refused as refused:
+                if refused.retryable or "404" not in str(refused):
+                    raise
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S)
+
+    def _wait_processed(self, client: Any, message_id: str) -> bool:
+        """An assistant message after ours has completed and the session is not busy."""
+        deadline = time.monotonic() + processed_timeout(self.options)
+        while True:
+            answered = any(
+                m["info"].get("role") == "assistant"
+                and str(m["info"].get("id", "")) > message_id
+                and (m["info"].get("time") or {}).get("completed")
+                for m in self._messages(client)
+            )
+            if answered:
+                status = self._call(client, "GET", "/session/status").json()
+                if (status.get(self.session_id) or {}).get("type") in (None, "idle"):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S * 3)
+
+
+def _server_reason(response: Any) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return str(response.text.strip()[:200] or response.reason_phrase)
+    if isinstance(data, dict):
+        message = (data.get("data") or {}).get("message") or data.get("name")
+        if message:
+            return " ".join(str(message).split())[:200]
+    return str(data)[:200]

@@ -1,0 +1,44 @@
+"""Adapters by harness name: the built-ins, plus third-party ones from the Python entry
+point group `actors.adapters` (name = harness, value = `module:Class`)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from runtime.delivery.contract import AdapterError
+
+BUILTIN = {
+    "file": "adapters.file:FileAdapter",
+    "webhook": "adapters.webhook:WebhookAdapter",
+    "callback": "adapters.callback:CallbackAdapter",
+    "tmux": "adapters.tmux:TmuxAdapter",
+    "claude_code": "adapters.claude_code.adapter:ClaudeCodeAdapter",
+    "opencode": "adapters.opencode.adapter:OpenCodeAdapter",
+    "codex": "adapters.codex.adapter:CodexAdapter",
+    "pi": "adapters.pi.adapter:PiAdapter",
+    "claude_teams": "adapters.claude_code.teams:ClaudeTeamsAdapter",
+}
+
+
+def _entry_points() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep.value for ep in entry_points(group="actors.adapters")}
+
+
+def known_harnesses() -> list[str]:
+    return sorted({**_entry_points(), **BUILTIN})
+
+
+def adapter_class(harness: str) -> Any:
+    spec = BUILTIN.get(harness) or _entry_points().get(harness)
+    if spec is None:
+        raise AdapterError(f"unknown harness {harness!r} (known: {', '.join(known_harnesses())})")
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def make_adapter(session: dict[str, Any], harness: str | None = None) -> Any:
+    cls = adapter_class(harness or session.get("harness", "file"))
+    return cls(session, dict(session.get("options") or {}))

@@ -1,0 +1,198 @@
+"""Coordinator sessions: where follow-ups go, and their durable inbox.
+
+A session is registered with a harness name and adapter options
+(`sessions/<id>/session.json`); an unregistered owner (a plain shell, `user:<login>`)
+still gets a session directory with the `file` adapter, so no follow-up is ever dropped
+for want of a registration. Every follow-up is first appended to the session's
+`inbox.jsonl` (fsync'd, deduplicated by delivery id under a lock); adapters only ever
+try to surface what is already durable there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.core.errors import BadInput, NotFound, StateDamaged
+from runtime.core.ids import is_valid_id, now_iso
+from runtime.store.files import (
+    append_jsonl,
+    ensure_dir,
+    fold,
+    locked,
+    read_json,
+    read_jsonl,
+    write_json_atomic,
+)
+from runtime.store.layout import StateRoot, refuse_symlinks
+
+
+def session_key(owner: str) -> str:
+    """Directory name for an owner id (`user:alice` -> `user-alice`)."""
+    key = owner.replace(":", "-", 1) if owner.startswith(("user:", "run:")) else owner
+    if not is_valid_id(key):
+        raise BadInput(f"invalid session id {owner!r}", hint="use letters, digits, '._-'")
+    return key
+
+
+@dataclass(frozen=True)
+class SessionPaths:
+    dir: Path
+
+    @property
+    def record(self) -> Path:
+        return self.dir / "session.json"
+
+    @property
+    def inbox(self) -> Path:
+        return self.dir / "inbox.jsonl"
+
+    @property
+    def deliveries(self) -> Path:
+        return self.dir / "deliveries.jsonl"
+
+    @property
+    def wake(self) -> Path:
+        return self.dir / "wake"
+
+    @property
+    def doorbells(self) -> Path:
+        return self.dir / "doorbells"
+
+    @property
+    def bodies(self) -> Path:
+        return self.dir / "bodies"
+
+
+def session_paths(root: StateRoot, owner: str) -> SessionPaths:
+    """A session's paths; refused when its directory (or sessions/) is a planted symlink."""
+    paths = SessionPaths(root.sessions / session_key(owner))
+    refuse_symlinks(root.sessions, paths.dir)
+    return paths
+
+
+def _read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A session.json of the shape `save_session` writes, else (None, why it is unusable)."""
+    try:
+        record = read_json(path)
+    except StateDamaged as exc:
+        return None, exc.message
+    if record is None:
+        return None, None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("id"), str)
+        and isinstance(record.get("harness"), str)
+        and isinstance(record.get("options", {}), dict)
+    ):
+        return None, f"{path} is not a session record (id, harness and options)"
+    return record, None
+
+
+def load_session(root: StateRoot, owner: str) -> dict[str, Any]:
+    """The session record; an unregistered owner is a `file` session, and so is one whose
+    session.json is damaged (its follow-ups stay durable in the inbox; `damaged` says why)."""
+    record, damaged = _read_record(session_paths(root, owner).record)
+    if record is not None:
+        return record
+    fallback: dict[str, Any] = {"id": owner, "harness": "file", "options": {}, "registered": False}
+    if damaged:
+        fallback["damaged"] = damaged
+    return fallback
+
+
+def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
+    paths = session_paths(root, record["id"])
+    ensure_dir(paths.dir)
+    write_json_atomic(paths.record, record)
+    return record
+
+
+def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
+    out = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in sorted(os.scandir(root.sessions), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False) and is_valid_id(entry.name):
+                record, damaged = _read_record(Path(entry.path) / "session.json")
+                if record is None:
+                    record = {"id": entry.name, "harness": "file", "registered": False}
+                    if damaged:
+                        record["damaged"] = damaged
+                out.append(record)
+    return out
+
+
+def forget_session(root: StateRoot, owner: str) -> None:
+    paths = session_paths(root, owner)
+    if not paths.dir.is_dir():
+        raise NotFound(f"no session {owner}", hint="`actors session ls` lists them")
+    import shutil  # here, not at the top: sessions is on every spawn's import path
+
+    shutil.rmtree(paths.dir)
+
+
+class SessionInbox:
+    """The durable, deduplicated follow-up inbox of one session."""
+
+    def __init__(self, paths: SessionPaths) -> None:
+        self.paths = paths
+
+    def append(self, delivery_id: str, envelope: dict[str, Any], mode: str) -> bool:
+        """Append unless this delivery id is already there; True when appended."""
+        ensure_dir(self.paths.dir)
+        with locked(self.paths.dir / ".inbox.lock"):
+            for record in read_jsonl(self.paths.inbox).records:
+                if record.get("id") == delivery_id:
+                    return False
+            append_jsonl(
+                self.paths.inbox,
+                {
+                    "id": delivery_id,
+                    "state": "unread",
+                    "mode": mode,
+                    "queued_at": now_iso(),
+                    "envelope": envelope,
+                },
+                fsync=True,
+            )
+        from runtime.messaging.mailbox import ring
+
+        ring(self.paths.doorbells)  # first: a waiter reads the inbox, not the wake log
+        with contextlib.suppress(OSError):
+            append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
+        return True
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Current state of every entry (the fold of the journal), in arrival order."""
+        return [
+            e
+            for e in fold(read_jsonl(self.paths.inbox).records).values()
+            if isinstance(e.get("envelope"), dict)
+        ]
+
+    def unread(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e.get("state") == "unread"]
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Every unread entry, marked read in the same locked step (two readers never
+        print the same follow-up)."""
+        ensure_dir(self.paths.dir)
+        with locked(self.paths.dir / ".inbox.lock"):
+            unread = self.unread()
+            self.mark_read([e["id"] for e in unread])
+        return unread
+
+    def mark_read(self, ids: list[str]) -> None:
+        if not ids:
+            return
+        from runtime.store.files import append_line, encode_line
+
+        stamp = now_iso()
+        append_line(
+            self.paths.inbox,
+            b"".join(encode_line({"id": i, "state": "read", "read_at": stamp}) for i in ids),
+            fsync=True,
+        )

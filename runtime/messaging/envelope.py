@@ -1,0 +1,166 @@
+"""Typed envelopes: one JSON object per message, validated without pydantic.
+
+The rules live here as plain functions so the CLI's `message` / `emit` paths stay fast
+(importing pydantic would triple their start-up time); any typed model layered on top
+must call these same functions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from runtime.core.errors import BadInput
+from runtime.core.ids import new_id, now_iso
+from runtime.messaging.addresses import parse_address
+from runtime.store.files import compact_json
+
+MAX_ENVELOPE_BYTES = 64 * 1024
+"""Envelope cap (documented): larger payloads go to a file whose path is the body."""
+MAX_BODY_DEPTH = 64
+"""Nesting cap for bodies (arrays and objects): far below the JSON codec's recursion
+limit, so every stored envelope can be encoded and parsed again by any reader."""
+MAX_SUMMARY_CHARS = 500
+LEVELS = ("info", "warning", "error")
+MODES = ("immediate", "next-message", "next-tool-call", "on-idle", "manual")
+_TYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,127}")
+
+
+def check_type(value: str) -> str:
+    if not _TYPE_RE.fullmatch(value):
+        raise BadInput(
+            f"invalid message type {value[:80]!r}",
+            hint="use a dotted name like player.next or task.assign (letters, digits, ._:-)",
+        )
+    return value
+
+
+def check_body(body: Any) -> None:
+    """Refuse a body nested deeper than any reader could parse again."""
+    if isinstance(body, (dict, list, tuple)) and _too_deep(body, MAX_BODY_DEPTH):
+        raise BadInput(
+            f"message body is nested more than {MAX_BODY_DEPTH} levels deep",
+            hint="flatten it, or write it to a file and send the path",
+        )
+
+
+def make_envelope(
+    *,
+    to: str,
+    type: str,
+    body: Any = None,
+    sender: str,
+    summary: str | None = None,
+    level: str = "info",
+    mode: str | None = None,
+    reason: str | None = None,
+    priority: int | None = None,
+    deadline: str | None = None,
+    idempotency_key: str | None = None,
+    reply_to: str | None = None,
+    extra: dict[str, Any] | None = None,
+    check_size: bool = True,
+) -> dict[str, Any]:
+    """A validated envelope dict with a fresh time-ordered id. `check_size=False` leaves
+    the size check to the caller's own `encode_envelope` (a streaming sender embeds
+    that text in its journal line rather than encoding the body twice)."""
+    parse_address(to)
+    check_type(type)
+    if level not in LEVELS:
+        raise BadInput(f"invalid level {level!r}", hint="use info, warning or error")
+    if mode is not None and mode not in MODES:
+        raise BadInput(f"invalid mode {mode!r}", hint=f"use one of {', '.join(MODES)}")
+    if summary is not None and len(summary) > MAX_SUMMARY_CHARS:
+        raise BadInput(f"summary is longer than {MAX_SUMMARY_CHARS} characters")
+    check_body(body)
+    envelope: dict[str, Any] = {
+        "id": new_id(),
+        "type": type,
+        "to": to,
+        "from": sender,
+        "summary": summary if summary is not None else type,
+        "level": level,
+        "ts": now_iso(),
+        "body": body,
+    }
+    optional = {
+        "mode": mode,
+        "reason": reason,
+        "priority": priority,
+        "deadline": deadline,
+        "idempotency_key": idempotency_key,
+        "reply_to": reply_to,
+    }
+    envelope.update({k: v for k, v in optional.items() if v is not None})
+    if extra:
+        envelope.update(extra)
+    if check_size:
+        encode_envelope(envelope)
+    return envelope
+
+
+def encode_envelope(envelope: dict[str, Any]) -> str:
+    """The envelope as stored (compact JSON), refused when over the size cap."""
+    text, size = _encoded(envelope)
+    if size > MAX_ENVELOPE_BYTES:
+        raise BadInput(
+            f"message is {size} bytes; the limit is {MAX_ENVELOPE_BYTES}",
+            hint="write the payload to a file and send its path as the body",
+        )
+    return text
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether arrays / objects nest deeper than `limit` (iterative: no recursion, and a
+    structure that contains itself counts as infinitely deep)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _encoded(envelope: dict[str, Any]) -> tuple[str, int]:
+    """The envelope as stored and its size in bytes; BadInput for what cannot be stored."""
+    try:
+        text = compact_json(envelope)
+        return text, len(text.encode())
+    except UnicodeEncodeError:
+        raise BadInput(
+            "message contains text that is not valid UTF-8 (a lone surrogate)",
+            hint="send UTF-8 text, or base64-encode binary data",
+        ) from None
+    except RecursionError:
+        raise BadInput(
+            "message body is nested too deeply", hint="flatten it, or send a file path"
+        ) from None
+    except (TypeError, ValueError) as exc:  # not JSON data (e.g. a set, or a cycle)
+        raise BadInput(f"message body is not JSON data: {exc}") from None
+
+
+def parse_body(text: str | None, *, as_json: bool) -> Any:
+    """A CLI body argument: text as is, or JSON with --json."""
+    if text is None:
+        return None
+    if not as_json:
+        return text
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"body is not valid JSON: {exc.msg} at column {exc.colno}",
+            hint="quote it for the shell, or drop --json to send it as text",
+        ) from None
+    except RecursionError:
+        raise BadInput(
+            "body is nested too deeply to parse", hint="flatten it, or send a file path"
+        ) from None

@@ -1,0 +1,212 @@
+"""`inspect`: intentional, bounded reads of a run, branch, room or session.
+
+Every view returns plain data (the CLI renders it compactly, `--json` prints it whole)
+and reads at most `lines` records from the end of a journal, so inspecting a run with a
+huge history stays fast.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from runtime.compiler.redact import redact_deep, redact_values, run_secrets
+from runtime.core.errors import BadInput
+from runtime.messaging.addresses import parse_address
+from runtime.routing.router import accepted_types, branch_mailbox, room_dir, run_mailbox
+from runtime.runs.index import list_runs
+from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
+from runtime.store.files import read_json, read_text_tail, tail_jsonl
+from runtime.store.layout import RunPaths, StateRoot
+
+RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
+ROOM_VIEWS = ("status", "messages", "roster")
+SESSION_VIEWS = ("status", "runs")
+STATUS_FILTERS = ("all", "active", "running", "terminal", *TERMINAL)
+
+
+def inspect(
+    root: StateRoot, target: str, view: str = "status", *, lines: int = 40, status: str = "all"
+) -> dict[str, Any]:
+    if target == "session:all":
+        return _session(root, None, view, status)
+    address = parse_address(target)
+    if address.kind == "run":
+        return _run(root, address.target or "", view, lines)
+    if address.kind == "branch":
+        paths, run = find_run(root, address.target or "")
+        view = "mailbox" if view == "status" else view
+        _require(view, ("mailbox",), target)
+        box = branch_mailbox(paths, address.branch or "")
+        entries = _entries(box.entries(), lines)
+        return {"target": target, "view": view, "entries": redact_deep(entries, run_secrets(run))}
+    if address.kind == "room":
+        return _room(root, address.target or "", view, lines)
+    if address.kind == "session":
+        return _session(root, address.target, view, status)
+    raise BadInput(
+        f"cannot inspect {target}", hint="inspect run:, branch:, room: or session: targets"
+    )
+
+
+def _require(view: str, allowed: tuple[str, ...], target: str) -> None:
+    if view not in allowed:
+        raise BadInput(f"{target} has no view {view!r}", hint=f"use one of: {', '.join(allowed)}")
+
+
+def _entries(entries: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
+    out = []
+    for entry in entries[-lines:] if lines > 0 else []:
+        env = entry.get("envelope")
+        env = env if isinstance(env, dict) else {}
+        out.append(
+            {
+                "id": entry["id"],
+                "state": entry.get("state"),
+                "type": env.get("type"),
+                "from": env.get("from"),
+                "to": env.get("to"),
+                "summary": env.get("summary"),
+                "ts": env.get("ts"),
+                "error": entry.get("error"),
+            }
+        )
+    return out
+
+
+def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
+    _require(view, RUN_VIEWS, f"run:{run_id}")
+    paths, run = find_run(root, run_id)
+    out: dict[str, Any] = {"target": f"run:{run_id}", "view": view}
+    if view == "status":
+        from runtime.runs.index import list_runs
+
+        out.update(full_status(paths, run))
+        out["children"] = [
+            {k: r.get(k) for k in ("run", "status", "recipe", "created_at")}
+            for r in list_runs(root)
+            if r.get("parent") == f"run:{run_id}"
+        ]
+    elif view == "tail":
+        out["stdout"] = read_text_tail(paths.stdout, lines)
+        out["stderr"] = read_text_tail(paths.stderr, min(lines, 10))
+    elif view == "messages":
+        out["messages"] = [
+            {k: m.get(k) for k in ("id", "ts", "type", "from", "to", "summary", "level", "body")}
+            for m in tail_jsonl(paths.outbox, lines)
+        ]
+    elif view == "artifacts":
+        result = read_result(paths) or {}
+        if result.get("artifacts") is not None:
+            out["artifacts"] = result["artifacts"]
+        else:
+            from runtime.runs.artifacts import manifest
+
+            out["artifacts"] = manifest(run.get("artifacts") or {})
+    elif view == "files":
+        out["files"] = _files(paths)
+    elif view == "mailbox":
+        mailbox = run.get("mailbox") or {}
+        out.update(
+            accepts=accepted_types(run),
+            emits=mailbox.get("emits", []),
+            endpoint=mailbox.get("endpoint", "mailbox"),
+            entries=_entries(run_mailbox(paths).entries(), lines),
+        )
+    else:
+        out["communication"] = read_json(paths.communication)
+    if view == "status":
+        out["values"] = redact_values(run.get("values") or {}, run.get("secret_names", []))
+    # what the run's commands printed or sent may quote a secret value: mask it here too
+    masked: dict[str, Any] = redact_deep(out, run_secrets(run))
+    return masked
+
+
+def _files(paths: RunPaths) -> list[dict[str, Any]]:
+    files = []
+    for dirpath, dirnames, filenames in os.walk(paths.dir):
+        dirnames[:] = [d for d in dirnames if d not in ("doorbells",)]
+        for name in sorted(filenames):
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            files.append({"path": os.path.relpath(full, paths.dir), "bytes": st.st_size})
+    return files
+
+
+def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
+    _require(view, ROOM_VIEWS, f"room:{run_id}")
+    paths, run = find_run(root, run_id)
+    timeline = room_dir(paths) / "messages.jsonl"
+    recent = tail_jsonl(timeline, max(lines, 1) if view != "roster" else 2000)
+    out: dict[str, Any] = {"target": f"room:{run_id}", "view": view}
+    if view == "messages":
+        out["messages"] = [
+            {k: m.get(k) for k in ("id", "ts", "type", "from", "summary", "body")}
+            for m in (recent[-lines:] if lines > 0 else [])
+        ]
+    elif view == "roster":
+        out["roster"] = _roster(run, recent)
+    else:
+        last = recent[-1] if recent else {}
+        out.update(
+            messages=_count_lines(timeline),
+            last_type=last.get("type"),
+            last_from=last.get("from"),
+            last_at=last.get("ts"),
+            members=len(_roster(run, recent)),
+        )
+    masked: dict[str, Any] = redact_deep(out, run_secrets(run))
+    return masked
+
+
+def _count_lines(path: Any) -> int:
+    try:
+        with open(path, "rb") as handle:
+            return sum(1 for _ in handle)
+    except FileNotFoundError:
+        return 0
+
+
+def _roster(run: dict[str, Any], recent: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Members: the run itself, every sender seen in the room, minus those who left."""
+    roster: dict[str, dict[str, Any]] = {f"run:{run['run']}": {"role": "run", "status": "present"}}
+    for message in recent:
+        sender = str(message.get("from"))
+        if not sender.startswith(("run:", "branch:")):
+            continue
+        if message.get("type") == "actor.leave":
+            roster.pop(sender, None)
+            continue
+        info = roster.setdefault(
+            sender,
+            {"role": "branch" if sender.startswith("branch:") else "run", "status": "present"},
+        )
+        info["last_seen"] = message.get("ts")
+        info["last_type"] = message.get("type")
+    return roster
+
+
+def _session(root: StateRoot, session: str | None, view: str, status: str) -> dict[str, Any]:
+    target = f"session:{session or 'all'}"
+    _require(view, SESSION_VIEWS, target)
+    if status not in STATUS_FILTERS:
+        raise BadInput(
+            f"unknown status filter {status!r}", hint=f"use one of: {', '.join(STATUS_FILTERS)}"
+        )
+    runs = [r for r in list_runs(root) if session is None or r.get("owner_id") == session]
+    if status == "active":
+        runs = [r for r in runs if r.get("status") in ACTIVE]
+    elif status == "terminal":
+        runs = [r for r in runs if r.get("status") in TERMINAL]
+    elif status != "all":
+        runs = [r for r in runs if r.get("status") == status]
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[str(r.get("status"))] = counts.get(str(r.get("status")), 0) + 1
+    out: dict[str, Any] = {"target": target, "view": view, "counts": counts, "total": len(runs)}
+    if view == "runs":
+        out["runs"] = [
+            {k: r.get(k) for k in ("run", "status", "recipe", "created_at", "owner_id")}
+            for r in runs
+        ]
+    return out

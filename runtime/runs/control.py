@@ -1,0 +1,135 @@
+"""Cancel and kill: act on a run's whole process tree, and only on the right process.
+
+Both verify the caller may control the run, then that the recorded runner is still the
+same process (pidfd + start ticks + argv + cwd). A mismatch is refused and nothing is
+signalled. The stop request is journaled before the signal, and the terminal record is
+published (once) after every process of the run's session is gone.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from runtime.core.errors import Conflict, Refused, StateDamaged
+from runtime.core.ids import now_iso
+from runtime.core.process import kill_session, send_verified, verify, wait_gone
+from runtime.runs.events import record_event, write_progress
+from runtime.runs.ownership import Principal, check_control
+from runtime.runs.status import TERMINAL, derive, find_run, runner_identity
+from runtime.store.files import publish_json_once, read_json
+from runtime.store.layout import RunPaths, StateRoot
+
+CANCEL_GRACE_S = 5.0
+
+
+def _prepare(
+    root: StateRoot, run_id: str, principal: Principal, force: bool, action: str
+) -> tuple[RunPaths, dict[str, Any], dict[str, Any]]:
+    paths, run = find_run(root, run_id)
+    check_control(run, principal, force=force, action=action)
+    summary = derive(paths, run)
+    if summary.get("process") in ("mismatch", "unverifiable"):
+        raise Refused(
+            f"run {run_id}: {summary['reason']}; refusing to signal it",
+            hint="the recorded runner cannot be verified, so the run is reported as "
+            f"{summary['status']}; nothing was signalled",
+        )
+    if summary["status"] in TERMINAL:
+        raise Conflict(
+            f"run {run_id} already finished ({summary['status']}); nothing to {action}",
+            hint=f"see `actors result {run_id}`",
+        )
+    identity = runner_identity(paths, run)
+    verdict, reason = verify(identity)
+    if verdict != "valid" or identity is None:
+        raise Refused(
+            f"run {run_id}: {reason}; refusing to signal it",
+            hint="the recorded process no longer matches; `actors status` reports the run",
+        )
+    return paths, run, identity
+
+
+def _publish(paths: RunPaths, run: dict[str, Any], status: str, code: int, reason: str) -> None:
+    """Record the terminal state unless the runner already did (it is gone by now)."""
+    if paths.result.exists():
+        return
+    instance = run["run_instance_id"]
+    try:
+        last = read_json(paths.progress) or {}
+    except StateDamaged:
+        last = {}
+    counts = {k: last[k] for k in ("completed", "failed") if k in last}
+    write_progress(paths.progress, instance, phase=status, active=0, **counts)
+    record_event(paths.events, instance, f"run.{status}", fsync=True, code=code, reason=reason)
+    publish_json_once(
+        paths.result,
+        {
+            "run": run["run"],
+            "run_instance_id": instance,
+            "status": status,
+            "code": code,
+            "killed": status == "killed",
+            "degraded": False,
+            "reason": reason,
+            "started_at": run.get("created_at"),
+            "ended_at": now_iso(),
+        },
+    )
+
+
+def _kill_everything(identity: dict[str, Any]) -> int:
+    """Freeze the runner (so its descendants stay linked to it), then kill the whole tree."""
+    pid = int(identity["pid"])
+    send_verified(identity, signal.SIGSTOP)
+    count = kill_session(int(identity.get("sid") or pid), root_pid=pid)
+    send_verified(identity, signal.SIGKILL)
+    wait_gone([pid], timeout=2.0)
+    return count
+
+
+def kill(
+    root: StateRoot, run_id: str, principal: Principal, *, force: bool = False
+) -> dict[str, Any]:
+    """SIGKILL the runner and every process of its session; status becomes `killed`."""
+    paths, run, identity = _prepare(root, run_id, principal, force, "kill")
+    record_event(
+        paths.events,
+        run["run_instance_id"],
+        "run.kill",
+        signal="SIGKILL",
+        pid=identity["pid"],
+        signal_target="session",
+        by=principal.id,
+    )
+    _kill_everything(identity)
+    _publish(paths, run, "killed", 137, f"killed by {principal.id}")
+    return derive(paths, run)
+
+
+def cancel(
+    root: StateRoot,
+    run_id: str,
+    principal: Principal,
+    *,
+    force: bool = False,
+    grace: float = CANCEL_GRACE_S,
+) -> dict[str, Any]:
+    """Graceful stop: SIGTERM, wait for the runner to wind down, then SIGKILL what is left."""
+    paths, run, identity = _prepare(root, run_id, principal, force, "cancel")
+    record_event(
+        paths.events,
+        run["run_instance_id"],
+        "run.cancel",
+        signal="SIGTERM",
+        pid=identity["pid"],
+        grace_s=grace,
+        by=principal.id,
+    )
+    verdict, _ = send_verified(identity, signal.SIGTERM)
+    if verdict == "valid" and wait_gone([int(identity["pid"])], timeout=grace + 2.0):
+        kill_session(int(identity.get("sid") or identity["pid"]))
+    else:
+        _kill_everything(identity)
+    _publish(paths, run, "cancelled", 143, f"cancelled by {principal.id}")
+    return derive(paths, run)

@@ -1,0 +1,132 @@
+"""`index.json`: a rebuildable cache that keeps `actors ls` fast over many runs.
+
+It stores only facts that never change once known (id, creation time, recipe, owner,
+parent, and the status recorded in result.json once it exists), keyed by the identity of
+the run's run.json file (inode and mtime), so a new run reusing an id is never mistaken
+for the old one and no status can go stale: anything without a result is derived live. A missing or corrupt
+index is rebuilt from a scan of `runs/`; writing it is best-effort.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from runtime.core.errors import NotFound, StateDamaged
+from runtime.core.ids import is_valid_id, now_iso
+from runtime.runs.status import TERMINAL, derive, load_run
+from runtime.store.files import locked, read_json, write_json_atomic
+from runtime.store.layout import RunPaths, StateRoot
+
+INDEX_VERSION = 2
+_STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
+_FINAL = ("pid", "status", "code", "degraded", "ended_at", "reason")
+"""What result.json settles: cached with the static facts once the run has a result."""
+LISTED = ("run", "address", "state_dir", *_STATIC, *_FINAL)
+"""The keys of every listed run, in this order, whether it came from the index or was
+derived live (a run whose state is damaged also has `damaged`)."""
+
+
+def _listed(name: str, run_dir: str, facts: dict[str, Any]) -> dict[str, Any]:
+    summary: dict[str, Any] = {"run": name, "address": f"run:{name}", "state_dir": run_dir}
+    summary.update({k: facts.get(k) for k in LISTED[3:]})
+    if "damaged" in facts:
+        summary["damaged"] = facts["damaged"]
+    return summary
+
+
+def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
+    try:
+        data = read_json(root.index_file)
+    except StateDamaged:
+        return {}
+    if not isinstance(data, dict) or data.get("version") != INDEX_VERSION:
+        return {}
+    runs = data.get("runs")
+    return runs if isinstance(runs, dict) else {}
+
+
+def _usable(entry: Any) -> bool:
+    """A cached entry of the shape this module writes (a damaged one is re-derived)."""
+    if not isinstance(entry, dict):
+        return False
+    terminal = entry.get("terminal")
+    if not isinstance(terminal, dict) or terminal.get("status") not in TERMINAL:
+        return False
+    for key in _STATIC:  # a loop, not all(<generator>): this runs once per listed run
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            return False
+    return True
+
+
+def _stamp(run_dir: str) -> str | None:
+    """Identity of a run's run.json: a new run reusing an id has a different one.
+
+    (Plain strings, not pathlib, in this loop: it runs once per run on every listing.)
+    """
+    try:
+        st = os.stat(run_dir + "/run.json", follow_symlinks=False)
+    except OSError:
+        return None
+    return f"{st.st_ino}:{st.st_mtime_ns}"
+
+
+def list_runs(root: StateRoot) -> list[dict[str, Any]]:
+    """Status summaries of every run in the root, newest first."""
+    try:
+        names = [e.name for e in os.scandir(root.runs) if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+    cached = _load(root)
+    runs_dir = str(root.runs)
+    fresh: dict[str, dict[str, Any]] = {}
+    summaries: list[dict[str, Any]] = []
+    for name in names:
+        if not is_valid_id(name):
+            continue
+        run_dir = f"{runs_dir}/{name}"
+        stamp = _stamp(run_dir)
+        entry = cached.get(name)
+        if stamp and entry is not None and entry.get("stamp") == stamp and _usable(entry):
+            fresh[name] = entry
+            summaries.append(_listed(name, run_dir, {**entry, **entry["terminal"]}))
+            continue
+        paths = RunPaths(root.runs / name)
+        try:
+            run = load_run(paths)
+        except NotFound:
+            continue  # archived or pruned since the scan
+        except StateDamaged as exc:
+            summaries.append(_listed(name, run_dir, {"status": "damaged", "reason": exc.message}))
+            continue
+        summary = derive(paths, run)
+        summaries.append(_listed(name, run_dir, summary))
+        new_entry: dict[str, Any] = {k: summary.get(k) for k in _STATIC}
+        new_entry["stamp"] = stamp
+        if summary.get("from_result"):  # only result.json makes a status final
+            new_entry["terminal"] = {k: summary.get(k) for k in _FINAL}
+        fresh[name] = new_entry
+    if fresh != cached:
+        _save(root, fresh)
+    summaries.sort(key=lambda s: str(s.get("created_at") or ""), reverse=True)
+    return summaries
+
+
+def _save(root: StateRoot, runs: dict[str, dict[str, Any]]) -> None:
+    try:
+        with locked(root.path / ".index.lock"):
+            write_json_atomic(
+                root.index_file,
+                {"version": INDEX_VERSION, "rebuilt_at": now_iso(), "runs": runs},
+                fsync=False,
+            )
+    except OSError:
+        pass  # a cache we could not write is rebuilt by the next listing
+
+
+def forget(root: StateRoot, run_id: str) -> None:
+    """Drop one run from the index (after archive or prune)."""
+    cached = _load(root)
+    if cached.pop(run_id, None) is not None:
+        _save(root, cached)

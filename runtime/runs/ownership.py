@@ -1,0 +1,94 @@
+"""Who is calling, and may they control this run?
+
+A caller is either a session (`--session`, else `$ACTORS_SESSION`, else `user:<login>`
+for a plain shell) or a run acting through its capability token (`$ACTORS_RUN_ID` plus
+`$ACTORS_RUN_TOKEN`, set by the runner for every child it starts). Children never borrow
+a session id, so a process inside one run cannot act on a sibling run. A run belongs to
+the principal that spawned it; others are refused unless they pass `--force`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, NamedTuple
+
+from runtime.core.errors import BadInput, Refused
+from runtime.core.ids import is_valid_id
+from runtime.store.files import read_bytes
+from runtime.store.layout import StateRoot
+
+
+class Principal(NamedTuple):
+    """The identity an action is taken under."""
+
+    id: str
+    """`session:<id>`-style owner string: a session id, `user:<login>` or `run:<id>`."""
+
+    via_run_token: bool = False
+
+
+def _login() -> str:
+    """What getpass.getuser() answers, without importing getpass (it pulls in termios on
+    every CLI start): the login variables first, then the password database."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if value := os.environ.get(name):
+            return value
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return ""
+
+
+def local_user_session() -> str:
+    """`user:<login>`, or `user:<uid>` when the login is not a safe id (e.g. `a@corp`)."""
+    login = _login()
+    return f"user:{login}" if is_valid_id(login) else f"user:{os.getuid()}"
+
+
+def current_principal(root: StateRoot, session: str | None = None) -> Principal:
+    """Resolve the caller from flags and environment; a bad run token fails closed."""
+    run_id = os.environ.get("ACTORS_RUN_ID")
+    if run_id and session is not None:
+        raise Refused(
+            "--session cannot be used inside a run",
+            hint="processes of a run act through its token ($ACTORS_RUN_TOKEN)",
+        )
+    if run_id:
+        token = os.environ.get("ACTORS_RUN_TOKEN", "")
+        if not is_valid_id(run_id) or not token:
+            raise Refused("ACTORS_RUN_ID is set without a valid ACTORS_RUN_TOKEN")
+        try:
+            expected = read_bytes(root.run(run_id).token).decode().strip()
+        except OSError:
+            raise Refused(
+                f"ACTORS_RUN_ID={run_id} names no run in {root.path}",
+                hint="unset ACTORS_RUN_ID, or set ACTORS_HOME to the run's state root",
+            ) from None
+        import hmac  # only when a token is checked: it pulls in hashlib (~4 ms)
+
+        if not hmac.compare_digest(expected, token):
+            raise Refused(f"ACTORS_RUN_TOKEN does not match run {run_id}")
+        return Principal(f"run:{run_id}", via_run_token=True)
+    chosen = session or os.environ.get("ACTORS_SESSION") or ""
+    if not chosen:
+        return Principal(local_user_session())
+    if not (is_valid_id(chosen) or (chosen.startswith("user:") and is_valid_id(chosen[5:]))):
+        raise BadInput(
+            f"invalid session id {chosen[:80]!r}",
+            hint="use letters, digits, '._-' (or user:<login> with the same characters)",
+        )
+    return Principal(chosen)
+
+
+def check_control(run: dict[str, Any], principal: Principal, *, force: bool, action: str) -> None:
+    """Raise Refused unless `principal` may `action` this run."""
+    owner = run.get("owner_id")
+    run_id = run.get("run")
+    if force or principal.id == owner or principal.id == f"run:{run_id}":
+        return
+    raise Refused(
+        f"run {run_id} belongs to {owner}, not {principal.id}; refusing to {action} it",
+        hint="pass --force to act on another session's run",
+    )

@@ -1,0 +1,87 @@
+"""The reconciler: finish what dead runners could not, deliver what is still owed.
+
+For each run whose runner is gone without a result and without a stop request: stop any
+survivor of its session (only when the recorded runner is verifiably dead, never when its
+pid now belongs to someone else), publish `exited` once, and follow up. For each terminal
+run without a follow-up marker: follow up (deduplicated by delivery id). Then retry due
+deliveries of every session. Safe to run from any number of processes at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from runtime.core.ids import now_iso
+from runtime.core.process import is_gone, kill_session, verify
+from runtime.runs.events import record_event, write_progress
+from runtime.runs.index import list_runs
+from runtime.runs.status import TERMINAL, load_run, runner_identity
+from runtime.store.files import publish_json_once
+from runtime.store.layout import StateRoot
+
+
+def _sweep_dead_writers(directory: Path) -> None:
+    """Remove temp files (`.<name>.<pid>.<hex>.tmp`) of atomic writes whose writer died
+    between writing and renaming them; a live writer's (or a reused pid's) are kept."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            parts = entry.name.split(".")
+            temp = len(parts) >= 5 and parts[0] == "" and parts[-1] == "tmp"
+            if temp and parts[-3].isdigit() and is_gone(int(parts[-3])):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
+    from runtime.delivery.followups import follow_up_terminal
+
+    report: dict[str, Any] = {"exited": [], "followed_up": [], "retried": 0}
+    for summary in list_runs(root):
+        status = summary.get("status")
+        if status not in TERMINAL:
+            continue
+        paths = root.run(summary["run"])
+        try:
+            run = load_run(paths)
+        except Exception:
+            continue
+        if status == "exited" and not paths.result.exists():
+            identity = runner_identity(paths, run)
+            verdict, reason = verify(identity) if identity else ("unverifiable", "no identity")
+            if verdict == "dead" and identity is not None:
+                kill_session(int(identity.get("sid") or identity["pid"]))
+            instance = run["run_instance_id"]
+            result = {
+                "run": run["run"],
+                "run_instance_id": instance,
+                "status": "exited",
+                "code": None,
+                "killed": False,
+                "degraded": False,
+                "reason": f"runner gone without a result ({reason})",
+                "ended_at": now_iso(),
+            }
+            if publish_json_once(paths.result, result):
+                write_progress(paths.progress, instance, phase="exited", active=0)
+                record_event(
+                    paths.events, instance, "run.exited", fsync=True, reason=result["reason"]
+                )
+                report["exited"].append(run["run"])
+        owed = paths.result.exists() and not paths.dir.joinpath("followup.json").exists()
+        if owed:
+            _sweep_dead_writers(paths.dir)
+        try:
+            if deliver and owed and follow_up_terminal(root, paths, run) is not None:
+                report["followed_up"].append(run["run"])
+        except Exception as exc:  # one bad run or session must not stop the others
+            report.setdefault("errors", []).append(f"{run['run']}: {type(exc).__name__}: {exc}")
+    if deliver:
+        import os
+        from importlib import import_module
+
+        hook = import_module(os.environ.get("ACTORS_DELIVERY", "runtime.delivery.engine"))
+        report["retried"] = hook.process_all(root)
+    return report

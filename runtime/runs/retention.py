@@ -1,0 +1,117 @@
+"""Explicit, run-aware cleanup: archive and prune terminal runs, sweep stale temp files.
+
+Nothing here touches a run that is not terminal, and the start-up sweep only ever looks
+inside `<root>/tmp/` (never `runs/`, `archive/` or `preserved/`), so archived runs and
+preserved artifacts survive every cleanup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from runtime.core.errors import Conflict
+from runtime.core.ids import now_iso
+from runtime.runs.index import forget
+from runtime.runs.status import TERMINAL, derive, find_run
+from runtime.store.files import ensure_dir
+from runtime.store.layout import StateRoot
+
+TMP_MAX_AGE_S = 24 * 3600
+
+
+CACHE_MAX_AGE_S = 30 * 86400
+
+
+def cleanup_tmp(root: StateRoot, *, max_age_s: float = TMP_MAX_AGE_S) -> int:
+    """Sweep stale `<root>/tmp` entries and compiled recipes unused for 30 days.
+
+    Fail-open (a race or permission problem skips the entry); returns how many were removed.
+    """
+    return _sweep(root.tmp, max_age_s) + _sweep(root.cache / "recipes", CACHE_MAX_AGE_S)
+
+
+def _sweep(directory: Path, max_age_s: float) -> int:
+    removed = 0
+    cutoff = time.time() - max_age_s
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if entry.stat(follow_symlinks=False).st_mtime >= cutoff:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                import shutil  # only when something is swept: spawn imports this module
+
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def require_terminal(root: StateRoot, run_id: str, action: str) -> dict[str, Any]:
+    paths, run = find_run(root, run_id)
+    summary = derive(paths, run)
+    if summary["status"] not in TERMINAL:
+        raise Conflict(
+            f"run {run_id} is {summary['status']}; only finished runs can be {action}",
+            hint=f"stop it first: actors cancel {run_id}",
+        )
+    # A run archived or pruned between its result.json and its follow-up would never be
+    # found again by its runner or the reconciler: send the follow-up now (deduplicated by
+    # its delivery id, so racing the runner cannot double it).
+    from runtime.delivery.followups import follow_up_terminal
+
+    follow_up_terminal(root, paths, run)
+    return summary
+
+
+def archive_run(root: StateRoot, run_id: str) -> Path:
+    """Move a terminal run to `<root>/archive/<id>[-<ts>]`; returns the new location."""
+    require_terminal(root, run_id, "archived")
+    ensure_dir(root.archive)
+    target = root.archive / run_id
+    if target.exists():
+        target = root.archive / f"{run_id}-{now_iso().replace(':', '')}"
+    os.rename(root.runs / run_id, target)
+    forget(root, run_id)
+    return target
+
+
+def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False) -> dict[str, Any]:
+    """Delete a terminal run's state; optionally copy its existing artifacts aside first."""
+    summary = require_terminal(root, run_id, "pruned")
+    paths, run = find_run(root, run_id)
+    preserved: dict[str, str] = {}
+    if preserve_artifacts:
+        for name, spec in (run.get("artifacts") or {}).items():
+            src = Path(spec["path"])
+            if not src.is_file():
+                continue
+            digest = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
+            dest_dir = ensure_dir(root.preserved / run_id)
+            dest = dest_dir / f"{name}-{digest}--{src.name}"
+            import shutil
+
+            shutil.copyfile(src, dest)
+            os.chmod(dest, 0o600)
+            preserved[name] = str(dest)
+    # Rename first so a crash mid-delete never leaves a half run that looks alive.
+    doomed = root.tmp / f"prune-{run_id}-{os.getpid()}"
+    ensure_dir(root.tmp)
+    os.rename(paths.dir, doomed)
+    forget(root, run_id)
+    with contextlib.suppress(OSError):
+        import shutil
+
+        shutil.rmtree(doomed)
+    return {"run": run_id, "pruned": True, "status": summary["status"], "preserved": preserved}

@@ -1,0 +1,331 @@
+"""Start a detached run: validate everything, claim the id atomically, start the runner.
+
+Nothing is written until the recipe, values and id are known to be good. The state
+directory is assembled in `<root>/tmp/` and renamed into `runs/<id>` in one step, which
+fails if the id is taken, so a bad or clashing spawn leaves the state root as it was and
+two spawns can never share or wipe a directory. The runner is started with posix_spawn
+in a new session (it leads its own process group) and is never waited on by the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from runtime.compiler.library import RecipeSource, compile_source, find_recipe, inline_recipe
+from runtime.compiler.placeholders import REPEAT_VARS, missing_values, references, substitute_word
+from runtime.compiler.values import apply_args
+from runtime.core.errors import BadInput, Conflict
+from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
+from runtime.core.process import capture
+from runtime.runs.events import record_event, write_progress
+from runtime.runs.ownership import current_principal
+from runtime.store.files import ensure_dir, write_bytes_atomic, write_json_atomic
+from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref
+
+INJECTED = (
+    "run_id",
+    "state_dir",
+    "actor_address",
+    "default_room",
+    "communication_file",
+    "recipe_dir",
+)
+_spawned_pids: list[int] = []
+
+
+class SpawnRequest:
+    """What the caller asked for; exactly one of `recipe` and `template`.
+
+    A plain class, not a dataclass: `dataclasses` (and the `inspect` it imports) would be
+    a tenth of a cached spawn's start-up."""
+
+    __slots__ = ("recipe", "run_id", "secret_names", "session", "template", "values")
+
+    def __init__(
+        self,
+        recipe: str | None = None,
+        template: str | None = None,
+        run_id: str | None = None,
+        values: dict[str, Any] | None = None,
+        session: str | None = None,
+        secret_names: list[str] | None = None,
+    ) -> None:
+        self.recipe, self.template, self.run_id = recipe, template, run_id
+        self.values: dict[str, Any] = {} if values is None else values
+        self.session = session
+        self.secret_names: list[str] = [] if secret_names is None else secret_names
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SpawnRequest) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"SpawnRequest({shown})"
+
+
+def _walk_leaves(
+    node: dict[str, Any], values: dict[str, Any], in_repeat: bool = False
+) -> list[tuple[list[str], bool, dict[str, Any]]]:
+    """Every command's words, whether it runs inside a `repeat` node, and the values it
+    will see (an imported recipe's own defaults and values included)."""
+    in_repeat = in_repeat or node.get("repeat") is not None
+    values = {**(node.get("scope_defaults") or {}), **values, **(node.get("scope") or {})}
+    words: list[tuple[list[str], bool, dict[str, Any]]] = []
+    if node.get("recover"):
+        words.append((node["recover"], in_repeat, values))
+    if node["kind"] == "leaf":
+        words.append((node["words"], in_repeat, values))
+    for child in node.get("children", []):
+        words.extend(_walk_leaves(child, values, in_repeat))
+    return words
+
+
+def _check_text(values: dict[str, Any], root: dict[str, Any]) -> None:
+    """Every value and template word must be UTF-8 text without NUL: a NUL cannot be part of
+    a command argument, and a lone surrogate (from a `\\udcff` escape or undecodable
+    command-line bytes) cannot be written to run.json."""
+
+    def walk(item: Any, where: str) -> None:
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise BadInput(f"{where} contains a NUL character", hint="remove it")
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BadInput(
+                    f"{where} is not valid UTF-8 text (a lone surrogate)",
+                    hint="pass UTF-8 text only",
+                ) from None
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                walk(key, where)
+                walk(value, f"{where}.{key}" if where.startswith("value") else where)
+        elif isinstance(item, list):
+            for value in item:
+                walk(value, where)
+
+    for name, value in values.items():
+        walk(value, f"value {name}")
+    walk(root, "the template")
+
+
+def _check_repeat_refs(words: list[str], in_repeat: bool) -> None:
+    if in_repeat:
+        return
+    for ref in references(words):
+        uses = ref.name in REPEAT_VARS or (not ref.name and ref.expr)
+        if uses:
+            raise BadInput(
+                f"{{{ref.expr or ref.name}}} is only defined inside a repeat node",
+                hint='add "repeat": N to the node, or pass the value with -v',
+            )
+
+
+def _pick_run_id(req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any]) -> str:
+    if req.run_id:
+        return parse_run_ref(req.run_id)
+    if compiled.get("run_id"):
+        return check_id(compiled["run_id"], "recipe run_id")
+    base = source.name or "run"
+    base = "".join(c if c.isalnum() or c in "._-" else "-" for c in base)[:40].lstrip("._-")
+    return f"{base or 'run'}-{short_suffix()}"
+
+
+def _merge_values(
+    req: SpawnRequest, compiled: dict[str, Any], injected: dict[str, Any]
+) -> dict[str, Any]:
+    for origin, names in (
+        ("-v", req.values),
+        ("recipe values", compiled["values"]),
+        ("recipe defaults", compiled["defaults"]),
+    ):
+        for name in names:
+            if not is_valid_name(name):
+                raise BadInput(f"invalid value name {name!r}", hint="use letters, digits and '_'")
+            if name in INJECTED:
+                raise BadInput(f"{name} is set by the runtime and cannot be given ({origin})")
+    return {**compiled["defaults"], **compiled["values"], **req.values, **injected}
+
+
+def _resolve_artifacts(
+    compiled: dict[str, Any], values: dict[str, Any], cwd: Path
+) -> dict[str, Any]:
+    resolved = {}
+    for name, spec in compiled["artifacts"].items():
+        path = Path(substitute_word(spec["path"], values)).expanduser()
+        resolved[name] = {**spec, "path": str(path if path.is_absolute() else cwd / path)}
+    return resolved
+
+
+def _communication(run_id: str, owner: str) -> dict[str, Any]:
+    address = f"run:{run_id}"
+    return {
+        "self": address,
+        "root": address,
+        "parent": owner if owner.startswith("run:") else None,
+        "rooms": [{"address": f"room:{run_id}", "name": "main", "members": [address]}],
+        "contacts": [{"address": "coordinator", "role": "coordinator", "session": owner}],
+        "updated_at": now_iso(),
+    }
+
+
+def _reap_spawned() -> None:
+    """Collect runners this process started that have exited (no zombies in servers)."""
+    for pid in list(_spawned_pids):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _spawned_pids.remove(pid)
+
+
+def runner_argv(paths: RunPaths) -> list[str]:
+    return [sys.executable, "-P", "-m", "runtime.runs.runner", str(paths.dir)]
+
+
+def _start_runner(paths: RunPaths, root: StateRoot) -> int:
+    argv = runner_argv(paths)
+    env = dict(os.environ, ACTORS_HOME=str(root.path))
+    for key in ("ACTORS_RUN_ID", "ACTORS_RUN_TOKEN", "ACTORS_BRANCH"):
+        env.pop(key, None)
+    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    _spawned_pids.append(pid)
+    return pid
+
+
+def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
+    """Start a run and return its run.json record (the runner is already running)."""
+    root = root or StateRoot.from_env()
+    principal = current_principal(root, req.session)
+    if (req.recipe is None) == (req.template is None):
+        raise BadInput("give a recipe (name or file) or --template, not both or neither")
+    source = (
+        find_recipe(req.recipe) if req.recipe is not None else inline_recipe(req.template or "")
+    )
+    if req.run_id:
+        parse_run_ref(req.run_id)
+    recipe = compile_source(source, root)
+    compiled = recipe.data
+    run_id = _pick_run_id(req, source, compiled)
+    generated = not req.run_id and not compiled.get("run_id")
+    for _ in range(20):  # a generated id that happens to exist is simply drawn again
+        if not (generated and root.run(run_id).dir.exists()):
+            break
+        run_id = _pick_run_id(req, source, compiled)
+    paths = root.run(run_id)
+    if paths.dir.exists():
+        raise Conflict(
+            f"run id {run_id} is already in use",
+            hint="choose another --as, or archive/prune the old run first",
+        )
+    injected = {
+        "run_id": run_id,
+        "state_dir": str(paths.dir),
+        "actor_address": f"run:{run_id}",
+        "default_room": f"room:{run_id}",
+        "communication_file": str(paths.communication),
+    }
+    if source.file is not None:
+        injected["recipe_dir"] = str(source.file.parent)
+    values = apply_args(
+        compiled.get("args") or {}, _merge_values(req, compiled, injected), os.getcwd()
+    )
+    _check_text(values, compiled["root"])
+    for words, in_repeat, seen in _walk_leaves(compiled["root"], values):
+        if not any(name in values for name in REPEAT_VARS):
+            _check_repeat_refs(words, in_repeat)
+        missing = missing_values(words, seen)
+        if missing:
+            raise BadInput(
+                f"the template needs a value for {{{missing[0]}}} and none was given",
+                hint=f"pass -v {missing[0]}=VALUE",
+            )
+    cwd = Path.cwd()
+    record: dict[str, Any] = {
+        "schema": "actors.run/1",
+        "run": run_id,
+        "run_instance_id": new_id(),
+        "address": f"run:{run_id}",
+        "state_dir": str(paths.dir),
+        "created_at": now_iso(),
+        "cwd": str(cwd),
+        "owner_id": principal.id,
+        "owner_user": os.environ.get("USER") or str(os.getuid()),
+        "parent": principal.id if principal.via_run_token else None,
+        "launch_source": "spawn",
+        "recipe": source.name,
+        "recipe_file": str(source.file) if source.file else None,
+        "recipe_dir": str(source.file.parent) if source.file else None,
+        "description": compiled["description"],
+        "async": compiled["async"],
+        "template": compiled["root"],
+        "values": values,
+        "secret_names": sorted(set(req.secret_names)),
+        "artifacts": _resolve_artifacts(compiled, values, cwd),
+        "mailbox": compiled["mailbox"],
+        "retire_when": compiled["retire_when"],
+        "pid": None,
+        "argv": None,
+        "process_identity": None,
+    }
+    _claim(root, paths, record)
+    pid = _start_runner(paths, root)
+    identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
+    record.update(pid=pid, argv=runner_argv(paths), process_identity=identity)
+    write_json_atomic(paths.run_json, record)
+    record_event(paths.events, record["run_instance_id"], "run.start", run=run_id, pid=pid)
+    recipe.remember()  # fill the compile cache now that the spawn succeeded
+    _reap_spawned()
+    return record
+
+
+def _claim(root: StateRoot, paths: RunPaths, record: dict[str, Any]) -> None:
+    """Write the state dir under tmp/, then rename it into runs/ (fails if taken)."""
+    ensure_dir(root.path)
+    ensure_dir(root.runs)
+    ensure_dir(root.tmp)
+    from runtime.runs.retention import cleanup_tmp
+
+    cleanup_tmp(root)
+    stage = RunPaths(root.tmp / f"spawn-{new_id()}")
+    ensure_dir(stage.dir)
+    try:
+        instance = record["run_instance_id"]
+        write_json_atomic(stage.run_json, record)
+        write_bytes_atomic(stage.token, (new_token() + "\n").encode())
+        write_json_atomic(stage.communication, _communication(record["run"], record["owner_id"]))
+        write_progress(stage.progress, instance, phase="starting", active=0, completed=0, failed=0)
+        for name in ("stdout.log", "stderr.log", "runner.log"):
+            write_bytes_atomic(stage.dir / name, b"", fsync=False)
+        if record["mailbox"].get("endpoint") == "fifo":
+            os.mkfifo(stage.dir / "control.fifo", 0o600)
+        try:
+            os.rename(stage.dir, paths.dir)
+        except OSError as exc:
+            raise Conflict(
+                f"run id {paths.run_id} is already in use",
+                hint="choose another --as, or archive/prune the old run first",
+            ) from exc
+    except BaseException:
+        import shutil  # only on this failure path: its import costs ~5 ms of every spawn
+
+        shutil.rmtree(stage.dir, ignore_errors=True)
+        raise
+
+
+__all__ = ["INJECTED", "SpawnRequest", "spawn"]

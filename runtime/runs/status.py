@@ -1,0 +1,229 @@
+"""A run's status, derived on every read from its files and its live process.
+
+Order of evidence: result.json (written once, by whoever ends the run) is final; else a
+runner whose recorded identity still verifies is `running`; else the last stop request in
+events.jsonl says `killed` or `cancelled`; else the runner vanished without a word and the
+run is `exited`. A pid that now belongs to another process, or one we cannot verify, is
+never reported as running.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from runtime.core.errors import NotFound, StateDamaged
+from runtime.core.ids import parse_iso
+from runtime.core.process import verify
+from runtime.runs.events import STOP_EVENTS
+from runtime.store.files import read_json, tail_jsonl
+from runtime.store.layout import RunPaths, StateRoot
+
+TERMINAL = ("done", "failed", "cancelled", "killed", "exited")
+ACTIVE = ("starting", "running")
+STARTING_GRACE_S = 10.0
+
+
+_NONE = type(None)
+_RUN_FIELDS: dict[str, tuple[type, ...]] = {
+    "run": (str,),
+    "run_instance_id": (str,),
+    "owner_id": (str, _NONE),
+    "created_at": (str, _NONE),
+    "recipe": (str, _NONE),
+    "tool": (str, _NONE),
+    "parent": (str, _NONE),
+    "pid": (int, _NONE),
+    "values": (dict, _NONE),
+    "secret_names": (list, _NONE),
+    "mailbox": (dict, _NONE),
+    "artifacts": (dict, _NONE),
+    "process_identity": (dict, _NONE),
+}
+_MAILBOX_FIELDS: dict[str, tuple[type, ...]] = {
+    "accepts": (list, _NONE),
+    "emits": (list, _NONE),
+    "endpoint": (str, _NONE),
+}
+
+
+def _shape_problem(record: dict[str, Any]) -> str | None:
+    """What makes a parsed run.json unusable by the readers, or None."""
+    for key, types in _RUN_FIELDS.items():
+        if not isinstance(record.get(key), types):
+            return f"field {key!r} is {type(record.get(key)).__name__}"
+    mailbox = record.get("mailbox") or {}
+    for key, types in _MAILBOX_FIELDS.items():
+        if not isinstance(mailbox.get(key), types):
+            return f"field 'mailbox.{key}' is {type(mailbox.get(key)).__name__}"
+    for item in [*(mailbox.get("accepts") or []), *(mailbox.get("emits") or [])]:
+        if not isinstance(item, str) and not (
+            isinstance(item, dict) and isinstance(item.get("type"), str)
+        ):
+            return 'a mailbox type is neither a string nor {"type": ...}'
+    identity = record.get("process_identity")
+    if identity is not None and not isinstance(identity.get("pid"), int):
+        return "field 'process_identity.pid' is not an integer"
+    return None
+
+
+def load_run(paths: RunPaths) -> dict[str, Any]:
+    """run.json of a run; NotFound / StateDamaged with a clear message otherwise."""
+    if not paths.dir.is_dir():
+        raise NotFound(f"no run {paths.run_id}", hint="`actors ls` lists the runs")
+    record = read_json(paths.run_json)
+    if not isinstance(record, dict):
+        if record is None:
+            raise StateDamaged(f"run {paths.run_id} has no run.json", hint="it may be starting")
+        raise StateDamaged(f"run {paths.run_id}: run.json is not an object")
+    problem = _shape_problem(record)
+    if problem:
+        raise StateDamaged(f"run {paths.run_id}: run.json is damaged ({problem})")
+    return record
+
+
+_RESULT_FIELDS: dict[str, tuple[type, ...]] = {
+    "code": (int, _NONE),
+    "reason": (str, _NONE),
+    "ended_at": (str, _NONE),
+    "output": (str, _NONE),
+    "artifacts": (dict, _NONE),
+    "failures": (list, _NONE),
+}
+
+
+def read_result(paths: RunPaths) -> dict[str, Any] | None:
+    """result.json, None when there is none yet; StateDamaged when it is unusable."""
+    result = read_json(paths.result)
+    if result is None:
+        return None
+    where = f"run {paths.run_id}: result.json"
+    if not isinstance(result, dict):
+        raise StateDamaged(f"{where} is not an object", hint="the file is kept")
+    if result.get("status") not in TERMINAL:
+        raise StateDamaged(f"{where} has no final status", hint="the file is kept")
+    for key, types in _RESULT_FIELDS.items():
+        if not isinstance(result.get(key), types):
+            kind = type(result.get(key)).__name__
+            raise StateDamaged(f"{where} is damaged (field {key!r} is {kind})")
+    artifacts = list((result.get("artifacts") or {}).values())
+    if not all(isinstance(a, dict) for a in [*artifacts, *(result.get("failures") or [])]):
+        raise StateDamaged(f"{where} is damaged (artifacts or failures are not objects)")
+    return result
+
+
+_PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
+    "phase": (str,),
+    "active": (int,),
+    "completed": (int,),
+    "failed": (int,),
+    "branches": (dict,),
+}
+
+
+def read_progress(paths: RunPaths) -> dict[str, Any]:
+    """The usable counters of progress.json; {} when it is missing or damaged (it is
+    advisory: the status itself never depends on it)."""
+    try:
+        progress = read_json(paths.progress)
+    except StateDamaged:
+        return {}
+    if not isinstance(progress, dict):
+        return {}
+    return {
+        key: value
+        for key, value in progress.items()
+        if key not in _PROGRESS_FIELDS
+        or (isinstance(value, _PROGRESS_FIELDS[key]) and not isinstance(value, bool))
+    }
+
+
+def find_run(root: StateRoot, run_id: str) -> tuple[RunPaths, dict[str, Any]]:
+    paths = root.run(run_id)
+    return paths, load_run(paths)
+
+
+def runner_identity(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any] | None:
+    """The runner's recorded identity (run.json, else its own start event)."""
+    identity = run.get("process_identity")
+    if isinstance(identity, dict) and identity:
+        return dict(identity)
+    for event in reversed(tail_jsonl(paths.events, 50)):
+        found = event.get("process_identity")
+        if event.get("event") == "run.runner.start" and isinstance(found, dict) and found:
+            return dict(found)
+    return None
+
+
+def _stop_request(paths: RunPaths) -> str | None:
+    for event in reversed(tail_jsonl(paths.events, 200)):
+        status = STOP_EVENTS.get(str(event.get("event")))
+        if status:
+            return status
+    return None
+
+
+def derive(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+    """Status summary of one run (no side effects)."""
+    out: dict[str, Any] = {
+        "run": run.get("run", paths.run_id),
+        "address": f"run:{paths.run_id}",
+        "state_dir": str(paths.dir),
+        "recipe": run.get("recipe"),
+        "tool": run.get("tool"),
+        "owner_id": run.get("owner_id"),
+        "parent": run.get("parent"),
+        "created_at": run.get("created_at"),
+        "pid": run.get("pid"),
+        "code": None,
+        "degraded": False,
+        "ended_at": None,
+    }
+    try:
+        result = read_result(paths)
+    except StateDamaged as exc:
+        result, out["damaged"] = None, exc.message
+    if result is not None:
+        out.update(
+            status=result["status"],
+            code=result.get("code"),
+            degraded=bool(result.get("degraded")),
+            ended_at=result.get("ended_at"),
+            reason=result.get("reason"),
+            from_result=True,
+        )
+        return out
+    identity = runner_identity(paths, run)
+    verdict, reason = verify(identity) if identity else ("unverifiable", "no pid yet")
+    if verdict == "valid":
+        out["status"] = "running"
+    elif identity is None and _young(run):
+        out["status"] = "starting"
+    else:
+        out["status"] = _stop_request(paths) or "exited"
+        out["code"] = {"killed": 137, "cancelled": 143}.get(out["status"])
+        out["reason"] = reason
+    out["process"] = verdict
+    return out
+
+
+def _young(run: dict[str, Any]) -> bool:
+    try:
+        return time.time() - parse_iso(str(run.get("created_at"))) < STARTING_GRACE_S
+    except ValueError:
+        return False
+
+
+def status_of(root: StateRoot, run_id: str) -> dict[str, Any]:
+    """Full status: derived state plus progress counters."""
+    return full_status(*find_run(root, run_id))
+
+
+def full_status(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+    """`status_of` for a caller that has already read run.json."""
+    out = derive(paths, run)
+    progress = read_progress(paths)
+    for key in ("phase", "active", "completed", "failed", "branches"):
+        if key in progress:
+            out[key] = progress[key]
+    return out
