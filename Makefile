@@ -38,6 +38,7 @@ test: setup check
 
 check: setup
 	@$(BIN)/python -m mypy
+	@$(BIN)/lint-imports --no-cache --no-logo >/dev/null || $(BIN)/lint-imports --no-cache --no-logo
 	@$(BIN)/python -m ruff check -q actors runtime adapters recipes tests bench
 
 bench: setup

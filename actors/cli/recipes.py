@@ -179,7 +179,7 @@ def _default_text(value: Any) -> str:
 
 
 def _show_entry(entry: Any, others: list[Any], as_json: bool) -> None:
-    from runtime.compiler.tools import parameters
+    from runtime.compiler.params import parameters
 
     compiled: dict[str, Any] | None = None
     params: list[Any] = []
@@ -329,7 +329,8 @@ def recipes_check_cmd(refs: tuple[str, ...], as_json: bool) -> None:
 
 
 def _tools_ls(as_json: bool) -> None:
-    from runtime.compiler.tools import Param, tool_entries
+    from runtime.compiler.params import Param
+    from runtime.compiler.tools import tool_entries
 
     tools = tool_entries()
     if as_json:
@@ -426,7 +427,8 @@ def tools_register_cmd(
       actors tools register greet -t 'echo hello {who=world}' --description 'Say hello'
     """
     from runtime.compiler.library import list_recipes
-    from runtime.compiler.tools import parameters, register_tool
+    from runtime.compiler.params import parameters
+    from runtime.compiler.tools import register_tool
     from runtime.store.files import dump_json
 
     if (from_file is None) == (template is None):
@@ -497,7 +499,7 @@ def _parse_tool_args(
 ) -> dict[str, list[str]]:
     """`--key value`, `--key=value`, a bare `--flag` / `--no-flag` for bool parameters,
     and `-v key=value` pairs, grouped by parameter name."""
-    from runtime.compiler.tools import find_param
+    from runtime.compiler.params import find_param
 
     given: dict[str, list[str]] = {}
     index = 0
@@ -577,7 +579,8 @@ def run_cmd(
       actors run ticker --interval 2
       actors run deploy --env=prod --dry-run
     """
-    from runtime.compiler.tools import bind_values, load_tool
+    from runtime.compiler.params import bind_values
+    from runtime.compiler.tools import load_tool
     from runtime.runs.spawn import SpawnRequest, spawn
     from runtime.store.layout import StateRoot
 
@@ -598,9 +601,9 @@ def run_cmd(
 
 def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> None:
     from actors.cli.runs import _exit_code, _progress_printer
-    from runtime.compiler.tools import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
     from runtime.runs.waiting import wait_for
     from runtime.store.files import read_json
+    from runtime.store.tail import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
 
     try:
         summary = wait_for(root, run_id, on_tick=_progress_printer(run_id))

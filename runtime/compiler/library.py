@@ -217,7 +217,7 @@ def recipe_problem(raw: dict[str, Any], label: str) -> str | None:
     (its `args` and the parameters derived from its placeholders). None when it is good,
     else one line naming the place in the recipe; `label` is stripped from the front."""
     from runtime.compiler.model import compile_recipe
-    from runtime.compiler.tools import parameters
+    from runtime.compiler.params import parameters
 
     try:
         compile_recipe(raw, source=label)

@@ -33,6 +33,16 @@ _TERNARY = re.compile(rf"({_NAME}(?:\.length|\[{_ARITH}\])?)\?([^:{{}}]*):([^{{}
 _SELECT = re.compile(rf"({_NAME})(?:\.(length)|\[({_ARITH})\])")
 _PADDED = re.compile(r"(_+)(.+)")
 REPEAT_VARS = ("index", "prev", "next", "repeat")
+"""A `repeat` node's own variables: never recipe parameters."""
+INJECTED = (
+    "run_id",
+    "state_dir",
+    "actor_address",
+    "default_room",
+    "communication_file",
+    "recipe_dir",
+)
+"""Values the runtime sets for every run: never recipe parameters, never given."""
 _ARITH_TOKEN = re.compile(r"\s*(?:(\d+)|(index|prev|next|repeat)|([-+*/%()]))")
 FALSE_TEXTS = ("", "false", "0", "no")
 MAX_REPEAT = 256

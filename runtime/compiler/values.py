@@ -9,6 +9,7 @@ the parameter's name and what would fit.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -16,8 +17,9 @@ from typing import Any
 
 from runtime.core.errors import BadInput
 
-_TRUE = ("true", "1", "yes", "on")
-_FALSE = ("false", "0", "no", "off", "")
+ARG_TYPES = ("string", "int", "number", "bool", "array", "enum", "path")
+TRUE = ("true", "yes", "on", "1")
+FALSE = ("false", "no", "off", "0")
 
 
 def args_as_mapping(raw: Any) -> Any:
@@ -44,64 +46,131 @@ def args_as_mapping(raw: Any) -> Any:
 
 
 def coerce_value(name: str, spec: Mapping[str, Any], value: Any, cwd: str) -> Any:
+    """A `-v name=value` (or API) value converted to its declared type; BadInput naming
+    the parameter and what would fit."""
     kind = spec.get("type") or "string"
+    choices = tuple(spec.get("values") or ())
     try:
-        return _coerce(kind, spec, value, cwd)
-    except (ValueError, TypeError):
+        return convert(kind, value, choices=choices, cwd=cwd)
+    except ValueError:
         pass
     wanted = {
         "int": "a whole number",
         "number": "a number",
         "bool": "true or false",
         "array": 'a JSON array (\'["a","b"]\') or a comma list',
-        "enum": "one of " + ", ".join(spec.get("values") or []),
+        "enum": "one of " + ", ".join(choices),
         "path": "a file path",
-        "string": "text",
-    }[kind]
+    }.get(kind, "text")
     raise BadInput(f"value {name}={value!r} is not {wanted}", hint=f"{name} is declared {kind}")
 
 
-def _coerce(kind: str, spec: Mapping[str, Any], value: Any, cwd: str) -> Any:
-    text = value if isinstance(value, str) else None
-    if kind == "int":
-        if isinstance(value, bool):
-            raise ValueError
-        return int(text.strip()) if text is not None else int(value)
-    if kind == "number":
-        if isinstance(value, bool):
-            raise ValueError
-        return float(text) if text is not None else float(value)
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        lowered = str(value).strip().lower()
-        if lowered in _TRUE:
-            return True
-        if lowered in _FALSE:
-            return False
-        raise ValueError
-    if kind == "array":
-        if isinstance(value, list):
-            return value
-        if text is None:
-            raise ValueError
-        stripped = text.strip()
-        if stripped.startswith("["):
-            parsed = json.loads(stripped)
-            if not isinstance(parsed, list):
-                raise ValueError
-            return parsed
-        return [item.strip() for item in stripped.split(",") if item.strip()]
-    if kind == "enum":
-        if str(value) not in (spec.get("values") or []):
-            raise ValueError
-        return str(value)
-    if kind == "path":
-        if not isinstance(value, str) or not value or "\0" in value:
-            raise ValueError
-        path = os.path.expanduser(value)
-        return os.path.normpath(path if os.path.isabs(path) else os.path.join(cwd, path))
-    return value if isinstance(value, str) else json.dumps(value)
+def convert(kind: str, value: Any, *, choices: tuple[str, ...] = (), cwd: str | None = None) -> Any:
+    """The one converter: command-line text or a JSON value to a parameter's type.
+
+    `spawn -v`, `actors run --key`, a `tool:` message body, MCP values and `args`
+    defaults all come through here, so one input means one thing everywhere. Raises
+    ValueError saying what was expected.
+    """
+    if kind not in _CONVERTERS:
+        raise ValueError(f"unknown type {kind!r} (one of {', '.join(ARG_TYPES)})")
+    return _CONVERTERS[kind](value, choices, cwd)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _to_int(value: Any, _choices: tuple[str, ...], _cwd: str | None) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and text.lstrip("+-").isdigit() and text.lstrip("+-").isascii():
+        return int(text)
+    raise ValueError(f"expected an integer, got {_show(value)}")
+
+
+def _to_number(value: Any, _choices: tuple[str, ...], _cwd: str | None) -> int | float:
+    number: int | float
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            number = int(text) if text.lstrip("+-").isdigit() else float(text)
+        except ValueError:
+            raise ValueError(f"expected a number, got {_show(value)}") from None
+    else:
+        raise ValueError(f"expected a number, got {_show(value)}")
+    if isinstance(number, float) and not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {_show(value)}")
+    return number
+
+
+def _to_bool(value: Any, _choices: tuple[str, ...], _cwd: str | None) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE + FALSE:
+        return value.strip().lower() in TRUE
+    raise ValueError(f"expected true or false, got {_show(value)}")
+
+
+def _to_array(value: Any, _choices: tuple[str, ...], _cwd: str | None) -> list[Any]:
+    """A JSON array as it is; text starting with `[` parsed as one; other text a comma
+    list (`api,ui` is two items; a value holding a comma needs the JSON form)."""
+    if isinstance(value, list):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected an array, got {_show(value)}")
+    text = value.strip()
+    if text.startswith("["):
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"is not a valid JSON array: {exc}") from None
+        if not isinstance(parsed, list):
+            raise ValueError("expected a JSON array")
+        return parsed
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _to_enum(value: Any, choices: tuple[str, ...], _cwd: str | None) -> str:
+    if isinstance(value, str) and value in choices:
+        return value
+    raise ValueError(f"expected one of {', '.join(choices)}; got {_show(value)}")
+
+
+def _to_path(value: Any, _choices: tuple[str, ...], cwd: str | None) -> str:
+    """`~` expanded; given the caller's directory, a relative path is made absolute
+    against it, so the run finds the same file whatever its own working directory."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a path, got {_show(value)}")
+    if "\0" in value:
+        raise ValueError("a path cannot contain a NUL character")
+    path = os.path.expanduser(value)
+    if cwd is None:
+        return path
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(cwd, path))
+
+
+def _to_string(value: Any, _choices: tuple[str, ...], _cwd: str | None) -> Any:
+    if isinstance(value, str | int | float | bool):
+        return value  # a scalar renders as its text, like any placeholder value
+    raise ValueError(f"expected text, got {_show(value)}")
+
+
+_CONVERTERS = {
+    "string": _to_string,
+    "int": _to_int,
+    "number": _to_number,
+    "bool": _to_bool,
+    "array": _to_array,
+    "enum": _to_enum,
+    "path": _to_path,
+}
 
 
 def apply_args(

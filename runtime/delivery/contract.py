@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from runtime.messaging.envelope import MODES
+
 ReceiptStatus = Literal["accepted", "delivered", "deferred", "failed"]
 Mode = Literal["immediate", "next-message", "next-tool-call", "on-idle", "manual"]
-MODES: tuple[str, ...] = ("immediate", "next-message", "next-tool-call", "on-idle", "manual")
 
 
 @dataclass

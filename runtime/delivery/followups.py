@@ -144,7 +144,7 @@ def _to_parent_run(
     root: StateRoot, parent: str, envelope: dict[str, Any], delivery_id: str
 ) -> dict[str, Any]:
     from runtime.core.errors import ActorsError
-    from runtime.routing.router import run_mailbox
+    from runtime.messaging.boxes import run_mailbox
 
     try:
         paths = root.run(parent)

@@ -13,7 +13,7 @@ from typing import Any
 from runtime.compiler.redact import redact_deep, redact_values, run_secrets
 from runtime.core.errors import BadInput
 from runtime.messaging.addresses import parse_address
-from runtime.routing.router import accepted_types, branch_mailbox, room_dir, run_mailbox
+from runtime.messaging.boxes import accepted_types, branch_mailbox, room_dir, run_mailbox
 from runtime.runs.index import list_runs
 from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
 from runtime.store.files import read_json, read_text_tail, tail_jsonl

@@ -20,8 +20,15 @@ from typing import TYPE_CHECKING, Any
 from runtime.core.errors import BadInput, Conflict, Refused
 from runtime.core.faults import pause_point
 from runtime.messaging.addresses import Address, parse_address
+from runtime.messaging.boxes import (
+    CONTROL_TYPES,
+    accepted_types,
+    branch_mailbox,
+    room_dir,
+    run_mailbox,
+)
 from runtime.messaging.envelope import make_envelope
-from runtime.messaging.mailbox import Mailbox, mailbox_for, ring
+from runtime.messaging.mailbox import ring
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store.files import append_jsonl, ensure_dir, lock_current, locked, write_locked
@@ -33,25 +40,6 @@ if TYPE_CHECKING:
 
 PIPE_BUF = 4096
 """Writes up to this size to a FIFO are atomic (POSIX minimum; Linux's value)."""
-CONTROL_TYPES = ("control.stop", "control.kill", "control.archive", "control.prune")
-
-
-def run_mailbox(paths: RunPaths) -> Mailbox:
-    return mailbox_for(paths.inbox, paths.dir / "doorbells", paths.wake)
-
-
-def branch_mailbox(paths: RunPaths, branch: str) -> Mailbox:
-    base = paths.branches / branch
-    return mailbox_for(base / "inbox.jsonl", base / "doorbells", paths.wake)
-
-
-def room_dir(paths: RunPaths) -> Path:
-    return paths.dir / "rooms" / "main"
-
-
-def accepted_types(run: dict[str, Any]) -> list[str]:
-    entries = (run.get("mailbox") or {}).get("accepts") or []
-    return [e["type"] if isinstance(e, dict) else str(e) for e in entries]
 
 
 def _check_accepts(run: dict[str, Any], kind: str, force: bool) -> None:
@@ -200,7 +188,7 @@ def _invoke_tool(
 ) -> dict[str, Any]:
     """Spawn the tool with the body as its values, checked against its parameters like
     `actors run` does: an unknown or badly typed key is refused before anything runs."""
-    from runtime.compiler.tools import invoke_tool
+    from runtime.runs.invoke import invoke_tool
 
     assert address.target is not None
     values = body if isinstance(body, dict) else ({} if body is None else {"input": body})

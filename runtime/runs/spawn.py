@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from runtime.compiler.library import RecipeSource, compile_source, find_recipe, inline_recipe
-from runtime.compiler.placeholders import REPEAT_VARS, missing_values, references, substitute_word
+from runtime.compiler.placeholders import (
+    INJECTED,
+    REPEAT_VARS,
+    missing_values,
+    references,
+    substitute_word,
+)
 from runtime.compiler.values import apply_args
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
@@ -25,14 +31,6 @@ from runtime.runs.ownership import current_principal
 from runtime.store.files import ensure_dir, write_bytes_atomic, write_json_atomic
 from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref
 
-INJECTED = (
-    "run_id",
-    "state_dir",
-    "actor_address",
-    "default_room",
-    "communication_file",
-    "recipe_dir",
-)
 _spawned_pids: list[int] = []
 
 

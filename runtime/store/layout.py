@@ -164,3 +164,15 @@ class RunPaths(NamedTuple):
     @property
     def branches(self) -> Path:
         return self.dir / "branches"
+
+    @property
+    def doorbells(self) -> Path:
+        return self.dir / "doorbells"
+
+    @property
+    def room(self) -> Path:
+        """The run's room timeline directory (`room:<run>`)."""
+        return self.dir / "rooms" / "main"
+
+    def branch_dir(self, branch: str) -> Path:
+        return self.branches / branch

@@ -17,17 +17,11 @@ from runtime.compiler.library import (
     list_recipes,
     recipe_roots,
 )
-from runtime.compiler.tools import (
-    Param,
-    bind_values,
-    bounded_tail,
-    coerce,
-    declared_args,
-    parameters,
-    register_tool,
-)
+from runtime.compiler.params import Param, bind_values, coerce, declared_args, parameters
+from runtime.compiler.tools import register_tool
 from runtime.core.errors import BadInput, Conflict
 from runtime.store.layout import StateRoot
+from runtime.store.tail import bounded_tail
 from tests.conftest import snapshot, write_recipe
 
 

@@ -1,0 +1,35 @@
+"""Where each run keeps its mailboxes, and which message types a run accepts.
+
+Shared by the runner (which consumes `control.*`), the router (which delivers to run and
+branch addresses), follow-ups (a child's end posted to its parent run) and inspect.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from runtime.messaging.mailbox import Mailbox, mailbox_for
+from runtime.store.layout import RunPaths
+
+CONTROL_TYPES = ("control.stop", "control.kill", "control.archive", "control.prune")
+"""Types every run accepts; its runner consumes them itself."""
+
+
+def run_mailbox(paths: RunPaths) -> Mailbox:
+    return mailbox_for(paths.inbox, paths.doorbells, paths.wake)
+
+
+def branch_mailbox(paths: RunPaths, branch: str) -> Mailbox:
+    base = paths.branch_dir(branch)
+    return mailbox_for(base / "inbox.jsonl", base / "doorbells", paths.wake)
+
+
+def room_dir(paths: RunPaths) -> Path:
+    return paths.room
+
+
+def accepted_types(run: dict[str, Any]) -> list[str]:
+    """The types the recipe declared in `mailbox.accepts` (besides `control.*`)."""
+    entries = (run.get("mailbox") or {}).get("accepts") or []
+    return [e["type"] if isinstance(e, dict) else str(e) for e in entries]
