@@ -12,17 +12,14 @@ runner, the reconciler and `actors watch` can all submit it and the session inbo
 one copy. A run's `followup.json` marker is written only after the follow-up is durable
 in the session inbox; the reconciler submits again for any terminal run without one.
 
-The runtime reaches delivery only through this module's hook: `$ACTORS_DELIVERY`
-(`module`), default `runtime.delivery.engine`, whose `submit(root, owner, envelope, ...)` is
-called. Runs owned by another run (`run:<id>`) get their follow-ups as messages in the
-parent run's inbox instead.
+A follow-up goes to `runtime.delivery.engine.submit`, which finds the owner session's
+adapter in the registry. Runs owned by another run (`run:<id>`) get their follow-ups as
+messages in the parent run's inbox instead.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 from typing import Any
 
 from runtime.core.faults import pause_point
@@ -107,13 +104,10 @@ def terminal_followup(
     }
 
 
-def _hook() -> Any:
-    return importlib.import_module(os.environ.get("ACTORS_DELIVERY", "runtime.delivery.engine"))
-
-
 def preload() -> None:
-    """Import the delivery path ahead of time (the runner calls this at start)."""
-    _hook()
+    """Import the delivery engine ahead of time (the runner calls this at start, so a
+    run's end does not wait for imports); other callers load it on first use."""
+    import runtime.delivery.engine  # noqa: F401  (deferred only for start-up cost)
 
 
 def deliver(
@@ -134,7 +128,9 @@ def deliver(
     delivery_id = envelope.get("idempotency_key") or envelope["id"]
     if owner.startswith("run:"):
         return _to_parent_run(root, owner[4:], envelope, delivery_id)
-    result: dict[str, Any] = _hook().submit(
+    from runtime.delivery.engine import submit  # deferred for start-up cost
+
+    result: dict[str, Any] = submit(
         root, owner, envelope, delivery_id=delivery_id, mode=mode, budget_s=budget_s
     )
     return result

@@ -79,9 +79,7 @@ def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
         except Exception as exc:  # one bad run or session must not stop the others
             report.setdefault("errors", []).append(f"{run['run']}: {type(exc).__name__}: {exc}")
     if deliver:
-        import os
-        from importlib import import_module
+        from runtime.delivery.engine import process_all  # deferred for start-up cost
 
-        hook = import_module(os.environ.get("ACTORS_DELIVERY", "runtime.delivery.engine"))
-        report["retried"] = hook.process_all(root)
+        report["retried"] = process_all(root)
     return report
