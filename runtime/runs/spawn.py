@@ -207,7 +207,11 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
 
 
 def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
-    """Start a run and return its run.json record (the runner is already running)."""
+    """Start a run and return its run.json record (the runner is already running).
+
+    Everything that can be refused (the recipe, the id, the values) is checked before
+    the state directory exists, so bad input changes nothing.
+    """
     root = root or StateRoot.from_env()
     principal = current_principal(root, req.session)
     if (req.recipe is None) == (req.template is None):
@@ -219,9 +223,30 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
         parse_run_ref(req.run_id)
     recipe = compile_source(source, root)
     compiled = recipe.data
+    paths = _free_run_paths(root, req, source, compiled)
+    values = _checked_values(req, source, compiled, paths)
+    cwd = Path.cwd()
+    record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
+    record["parent"] = principal.id if principal.via_run_token else None
+    _claim(root, paths, record)
+    pid = _start_runner(paths, root)
+    identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
+    record.update(pid=pid, argv=runner_argv(paths), process_identity=identity)
+    write_json_atomic(paths.run_json, record)
+    record_event(paths.events, record["run_instance_id"], "run.start", run=paths.run_id, pid=pid)
+    recipe.remember()  # fill the compile cache now that the spawn succeeded
+    _reap_spawned()
+    return record
+
+
+def _free_run_paths(
+    root: StateRoot, req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any]
+) -> RunPaths:
+    """The new run's paths: the requested id (Conflict when taken) or a generated one
+    (drawn again when it happens to exist)."""
     run_id = _pick_run_id(req, source, compiled)
     generated = not req.run_id and not compiled.get("run_id")
-    for _ in range(20):  # a generated id that happens to exist is simply drawn again
+    for _ in range(20):
         if not (generated and root.run(run_id).dir.exists()):
             break
         run_id = _pick_run_id(req, source, compiled)
@@ -231,6 +256,15 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
             f"run id {run_id} is already in use",
             hint="choose another --as, or archive/prune the old run first",
         )
+    return paths
+
+
+def _checked_values(
+    req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any], paths: RunPaths
+) -> dict[str, Any]:
+    """The run's values: injected ones, the caller's converted to their declared types,
+    and every placeholder of every leaf proven to have one (BadInput otherwise)."""
+    run_id = paths.run_id
     injected = {
         "run_id": run_id,
         "state_dir": str(paths.dir),
@@ -253,8 +287,21 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
                 f"the template needs a value for {{{missing[0]}}} and none was given",
                 hint=f"pass -v {missing[0]}=VALUE",
             )
-    cwd = Path.cwd()
-    record: dict[str, Any] = {
+    return values
+
+
+def _run_record(
+    req: SpawnRequest,
+    source: RecipeSource,
+    compiled: dict[str, Any],
+    paths: RunPaths,
+    values: dict[str, Any],
+    owner: str,
+    cwd: Path,
+) -> dict[str, Any]:
+    """run.json as written before the runner starts (pid and identity filled in after)."""
+    run_id = paths.run_id
+    return {
         "schema": "actors.run/1",
         "run": run_id,
         "run_instance_id": new_id(),
@@ -262,9 +309,9 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
         "state_dir": str(paths.dir),
         "created_at": now_iso(),
         "cwd": str(cwd),
-        "owner_id": principal.id,
+        "owner_id": owner,
         "owner_user": os.environ.get("USER") or str(os.getuid()),
-        "parent": principal.id if principal.via_run_token else None,
+        "parent": None,
         "launch_source": "spawn",
         "recipe": source.name,
         "recipe_file": str(source.file) if source.file else None,
@@ -281,15 +328,6 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
         "argv": None,
         "process_identity": None,
     }
-    _claim(root, paths, record)
-    pid = _start_runner(paths, root)
-    identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
-    record.update(pid=pid, argv=runner_argv(paths), process_identity=identity)
-    write_json_atomic(paths.run_json, record)
-    record_event(paths.events, record["run_instance_id"], "run.start", run=run_id, pid=pid)
-    recipe.remember()  # fill the compile cache now that the spawn succeeded
-    _reap_spawned()
-    return record
 
 
 def _claim(root: StateRoot, paths: RunPaths, record: dict[str, Any]) -> None:
