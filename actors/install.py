@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.errors import BadInput
-from runtime.store.files import ensure_dir, read_json, write_bytes_atomic, write_json_atomic
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_json
+from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
 
 HARNESSES = ("claude-code", "codex", "opencode")
 TOML_BEGIN = "# >>> actors (managed by `actors install`; `actors uninstall` removes it)\n"

@@ -91,8 +91,8 @@ def session_start(wake: str) -> None:
     """SessionStart: register the session, export ACTORS_SESSION, arm the wake file."""
     from runtime.core.ids import is_valid_id, now_iso
     from runtime.delivery.sessions import load_session, save_session, session_paths
-    from runtime.store.files import ensure_dir
     from runtime.store.layout import StateRoot
+    from runtime.store.writes import ensure_dir
 
     data = _hook_input()
     session_id = str(data.get("session_id") or "")
@@ -162,7 +162,7 @@ def _record_wake(paths: Any, unread: list[dict[str, Any]]) -> None:
     """Note that the doorbell rang for these entries (`actors doctor delivery` judges D4
     from it); never fails the hook."""
     from runtime.core.ids import now_iso
-    from runtime.store.files import append_jsonl
+    from runtime.store.appends import append_jsonl
     from runtime.store.journals import LOG
 
     with contextlib.suppress(OSError):
@@ -414,8 +414,9 @@ def gemini_after_agent(max_chain: int) -> None:
 
     def body() -> None:
         from runtime.delivery.sessions import session_paths
-        from runtime.store.files import read_json, write_json_atomic
         from runtime.store.layout import StateRoot
+        from runtime.store.reads import read_json
+        from runtime.store.writes import write_json_atomic
 
         data = _hook_input()
         session_id = _session_of(data, "session_id", env_first=True)

@@ -74,7 +74,7 @@ from typing import Any
 
 from runtime.delivery.contract import AdapterError, Capabilities, DeliveryContext, Receipt
 from runtime.delivery.render import injected_text
-from runtime.store.files import ensure_dir
+from runtime.store.writes import ensure_dir
 
 LOCK_STALE_S = 10.0
 """proper-lockfile's default `stale` (Claude's mailbox lock does not override it)."""

@@ -22,8 +22,9 @@ from typing import Any, NamedTuple
 
 from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id
-from runtime.store.files import ensure_dir, read_json, write_json_atomic
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_json
+from runtime.store.writes import ensure_dir, write_json_atomic
 
 MAX_RECIPE_BYTES = 1024 * 1024
 _COMPILER_KEY = "actors-recipe-compiler/1"

@@ -233,7 +233,7 @@ def _judge_claude_code(
     about 0.5 s first)."""
     import time
 
-    from runtime.store.files import read_jsonl
+    from runtime.store.reads import read_jsonl
 
     started = time.monotonic()
     rang = False

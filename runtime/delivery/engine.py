@@ -33,8 +33,10 @@ from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.delivery.registry import make_adapter
 from runtime.delivery.sessions import SessionInbox, SessionPaths, load_session, session_paths
-from runtime.store.files import append_jsonl, ensure_dir, read_jsonl, write_bytes_atomic
+from runtime.store.appends import append_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
+from runtime.store.writes import ensure_dir, write_bytes_atomic
 
 HELD_MODES = ("manual", "next-message", "next-tool-call")
 FINAL = ("delivered", "accepted", "failed-final")

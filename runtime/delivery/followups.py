@@ -24,8 +24,9 @@ from typing import Any
 
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
-from runtime.store.files import publish_json_once, read_json, tail_jsonl
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.reads import read_json, tail_jsonl
+from runtime.store.writes import publish_json_once
 
 FOLLOW_STATUSES = ("done", "failed", "exited")
 SEMANTIC_BODY_CHARS = 4000

@@ -18,16 +18,10 @@ from typing import Any
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
-from runtime.store.files import (
-    append_jsonl,
-    ensure_dir,
-    fold,
-    locked,
-    read_json,
-    read_jsonl,
-    write_json_atomic,
-)
+from runtime.store.appends import append_jsonl, locked
 from runtime.store.layout import StateRoot, refuse_symlinks
+from runtime.store.reads import fold, read_json, read_jsonl
+from runtime.store.writes import ensure_dir, write_json_atomic
 
 
 def session_key(owner: str) -> str:
@@ -188,7 +182,7 @@ class SessionInbox:
     def mark_read(self, ids: list[str]) -> None:
         if not ids:
             return
-        from runtime.store.files import append_line, encode_line
+        from runtime.store.appends import append_line, encode_line
 
         stamp = now_iso()
         append_line(

@@ -14,7 +14,7 @@ from typing import Any
 from runtime.core.errors import BadInput
 from runtime.core.ids import new_id, now_iso
 from runtime.messaging.addresses import parse_address
-from runtime.store.files import compact_json
+from runtime.store.appends import compact_json
 
 MAX_ENVELOPE_BYTES = 64 * 1024
 """Envelope cap (documented): larger payloads go to a file whose path is the body."""

@@ -29,16 +29,10 @@ from typing import Any
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso, parse_iso
 from runtime.core.process import read_stat
-from runtime.store.files import (
-    DiskWriteError,
-    append_jsonl,
-    append_line,
-    encode_line,
-    ensure_dir,
-    locked,
-    read_jsonl,
-)
+from runtime.store.appends import append_jsonl, append_line, encode_line, locked
 from runtime.store.journals import INBOX, LOG, OPEN_STATES
+from runtime.store.reads import read_jsonl
+from runtime.store.writes import DiskWriteError, ensure_dir
 
 RECONCILE_INTERVAL_S = 1.0
 """Upper bound on how long a queued message can wait when every doorbell is missed."""

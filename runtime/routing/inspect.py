@@ -16,8 +16,8 @@ from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import accepted_types, branch_mailbox, room_dir, run_mailbox
 from runtime.runs.index import list_runs
 from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
-from runtime.store.files import read_json, read_text_tail, tail_jsonl
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.reads import read_json, read_text_tail, tail_jsonl
 
 RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
 ROOM_VIEWS = ("status", "messages", "roster")

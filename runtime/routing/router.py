@@ -31,9 +31,10 @@ from runtime.messaging.envelope import make_envelope
 from runtime.messaging.mailbox import ring
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
-from runtime.store.files import append_jsonl, ensure_dir, lock_current, locked, write_locked
+from runtime.store.appends import append_jsonl, lock_current, locked, write_locked
 from runtime.store.journals import INBOX, LOG
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.writes import ensure_dir
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -128,7 +129,7 @@ def send(
 
 def _write_fifo(path: Path, envelope: dict[str, Any]) -> bool:
     """Fast path: one atomic write of the envelope line to a reader that is attached now."""
-    from runtime.store.files import encode_line
+    from runtime.store.appends import encode_line
 
     line = encode_line(envelope)
     if len(line) > PIPE_BUF:

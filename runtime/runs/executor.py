@@ -30,8 +30,8 @@ from runtime.compiler.placeholders import MAX_REPEAT, render_argv, substitute_wo
 from runtime.compiler.redact import redact_text
 from runtime.core.errors import BadInput
 from runtime.runs.events import record_event, write_progress
-from runtime.store.files import ensure_dir
 from runtime.store.layout import RunPaths
+from runtime.store.writes import ensure_dir
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]

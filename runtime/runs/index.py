@@ -15,8 +15,10 @@ from typing import Any
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.runs.status import TERMINAL, derive, load_run
-from runtime.store.files import locked, read_json, write_json_atomic
+from runtime.store.appends import locked
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.reads import read_json
+from runtime.store.writes import write_json_atomic
 
 INDEX_VERSION = 2
 _STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")

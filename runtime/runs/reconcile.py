@@ -19,8 +19,8 @@ from runtime.core.process import is_gone, kill_session, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.index import list_runs
 from runtime.runs.status import TERMINAL, load_run, runner_identity
-from runtime.store.files import publish_json_once
 from runtime.store.layout import StateRoot
+from runtime.store.writes import publish_json_once
 
 
 def _sweep_dead_writers(directory: Path) -> None:

@@ -18,8 +18,8 @@ from runtime.core.errors import Conflict
 from runtime.core.ids import now_iso
 from runtime.runs.index import forget
 from runtime.runs.status import TERMINAL, derive, find_run
-from runtime.store.files import ensure_dir
 from runtime.store.layout import StateRoot
+from runtime.store.writes import ensure_dir
 
 TMP_MAX_AGE_S = 24 * 3600
 

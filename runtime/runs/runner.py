@@ -23,9 +23,10 @@ from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.core.process import capture, kill_session
 from runtime.runs.events import record_event, write_progress
-from runtime.store.files import publish_json_once, read_bytes, read_json
 from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths
+from runtime.store.reads import read_bytes, read_json
+from runtime.store.writes import publish_json_once
 
 KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
 DELIVERY_BUDGET_S = float(os.environ.get("ACTORS_DELIVERY_BUDGET", "30"))
@@ -270,7 +271,7 @@ def _command_done(paths: RunPaths, run: dict[str, Any], ctx: Any, done: dict[str
     """Journal every leaf in the outbox; bubble failures and parallel branch completions."""
     from runtime.core.ids import new_id
     from runtime.delivery.followups import deliver
-    from runtime.store.files import append_jsonl
+    from runtime.store.appends import append_jsonl
     from runtime.store.layout import StateRoot
 
     failed = done["status"] != "done"

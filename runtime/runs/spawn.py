@@ -28,8 +28,8 @@ from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_su
 from runtime.core.process import capture
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import current_principal
-from runtime.store.files import ensure_dir, write_bytes_atomic, write_json_atomic
 from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref
+from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
 
 _spawned_pids: list[int] = []
 
