@@ -321,7 +321,7 @@ def compile_source(source: RecipeSource, root: StateRoot | None) -> Compiled:
     """
     canonical = json.dumps(source.raw, sort_keys=True, separators=(",", ":"), default=str)
     digest = hashlib.sha256(f"{_COMPILER_KEY}\n{canonical}".encode()).hexdigest()
-    cache_file = root.cache / "recipes" / f"{digest}.json" if root else None
+    cache_file = root.recipe_cache / f"{digest}.json" if root else None
     if cache_file is not None:
         try:
             cached = read_json(cache_file)

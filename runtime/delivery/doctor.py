@@ -240,7 +240,7 @@ def _judge_claude_code(
     while not rang and time.monotonic() - started < wait_s:
         rang = any(
             delivery_id in (r.get("ids") or [])
-            for r in read_jsonl(paths.dir / "wakes.jsonl").records
+            for r in read_jsonl(paths.wakes).records
         )
         if not rang:
             time.sleep(0.05)

@@ -158,7 +158,7 @@ def follow_up_terminal(
     root: StateRoot, paths: RunPaths, run: dict[str, Any], *, budget_s: float = 0.0
 ) -> dict[str, Any] | None:
     """Submit the terminal follow-up if due and not yet marked; write the marker after."""
-    if paths.dir.joinpath("followup.json").exists():
+    if paths.followup.exists():
         return None
     result = read_json(paths.result)
     if not isinstance(result, dict):
@@ -166,7 +166,7 @@ def follow_up_terminal(
     envelope = terminal_followup(paths, run, result)
     if envelope is None:
         publish_json_once(
-            paths.dir / "followup.json",
+            paths.followup,
             {"delivery_id": None, "skipped": result.get("status"), "ts": now_iso()},
         )
         return None
@@ -174,7 +174,7 @@ def follow_up_terminal(
     pause_point("followups.before_marker")
     if outcome.get("state") != "failed":
         publish_json_once(
-            paths.dir / "followup.json",
+            paths.followup,
             {
                 "delivery_id": envelope["idempotency_key"],
                 "ts": now_iso(),

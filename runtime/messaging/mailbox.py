@@ -239,7 +239,7 @@ class Mailbox:
                         "state": "claimed",
                         "claimed_at": now_iso(),
                         "claimed_by": holder,
-                        "lease_until": _iso_in(lease_s),
+                        "lease_until": now_iso(lease_s),
                     }
                 )
                 claimed.append(entry)
@@ -314,13 +314,6 @@ def _age_s(stamp: Any, now: float) -> float:
         return now - parse_iso(str(stamp))
     except ValueError:
         return float("inf")
-
-
-def _iso_in(seconds: float) -> str:
-    from datetime import UTC, datetime, timedelta
-
-    moment = datetime.now(UTC) + timedelta(seconds=seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _bell_topic(name: str) -> str | None:

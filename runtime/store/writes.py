@@ -63,6 +63,15 @@ def _temp_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
 
 
+def temp_writer(name: str) -> int | None:
+    """The pid that made a temp file named by `_temp_beside`, else None (not one of ours),
+    so a sweep can remove those whose writer died between writing and renaming."""
+    parts = name.split(".")
+    if len(parts) >= 5 and parts[0] == "" and parts[-1] == "tmp" and parts[-3].isdigit():
+        return int(parts[-3])
+    return None
+
+
 def write_all(fd: int, data: bytes, path: Path) -> None:
     view = memoryview(data)
     while view:
