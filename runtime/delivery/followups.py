@@ -23,7 +23,8 @@ import json
 from typing import Any
 
 from runtime.core.faults import pause_point
-from runtime.core.ids import new_id, now_iso
+from runtime.core.ids import now_iso
+from runtime.messaging.envelope import build_envelope
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
 from runtime.store.writes import publish_json_once
@@ -80,16 +81,14 @@ def terminal_followup(
         name: spec.get("path")
         for name, spec in list((result.get("artifacts") or {}).items())[:MAX_ARTIFACTS]
     }
-    return {
-        "id": new_id(),
-        "type": f"run.{status}",
-        "to": "coordinator",
-        "session": run.get("owner_id"),
-        "from": f"run:{run_id}",
-        "summary": headline[:300],
-        "level": "info" if status == "done" else "error",
-        "ts": now_iso(),
-        "body": {
+    return build_envelope(
+        type=f"run.{status}",
+        to="coordinator",
+        session=run.get("owner_id"),
+        sender=f"run:{run_id}",
+        summary=headline[:300],
+        level="info" if status == "done" else "error",
+        body={
             "run": run_id,
             "status": status,
             "code": result.get("code"),
@@ -100,9 +99,8 @@ def terminal_followup(
             "result": _semantic(paths, run, result),
             "next": f"actors result {run_id}  (inspect only if this follow-up is not enough)",
         },
-        "reason": "notification",
-        "idempotency_key": f"{run['run_instance_id']}:terminal",
-    }
+        extra={"reason": "notification", "idempotency_key": f"{run['run_instance_id']}:terminal"},
+    )
 
 
 def preload() -> None:

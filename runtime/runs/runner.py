@@ -269,25 +269,25 @@ def _follow_up(paths: RunPaths, run: dict[str, Any]) -> None:
 
 def _command_done(paths: RunPaths, run: dict[str, Any], ctx: Any, done: dict[str, Any]) -> None:
     """Journal every leaf in the outbox; bubble failures and parallel branch completions."""
-    from runtime.core.ids import new_id
     from runtime.delivery.followups import deliver
+    from runtime.messaging.envelope import build_envelope
     from runtime.store.appends import append_jsonl
     from runtime.store.layout import StateRoot
 
     failed = done["status"] != "done"
-    envelope = {
-        "id": new_id(),
-        "type": "command.done",
-        "to": "coordinator",
-        "from": f"run:{run['run']}",
-        "summary": f"Command {done.get('label') or done['node']} completed with code {done['code']}",
-        "level": "error" if failed else "info",
-        "ts": now_iso(),
-        "body": done,
-        "run": run["run"],
-        "run_instance_id": run["run_instance_id"],
-        "delivery": "followup" if failed or ctx.active > 0 else "log",
-    }
+    envelope = build_envelope(
+        type="command.done",
+        to="coordinator",
+        sender=f"run:{run['run']}",
+        summary=f"Command {done.get('label') or done['node']} completed with code {done['code']}",
+        level="error" if failed else "info",
+        body=done,
+        extra={
+            "run": run["run"],
+            "run_instance_id": run["run_instance_id"],
+            "delivery": "followup" if failed or ctx.active > 0 else "log",
+        },
+    )
     append_jsonl(paths.outbox, envelope, compactor=LOG)
     if envelope["delivery"] == "followup" and done["status"] != "cancelled":
         # Off the event loop: a slow adapter (a webhook timing out) must not stall the run.
