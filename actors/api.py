@@ -11,8 +11,8 @@ from typing import Any
 
 from runtime.core.errors import Conflict
 from runtime.runs.status import TERMINAL
-from runtime.store.files import read_json, read_text_tail
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.store.reads import read_json, read_text_tail
 
 
 def _root(home: str | None) -> StateRoot:

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.errors import BadInput
-from runtime.store.files import ensure_dir, read_json, write_bytes_atomic, write_json_atomic
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_json
+from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
 
 HARNESSES = ("claude-code", "codex", "opencode")
 TOML_BEGIN = "# >>> actors (managed by `actors install`; `actors uninstall` removes it)\n"
@@ -255,7 +256,7 @@ def _sha(text: str) -> str:
 
 
 def _records(root: StateRoot) -> dict[str, Any]:
-    data = read_json(root.path / "installs.json")
+    data = read_json(root.installs)
     return data if isinstance(data, dict) else {}
 
 
@@ -295,7 +296,7 @@ def install(
         records[key]["written_sha"] = _sha(new)
     if not dry_run:
         ensure_dir(root.path)
-        write_json_atomic(root.path / "installs.json", records)
+        write_json_atomic(root.installs, records)
     return results
 
 
@@ -327,5 +328,5 @@ def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]
                 Path(record["backup"]).unlink(missing_ok=True)
             del records[key]
     if root.path.exists():
-        write_json_atomic(root.path / "installs.json", records)
+        write_json_atomic(root.installs, records)
     return results

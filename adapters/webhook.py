@@ -75,13 +75,13 @@ class WebhookAdapter:
         if 200 <= code < 300:
             return Receipt("delivered", context.delivery_id, metadata=meta, observed=["triggered"])
         if code == 429:
-            from datetime import UTC, datetime, timedelta
+            from runtime.core.ids import now_iso
 
             try:
                 wait = float(response.headers.get("Retry-After", "5"))
             except ValueError:
                 wait = 5.0
-            at = (datetime.now(UTC) + timedelta(seconds=wait)).isoformat().replace("+00:00", "Z")
+            at = now_iso(wait)
             return Receipt(
                 "deferred", context.delivery_id, available_at=at, reason="HTTP 429", metadata=meta
             )

@@ -151,7 +151,7 @@ def _throughput(per_sender: int) -> None:
             name = f"inbox appends, 8 {label}, fsync={fsync}"
             emit(f"{name:<44} {rate:9.0f} envelopes/s  ({8 * count} in {elapsed:.2f} s)")
             actors.kill(record["run"])
-    from runtime.store.files import append_jsonl
+    from runtime.store.appends import append_jsonl
 
     raw = Path(tempfile.mkdtemp()) / "raw.jsonl"
     t0 = time.perf_counter()

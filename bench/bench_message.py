@@ -149,7 +149,7 @@ def main(quick: bool) -> None:
         poller = subprocess.Popen(
             [sys.executable, str(work / "poller.py"), str(poll_inbox), str(poll_out)]
         )
-        from runtime.store.files import append_jsonl
+        from runtime.store.appends import append_jsonl
 
         time.sleep(0.6)
         poll_n = 12 if quick else 60

@@ -261,7 +261,7 @@ def watch_cmd(timeout: float | None, interval: float) -> None:
     import watchfiles
 
     from runtime.runs.reconcile import reconcile
-    from runtime.store.files import ensure_dir
+    from runtime.store.writes import ensure_dir
 
     root = _root()
     ensure_dir(root.runs)

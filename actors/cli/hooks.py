@@ -26,13 +26,10 @@ error makes it exit 0 with no output: a hook never blocks a prompt, a tool or a 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import signal
 import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -91,8 +88,8 @@ def session_start(wake: str) -> None:
     """SessionStart: register the session, export ACTORS_SESSION, arm the wake file."""
     from runtime.core.ids import is_valid_id, now_iso
     from runtime.delivery.sessions import load_session, save_session, session_paths
-    from runtime.store.files import ensure_dir
     from runtime.store.layout import StateRoot
+    from runtime.store.writes import ensure_dir
 
     data = _hook_input()
     session_id = str(data.get("session_id") or "")
@@ -162,12 +159,12 @@ def _record_wake(paths: Any, unread: list[dict[str, Any]]) -> None:
     """Note that the doorbell rang for these entries (`actors doctor delivery` judges D4
     from it); never fails the hook."""
     from runtime.core.ids import now_iso
-    from runtime.store.files import append_jsonl
+    from runtime.store.appends import append_jsonl
     from runtime.store.journals import LOG
 
     with contextlib.suppress(OSError):
         append_jsonl(
-            paths.dir / "wakes.jsonl",
+            paths.wakes,
             {"ts": now_iso(), "ids": [e["id"] for e in unread]},
             compactor=LOG,
         )
@@ -223,28 +220,6 @@ def _pick_next_tool_call(entry: dict[str, Any], state: dict[str, Any]) -> bool:
 
 def _pick_turn_end(entry: dict[str, Any], state: dict[str, Any]) -> bool:
     return not (entry.get("mode") == "manual" and state.get("state") not in _FINAL)
-
-
-@contextlib.contextmanager
-def _flock_within(path: Path, seconds: float) -> Iterator[None]:
-    """An exclusive flock on `path`, or TimeoutError after `seconds` (a hook must not
-    hang on a lock some other process holds too long)."""
-
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"{path} stayed locked for {seconds}s")
-
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        previous = signal.signal(signal.SIGALRM, expired)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-        yield
-    finally:
-        os.close(fd)
 
 
 def _render(
@@ -313,6 +288,7 @@ def hand_over(
         return []  # the common case: decided from the inbox alone, without a lock
 
     from runtime.delivery.engine import DeliveryRunner
+    from runtime.store.appends import locked
 
     runner = DeliveryRunner(root)
 
@@ -326,8 +302,8 @@ def hand_over(
     # a racing hook, `actors flush` or `actors inbox read` waits, then finds them read.
     wait = float(os.environ.get("ACTORS_HOOK_LOCK_WAIT") or LOCK_WAIT_S)
     with (
-        _flock_within(paths.dir / ".deliver.lock", wait),
-        _flock_within(paths.dir / ".inbox.lock", wait),
+        locked(paths.deliver_lock, timeout_s=wait),
+        locked(paths.inbox_lock, timeout_s=wait),
     ):
         entries = chosen()
         if not entries or (before_output is not None and not before_output()):
@@ -414,15 +390,16 @@ def gemini_after_agent(max_chain: int) -> None:
 
     def body() -> None:
         from runtime.delivery.sessions import session_paths
-        from runtime.store.files import read_json, write_json_atomic
         from runtime.store.layout import StateRoot
+        from runtime.store.reads import read_json
+        from runtime.store.writes import write_json_atomic
 
         data = _hook_input()
         session_id = _session_of(data, "session_id", env_first=True)
         if not session_id:
             return
         root = StateRoot.from_env()
-        chain_file = session_paths(root, session_id).dir / "gemini-chain.json"
+        chain_file = session_paths(root, session_id).gemini_chain
 
         def guard() -> bool:
             chain = 0

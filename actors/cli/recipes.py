@@ -429,7 +429,7 @@ def tools_register_cmd(
     from runtime.compiler.library import list_recipes
     from runtime.compiler.params import parameters
     from runtime.compiler.tools import register_tool
-    from runtime.store.files import dump_json
+    from runtime.store.writes import dump_json
 
     if (from_file is None) == (template is None):
         raise BadInput("give the recipe once: either --from FILE or --template STR")
@@ -602,7 +602,7 @@ def run_cmd(
 def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> None:
     from actors.cli.runs import _exit_code, _progress_printer
     from runtime.runs.waiting import wait_for
-    from runtime.store.files import read_json
+    from runtime.store.reads import read_json
     from runtime.store.tail import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
 
     try:

@@ -14,8 +14,8 @@ from actors.cli._format import emit_json, stderr_is_tty, summary_line
 from actors.cli._views import list_view, status_view
 from runtime.core.errors import BadInput, Conflict
 from runtime.runs.status import TERMINAL, read_progress
-from runtime.store.files import read_bytes, read_jsonl, read_text_tail, tail_jsonl
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.store.reads import read_bytes, read_jsonl, read_text_tail, tail_jsonl
 
 session_option = click.option(
     "--session",

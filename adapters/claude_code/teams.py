@@ -68,13 +68,13 @@ import unicodedata
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from runtime.core.ids import now_iso
 from runtime.delivery.contract import AdapterError, Capabilities, DeliveryContext, Receipt
 from runtime.delivery.render import injected_text
-from runtime.store.files import ensure_dir
+from runtime.store.writes import ensure_dir
 
 LOCK_STALE_S = 10.0
 """proper-lockfile's default `stale` (Claude's mailbox lock does not override it)."""
@@ -103,12 +103,6 @@ def default_config_dir() -> str:
 
 def msg_id_for(delivery_id: str) -> str:
     return str(uuid.uuid5(MSG_ID_NAMESPACE, delivery_id))
-
-
-def iso_now() -> str:
-    """`new Date().toISOString()`: `2026-11-22T15:04:05.123Z`."""
-    now = datetime.now(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 class InboxLockTimeout(Exception):
@@ -362,7 +356,7 @@ class ClaudeTeamsAdapter:
             "from": str(envelope.get("from") or "actors"),
             "text": injected_text(envelope, context),
             "summary": summary[:SUMMARY_CHARS],
-            "timestamp": iso_now(),
+            "timestamp": now_iso(),  # the form of `new Date().toISOString()`
             "msgV": 1,
             "msg_id": msg_id_for(ident),
             "type": "message",

@@ -22,8 +22,9 @@ from typing import Any, NamedTuple
 
 from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id
-from runtime.store.files import ensure_dir, read_json, write_json_atomic
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_json
+from runtime.store.writes import ensure_dir, write_json_atomic
 
 MAX_RECIPE_BYTES = 1024 * 1024
 _COMPILER_KEY = "actors-recipe-compiler/1"
@@ -320,7 +321,7 @@ def compile_source(source: RecipeSource, root: StateRoot | None) -> Compiled:
     """
     canonical = json.dumps(source.raw, sort_keys=True, separators=(",", ":"), default=str)
     digest = hashlib.sha256(f"{_COMPILER_KEY}\n{canonical}".encode()).hexdigest()
-    cache_file = root.cache / "recipes" / f"{digest}.json" if root else None
+    cache_file = root.recipe_cache / f"{digest}.json" if root else None
     if cache_file is not None:
         try:
             cached = read_json(cache_file)

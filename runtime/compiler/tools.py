@@ -25,7 +25,7 @@ from runtime.compiler.library import (
 from runtime.compiler.params import Param, parameters
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import is_valid_id
-from runtime.store.files import ensure_dir, write_bytes_atomic
+from runtime.store.writes import ensure_dir, write_bytes_atomic
 
 
 @dataclass

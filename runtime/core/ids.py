@@ -62,9 +62,11 @@ def is_valid_name(value: str) -> bool:
     return bool(_NAME_RE.fullmatch(value))
 
 
-def now_iso() -> str:
-    """UTC timestamp with milliseconds, e.g. `2026-11-22T15:04:05.123Z` (no datetime import)."""
-    ns = time.time_ns()
+def now_iso(after_s: float = 0.0) -> str:
+    """UTC timestamp with milliseconds, e.g. `2026-11-22T15:04:05.123Z` (no datetime import);
+    `after_s` seconds from now for a deadline (a lease, a retry). The one formatter of every
+    stored time, so all of them compare as strings and parse with `parse_iso`."""
+    ns = time.time_ns() + int(after_s * 1_000_000_000)
     return (
         time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(ns // 1_000_000_000))
         + f"{ns // 1_000_000 % 1000:03d}Z"

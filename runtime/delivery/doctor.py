@@ -12,10 +12,10 @@ import os
 import secrets
 from typing import Any
 
-from runtime.core.ids import new_id, now_iso
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.registry import adapter_class
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
+from runtime.messaging.envelope import build_envelope
 from runtime.store.layout import StateRoot
 
 
@@ -43,16 +43,13 @@ def probe(root: StateRoot, owner: str) -> list[str]:
     paths = session_paths(root, owner)
     token = f"PROBE-{secrets.token_hex(4).upper()}"
     delivery_id = f"doctor-{token.lower()}"
-    envelope = {
-        "id": new_id(),
-        "type": "doctor.probe",
-        "to": "coordinator",
-        "from": "actors-doctor",
-        "summary": f"actors delivery probe {token}",
-        "level": "info",
-        "ts": now_iso(),
-        "body": {"token": token},
-    }
+    envelope = build_envelope(
+        type="doctor.probe",
+        to="coordinator",
+        sender="actors-doctor",
+        summary=f"actors delivery probe {token}",
+        body={"token": token},
+    )
     runner = DeliveryRunner(root)
     if caps.completion:  # give the probe's turn time to finish, so D7 is judged, not guessed
         os.environ.setdefault("ACTORS_PROCESSED_TIMEOUT", "60")
@@ -233,15 +230,12 @@ def _judge_claude_code(
     about 0.5 s first)."""
     import time
 
-    from runtime.store.files import read_jsonl
+    from runtime.store.reads import read_jsonl
 
     started = time.monotonic()
     rang = False
     while not rang and time.monotonic() - started < wait_s:
-        rang = any(
-            delivery_id in (r.get("ids") or [])
-            for r in read_jsonl(paths.dir / "wakes.jsonl").records
-        )
+        rang = any(delivery_id in (r.get("ids") or []) for r in read_jsonl(paths.wakes).records)
         if not rang:
             time.sleep(0.05)
     after = f"{(time.monotonic() - started) * 1000:.0f} ms"

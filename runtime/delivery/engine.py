@@ -19,12 +19,10 @@ deferred / failed events.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import random
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +30,11 @@ from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.delivery.registry import make_adapter
-from runtime.delivery.sessions import SessionInbox, SessionPaths, load_session, session_paths
-from runtime.store.files import append_jsonl, ensure_dir, read_jsonl, write_bytes_atomic
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox, load_session, session_paths
+from runtime.store.appends import append_jsonl, locked
+from runtime.store.layout import SessionPaths, StateRoot
+from runtime.store.reads import read_jsonl
+from runtime.store.writes import ensure_dir, write_bytes_atomic
 
 HELD_MODES = ("manual", "next-message", "next-tool-call")
 FINAL = ("delivered", "accepted", "failed-final")
@@ -50,11 +50,6 @@ def on_event(listener: Listener) -> Callable[[], None]:
     """Subscribe to delivery events in this process; returns the unsubscribe function."""
     _listeners.append(listener)
     return lambda: _listeners.remove(listener)
-
-
-def _iso_after(seconds: float) -> str:
-    moment = datetime.now(UTC) + timedelta(seconds=seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def backoff_s(attempt: int) -> float:
@@ -140,15 +135,11 @@ class DeliveryRunner:
     @contextlib.contextmanager
     def _session_lock(self, paths: SessionPaths) -> Iterator[None]:
         ensure_dir(paths.dir)
-        fd = os.open(paths.dir / ".deliver.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            # Blocking: a pass holds the lock only while it walks the inbox (waits for due
-            # retries happen outside it), and waiting guarantees that an entry appended while
-            # another process was mid-pass is seen by our own pass right after.
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        # Blocking: a pass holds the lock only while it walks the inbox (waits for due
+        # retries happen outside it), and waiting guarantees that an entry appended while
+        # another process was mid-pass is seen by our own pass right after.
+        with locked(paths.deliver_lock):
             yield
-        finally:
-            os.close(fd)
 
     def _pass(
         self,
@@ -238,10 +229,10 @@ class DeliveryRunner:
                 SessionInbox(paths).mark_read([ident])
         elif receipt.status == "deferred" and attempt < MAX_ATTEMPTS:
             record["state"] = "deferred"
-            record["next_attempt_at"] = receipt.available_at or _iso_after(backoff_s(attempt))
+            record["next_attempt_at"] = receipt.available_at or now_iso(backoff_s(attempt))
         elif receipt.retryable and attempt < MAX_ATTEMPTS:
             record["state"] = "retrying"
-            record["next_attempt_at"] = _iso_after(backoff_s(attempt))
+            record["next_attempt_at"] = now_iso(backoff_s(attempt))
         else:
             record["state"] = "failed-final"
             record["next_attempt_at"] = None
@@ -331,8 +322,8 @@ def _write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any])
     """The full follow-up as a file an agent can read (adapters that type a pointer use it)."""
     import json
 
-    ensure_dir(paths.bodies)
-    path = paths.bodies / f"{delivery_id}.md"
+    path = paths.body(delivery_id)
+    ensure_dir(path.parent)
     text = f"# {envelope.get('summary')}\n\n```json\n{json.dumps(envelope, indent=2, ensure_ascii=False)}\n```\n"
     write_bytes_atomic(path, text.encode(), fsync=False)
     return path

@@ -23,9 +23,11 @@ import json
 from typing import Any
 
 from runtime.core.faults import pause_point
-from runtime.core.ids import new_id, now_iso
-from runtime.store.files import publish_json_once, read_json, tail_jsonl
+from runtime.core.ids import now_iso
+from runtime.messaging.envelope import build_envelope
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.reads import read_json, tail_jsonl
+from runtime.store.writes import publish_json_once
 
 FOLLOW_STATUSES = ("done", "failed", "exited")
 SEMANTIC_BODY_CHARS = 4000
@@ -79,16 +81,14 @@ def terminal_followup(
         name: spec.get("path")
         for name, spec in list((result.get("artifacts") or {}).items())[:MAX_ARTIFACTS]
     }
-    return {
-        "id": new_id(),
-        "type": f"run.{status}",
-        "to": "coordinator",
-        "session": run.get("owner_id"),
-        "from": f"run:{run_id}",
-        "summary": headline[:300],
-        "level": "info" if status == "done" else "error",
-        "ts": now_iso(),
-        "body": {
+    return build_envelope(
+        type=f"run.{status}",
+        to="coordinator",
+        session=run.get("owner_id"),
+        sender=f"run:{run_id}",
+        summary=headline[:300],
+        level="info" if status == "done" else "error",
+        body={
             "run": run_id,
             "status": status,
             "code": result.get("code"),
@@ -99,9 +99,8 @@ def terminal_followup(
             "result": _semantic(paths, run, result),
             "next": f"actors result {run_id}  (inspect only if this follow-up is not enough)",
         },
-        "reason": "notification",
-        "idempotency_key": f"{run['run_instance_id']}:terminal",
-    }
+        extra={"reason": "notification", "idempotency_key": f"{run['run_instance_id']}:terminal"},
+    )
 
 
 def preload() -> None:
@@ -157,7 +156,7 @@ def follow_up_terminal(
     root: StateRoot, paths: RunPaths, run: dict[str, Any], *, budget_s: float = 0.0
 ) -> dict[str, Any] | None:
     """Submit the terminal follow-up if due and not yet marked; write the marker after."""
-    if paths.dir.joinpath("followup.json").exists():
+    if paths.followup.exists():
         return None
     result = read_json(paths.result)
     if not isinstance(result, dict):
@@ -165,7 +164,7 @@ def follow_up_terminal(
     envelope = terminal_followup(paths, run, result)
     if envelope is None:
         publish_json_once(
-            paths.dir / "followup.json",
+            paths.followup,
             {"delivery_id": None, "skipped": result.get("status"), "ts": now_iso()},
         )
         return None
@@ -173,7 +172,7 @@ def follow_up_terminal(
     pause_point("followups.before_marker")
     if outcome.get("state") != "failed":
         publish_json_once(
-            paths.dir / "followup.json",
+            paths.followup,
             {
                 "delivery_id": envelope["idempotency_key"],
                 "ts": now_iso(),

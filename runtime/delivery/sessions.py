@@ -12,22 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
-from runtime.store.files import (
-    append_jsonl,
-    ensure_dir,
-    fold,
-    locked,
-    read_json,
-    read_jsonl,
-    write_json_atomic,
-)
-from runtime.store.layout import StateRoot, refuse_symlinks
+from runtime.store.appends import append_jsonl, locked
+from runtime.store.layout import SessionPaths, StateRoot, refuse_symlinks
+from runtime.store.reads import fold, read_json, read_jsonl
+from runtime.store.writes import ensure_dir, write_json_atomic
 
 
 def session_key(owner: str) -> str:
@@ -36,35 +29,6 @@ def session_key(owner: str) -> str:
     if not is_valid_id(key):
         raise BadInput(f"invalid session id {owner!r}", hint="use letters, digits, '._-'")
     return key
-
-
-@dataclass(frozen=True)
-class SessionPaths:
-    dir: Path
-
-    @property
-    def record(self) -> Path:
-        return self.dir / "session.json"
-
-    @property
-    def inbox(self) -> Path:
-        return self.dir / "inbox.jsonl"
-
-    @property
-    def deliveries(self) -> Path:
-        return self.dir / "deliveries.jsonl"
-
-    @property
-    def wake(self) -> Path:
-        return self.dir / "wake"
-
-    @property
-    def doorbells(self) -> Path:
-        return self.dir / "doorbells"
-
-    @property
-    def bodies(self) -> Path:
-        return self.dir / "bodies"
 
 
 def session_paths(root: StateRoot, owner: str) -> SessionPaths:
@@ -116,7 +80,7 @@ def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
     with contextlib.suppress(FileNotFoundError):
         for entry in sorted(os.scandir(root.sessions), key=lambda e: e.name):
             if entry.is_dir(follow_symlinks=False) and is_valid_id(entry.name):
-                record, damaged = _read_record(Path(entry.path) / "session.json")
+                record, damaged = _read_record(SessionPaths(Path(entry.path)).record)
                 if record is None:
                     record = {"id": entry.name, "harness": "file", "registered": False}
                     if damaged:
@@ -143,7 +107,7 @@ class SessionInbox:
     def append(self, delivery_id: str, envelope: dict[str, Any], mode: str) -> bool:
         """Append unless this delivery id is already there; True when appended."""
         ensure_dir(self.paths.dir)
-        with locked(self.paths.dir / ".inbox.lock"):
+        with locked(self.paths.inbox_lock):
             for record in read_jsonl(self.paths.inbox).records:
                 if record.get("id") == delivery_id:
                     return False
@@ -180,7 +144,7 @@ class SessionInbox:
         """Every unread entry, marked read in the same locked step (two readers never
         print the same follow-up)."""
         ensure_dir(self.paths.dir)
-        with locked(self.paths.dir / ".inbox.lock"):
+        with locked(self.paths.inbox_lock):
             unread = self.unread()
             self.mark_read([e["id"] for e in unread])
         return unread
@@ -188,7 +152,7 @@ class SessionInbox:
     def mark_read(self, ids: list[str]) -> None:
         if not ids:
             return
-        from runtime.store.files import append_line, encode_line
+        from runtime.store.appends import append_line, encode_line
 
         stamp = now_iso()
         append_line(

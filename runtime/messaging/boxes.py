@@ -6,7 +6,6 @@ branch addresses), follow-ups (a child's end posted to its parent run) and inspe
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from runtime.messaging.mailbox import Mailbox, mailbox_for
@@ -21,12 +20,7 @@ def run_mailbox(paths: RunPaths) -> Mailbox:
 
 
 def branch_mailbox(paths: RunPaths, branch: str) -> Mailbox:
-    base = paths.branch_dir(branch)
-    return mailbox_for(base / "inbox.jsonl", base / "doorbells", paths.wake)
-
-
-def room_dir(paths: RunPaths) -> Path:
-    return paths.room
+    return mailbox_for(paths.branch_inbox(branch), paths.branch_doorbells(branch), paths.wake)
 
 
 def accepted_types(run: dict[str, Any]) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 from runtime.core.errors import BadInput
 from runtime.core.ids import new_id, now_iso
 from runtime.messaging.addresses import parse_address
-from runtime.store.files import compact_json
+from runtime.store.appends import compact_json
 
 MAX_ENVELOPE_BYTES = 64 * 1024
 """Envelope cap (documented): larger payloads go to a file whose path is the body."""
@@ -74,16 +74,6 @@ def make_envelope(
     if summary is not None and len(summary) > MAX_SUMMARY_CHARS:
         raise BadInput(f"summary is longer than {MAX_SUMMARY_CHARS} characters")
     check_body(body)
-    envelope: dict[str, Any] = {
-        "id": new_id(),
-        "type": type,
-        "to": to,
-        "from": sender,
-        "summary": summary if summary is not None else type,
-        "level": level,
-        "ts": now_iso(),
-        "body": body,
-    }
     optional = {
         "mode": mode,
         "reason": reason,
@@ -92,11 +82,49 @@ def make_envelope(
         "idempotency_key": idempotency_key,
         "reply_to": reply_to,
     }
-    envelope.update({k: v for k, v in optional.items() if v is not None})
-    if extra:
-        envelope.update(extra)
+    envelope = build_envelope(
+        to=to,
+        type=type,
+        body=body,
+        sender=sender,
+        summary=summary,
+        level=level,
+        extra={**{k: v for k, v in optional.items() if v is not None}, **(extra or {})},
+    )
     if check_size:
         encode_envelope(envelope)
+    return envelope
+
+
+_NO_SESSION: Any = object()
+
+
+def build_envelope(
+    *,
+    to: str,
+    type: str,
+    body: Any = None,
+    sender: str,
+    summary: str | None = None,
+    level: str = "info",
+    session: Any = _NO_SESSION,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The one place an envelope's fields are assembled, in their stored order, with a
+    fresh time-ordered id and `now_iso` stamp. Not validated: `make_envelope` checks what
+    a caller typed; actors' own messages (follow-ups, `command.done`, the doctor's probe)
+    come here directly, as their fields are made by actors itself. `session` (the owner a
+    follow-up is for, None included) follows `to` when given."""
+    envelope: dict[str, Any] = {"id": new_id(), "type": type, "to": to}
+    if session is not _NO_SESSION:
+        envelope["session"] = session
+    envelope["from"] = sender
+    envelope["summary"] = summary if summary is not None else type
+    envelope["level"] = level
+    envelope["ts"] = now_iso()
+    envelope["body"] = body
+    if extra:
+        envelope.update(extra)
     return envelope
 
 

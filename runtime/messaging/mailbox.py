@@ -29,16 +29,10 @@ from typing import Any
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso, parse_iso
 from runtime.core.process import read_stat
-from runtime.store.files import (
-    DiskWriteError,
-    append_jsonl,
-    append_line,
-    encode_line,
-    ensure_dir,
-    locked,
-    read_jsonl,
-)
+from runtime.store.appends import append_jsonl, append_line, encode_line, locked
 from runtime.store.journals import INBOX, LOG, OPEN_STATES
+from runtime.store.reads import read_jsonl
+from runtime.store.writes import DiskWriteError, ensure_dir
 
 RECONCILE_INTERVAL_S = 1.0
 """Upper bound on how long a queued message can wait when every doorbell is missed."""
@@ -245,7 +239,7 @@ class Mailbox:
                         "state": "claimed",
                         "claimed_at": now_iso(),
                         "claimed_by": holder,
-                        "lease_until": _iso_in(lease_s),
+                        "lease_until": now_iso(lease_s),
                     }
                 )
                 claimed.append(entry)
@@ -320,13 +314,6 @@ def _age_s(stamp: Any, now: float) -> float:
         return now - parse_iso(str(stamp))
     except ValueError:
         return float("inf")
-
-
-def _iso_in(seconds: float) -> str:
-    from datetime import UTC, datetime, timedelta
-
-    moment = datetime.now(UTC) + timedelta(seconds=seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _bell_topic(name: str) -> str | None:

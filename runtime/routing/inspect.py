@@ -13,11 +13,11 @@ from typing import Any
 from runtime.compiler.redact import redact_deep, redact_values, run_secrets
 from runtime.core.errors import BadInput
 from runtime.messaging.addresses import parse_address
-from runtime.messaging.boxes import accepted_types, branch_mailbox, room_dir, run_mailbox
+from runtime.messaging.boxes import accepted_types, branch_mailbox, run_mailbox
 from runtime.runs.index import list_runs
 from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
-from runtime.store.files import read_json, read_text_tail, tail_jsonl
-from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.layout import DOORBELLS, RunPaths, StateRoot
+from runtime.store.reads import read_json, read_text_tail, tail_jsonl
 
 RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
 ROOM_VIEWS = ("status", "messages", "roster")
@@ -125,7 +125,7 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
 def _files(paths: RunPaths) -> list[dict[str, Any]]:
     files = []
     for dirpath, dirnames, filenames in os.walk(paths.dir):
-        dirnames[:] = [d for d in dirnames if d not in ("doorbells",)]
+        dirnames[:] = [d for d in dirnames if d != DOORBELLS]
         for name in sorted(filenames):
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
@@ -136,7 +136,7 @@ def _files(paths: RunPaths) -> list[dict[str, Any]]:
 def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
     _require(view, ROOM_VIEWS, f"room:{run_id}")
     paths, run = find_run(root, run_id)
-    timeline = room_dir(paths) / "messages.jsonl"
+    timeline = paths.room_timeline
     recent = tail_jsonl(timeline, max(lines, 1) if view != "roster" else 2000)
     out: dict[str, Any] = {"target": f"room:{run_id}", "view": view}
     if view == "messages":

@@ -24,16 +24,16 @@ from runtime.messaging.boxes import (
     CONTROL_TYPES,
     accepted_types,
     branch_mailbox,
-    room_dir,
     run_mailbox,
 )
 from runtime.messaging.envelope import make_envelope
 from runtime.messaging.mailbox import ring
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
-from runtime.store.files import append_jsonl, ensure_dir, lock_current, locked, write_locked
+from runtime.store.appends import append_jsonl, lock_current, locked, unlock, write_locked
 from runtime.store.journals import INBOX, LOG
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.writes import ensure_dir
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -117,7 +117,7 @@ def send(
     state = "queued"
     if fifo:
         pause_point("messaging.fifo.before_write")
-        if _write_fifo(paths.dir / "control.fifo", envelope):
+        if _write_fifo(paths.control_fifo, envelope):
             box.mark(entry["id"], "sent")
             state = "sent"
         else:  # no reader attached: the message waits in the inbox for `actors recv`
@@ -128,7 +128,7 @@ def send(
 
 def _write_fifo(path: Path, envelope: dict[str, Any]) -> bool:
     """Fast path: one atomic write of the envelope line to a reader that is attached now."""
-    from runtime.store.files import encode_line
+    from runtime.store.appends import encode_line
 
     line = encode_line(envelope)
     if len(line) > PIPE_BUF:
@@ -164,16 +164,16 @@ def _apply_terminal_control(
 
 
 def _post_room(paths: RunPaths, run: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
-    room = ensure_dir(room_dir(paths))
+    ensure_dir(paths.room)
     from runtime.core.ids import now_iso
 
     append_jsonl(
-        room / "messages.jsonl",
+        paths.room_timeline,
         {**envelope, "received_at": now_iso(), "run_instance_id": run["run_instance_id"]},
         fsync=True,
         compactor=LOG,
     )
-    ring(room / "doorbells")
+    ring(paths.room_doorbells)
     return {
         "to": envelope["to"],
         "type": envelope["type"],
@@ -386,7 +386,7 @@ class Sender:
         now = time.monotonic()
         if now - self._bells_at > 0.1:
             self._bells_at = now
-            directory = self.paths.dir / "doorbells"
+            directory = self.paths.doorbells
             try:
                 # data only: topic bells (the runner's `control` one) are never rung from here
                 names = {
@@ -465,15 +465,13 @@ class Sender:
         return ids
 
     def _append(self, data: bytes) -> None:
-        import fcntl
-
         # the descriptor stays open between messages; lock_current swaps it for the new
         # file when a compaction has replaced the inbox meanwhile
         self._fd = lock_current(self._inbox, self._fd if self._fd >= 0 else None)
         try:
             write_locked(self._fd, self._inbox, data, INBOX)
         finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            unlock(self._fd)
         if self.fsync:
             os.fsync(self._fd)
         for fd in self._doorbells():

@@ -17,8 +17,9 @@ from runtime.core.process import kill_session, send_verified, verify, wait_gone
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run, runner_identity
-from runtime.store.files import publish_json_once, read_json
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.reads import read_json
+from runtime.store.writes import publish_json_once
 
 CANCEL_GRACE_S = 5.0
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.ids import new_id, now_iso
-from runtime.store.files import append_jsonl, write_json_atomic
+from runtime.store.appends import append_jsonl
 from runtime.store.journals import LOG
+from runtime.store.writes import write_json_atomic
 
 TERMINAL_EVENTS = {"run.done", "run.failed", "run.cancelled", "run.killed", "run.exited"}
 STOP_EVENTS = {"run.kill": "killed", "run.cancel": "cancelled"}

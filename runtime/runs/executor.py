@@ -30,8 +30,8 @@ from runtime.compiler.placeholders import MAX_REPEAT, render_argv, substitute_wo
 from runtime.compiler.redact import redact_text
 from runtime.core.errors import BadInput
 from runtime.runs.events import record_event, write_progress
-from runtime.store.files import ensure_dir
-from runtime.store.layout import RunPaths
+from runtime.store.layout import CapturePaths, RunPaths
+from runtime.store.writes import ensure_dir
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]
@@ -162,8 +162,9 @@ async def run_leaf(
         )
         return Outcome("failed", 2, None, reason=exc.message)
     command_id = ctx.next_command_id()
-    capture = ensure_dir(ctx.paths.captures / command_id)
-    out_path, err_path = capture / "stdout.log", capture / "stderr.log"
+    capture = ctx.paths.capture(command_id)
+    ensure_dir(capture.dir)
+    out_path, err_path = capture.stdout, capture.stderr
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
     out_fd, err_fd = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
     common = {"command_id": command_id, "node": node["id"], "label": node.get("label")}
@@ -244,7 +245,7 @@ def _node_output(node: dict[str, Any], out_path: Path, err_path: Path) -> Path |
         return err_path
     if kind == "none":
         return None
-    both = out_path.with_name("both.log")
+    both = CapturePaths(out_path.parent).both
     both.write_bytes(out_path.read_bytes() + err_path.read_bytes())
     return both
 
@@ -504,7 +505,7 @@ def _usable(outcome: Outcome) -> bool:
 def _join_outputs(
     ctx: RunContext, node: dict[str, Any], labels: list[str], results: list[Outcome]
 ) -> Path:
-    path = ctx.paths.captures / f"node-{node['id']}.out"
+    path = ctx.paths.node_output(node["id"])
     ensure_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     with os.fdopen(fd, "wb") as out:

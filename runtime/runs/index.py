@@ -15,8 +15,10 @@ from typing import Any
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.runs.status import TERMINAL, derive, load_run
-from runtime.store.files import locked, read_json, write_json_atomic
-from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.appends import locked
+from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
+from runtime.store.reads import read_json
+from runtime.store.writes import write_json_atomic
 
 INDEX_VERSION = 2
 _STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
@@ -66,7 +68,7 @@ def _stamp(run_dir: str) -> str | None:
     (Plain strings, not pathlib, in this loop: it runs once per run on every listing.)
     """
     try:
-        st = os.stat(run_dir + "/run.json", follow_symlinks=False)
+        st = os.stat(f"{run_dir}/{RUN_JSON}", follow_symlinks=False)
     except OSError:
         return None
     return f"{st.st_ino}:{st.st_mtime_ns}"
@@ -115,7 +117,7 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
 
 def _save(root: StateRoot, runs: dict[str, dict[str, Any]]) -> None:
     try:
-        with locked(root.path / ".index.lock"):
+        with locked(root.index_lock):
             write_json_atomic(
                 root.index_file,
                 {"version": INDEX_VERSION, "rebuilt_at": now_iso(), "runs": runs},

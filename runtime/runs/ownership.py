@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 
 from runtime.core.errors import BadInput, Refused
 from runtime.core.ids import is_valid_id
-from runtime.store.files import read_bytes
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_bytes
 
 
 class Principal(NamedTuple):

@@ -19,8 +19,8 @@ from runtime.core.process import is_gone, kill_session, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.index import list_runs
 from runtime.runs.status import TERMINAL, load_run, runner_identity
-from runtime.store.files import publish_json_once
 from runtime.store.layout import StateRoot
+from runtime.store.writes import publish_json_once, temp_writer
 
 
 def _sweep_dead_writers(directory: Path) -> None:
@@ -28,9 +28,8 @@ def _sweep_dead_writers(directory: Path) -> None:
     between writing and renaming them; a live writer's (or a reused pid's) are kept."""
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory):
-            parts = entry.name.split(".")
-            temp = len(parts) >= 5 and parts[0] == "" and parts[-1] == "tmp"
-            if temp and parts[-3].isdigit() and is_gone(int(parts[-3])):
+            writer = temp_writer(entry.name)
+            if writer is not None and is_gone(writer):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
 
@@ -70,7 +69,7 @@ def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
                     paths.events, instance, "run.exited", fsync=True, reason=result["reason"]
                 )
                 report["exited"].append(run["run"])
-        owed = paths.result.exists() and not paths.dir.joinpath("followup.json").exists()
+        owed = paths.result.exists() and not paths.followup.exists()
         if owed:
             _sweep_dead_writers(paths.dir)
         try:

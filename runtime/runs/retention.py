@@ -18,8 +18,8 @@ from runtime.core.errors import Conflict
 from runtime.core.ids import now_iso
 from runtime.runs.index import forget
 from runtime.runs.status import TERMINAL, derive, find_run
-from runtime.store.files import ensure_dir
 from runtime.store.layout import StateRoot
+from runtime.store.writes import ensure_dir
 
 TMP_MAX_AGE_S = 24 * 3600
 
@@ -32,7 +32,7 @@ def cleanup_tmp(root: StateRoot, *, max_age_s: float = TMP_MAX_AGE_S) -> int:
 
     Fail-open (a race or permission problem skips the entry); returns how many were removed.
     """
-    return _sweep(root.tmp, max_age_s) + _sweep(root.cache / "recipes", CACHE_MAX_AGE_S)
+    return _sweep(root.tmp, max_age_s) + _sweep(root.recipe_cache, CACHE_MAX_AGE_S)
 
 
 def _sweep(directory: Path, max_age_s: float) -> int:
@@ -79,9 +79,9 @@ def archive_run(root: StateRoot, run_id: str) -> Path:
     """Move a terminal run to `<root>/archive/<id>[-<ts>]`; returns the new location."""
     require_terminal(root, run_id, "archived")
     ensure_dir(root.archive)
-    target = root.archive / run_id
+    target = root.archived(run_id)
     if target.exists():
-        target = root.archive / f"{run_id}-{now_iso().replace(':', '')}"
+        target = root.archived(run_id, now_iso().replace(":", ""))
     os.rename(root.runs / run_id, target)
     forget(root, run_id)
     return target
@@ -106,7 +106,7 @@ def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False)
             os.chmod(dest, 0o600)
             preserved[name] = str(dest)
     # Rename first so a crash mid-delete never leaves a half run that looks alive.
-    doomed = root.tmp / f"prune-{run_id}-{os.getpid()}"
+    doomed = root.prune_stage(run_id, os.getpid())
     ensure_dir(root.tmp)
     os.rename(paths.dir, doomed)
     forget(root, run_id)

@@ -23,9 +23,10 @@ from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.core.process import capture, kill_session
 from runtime.runs.events import record_event, write_progress
-from runtime.store.files import publish_json_once, read_bytes, read_json
 from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths
+from runtime.store.reads import read_bytes, read_json
+from runtime.store.writes import publish_json_once
 
 KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
 DELIVERY_BUDGET_S = float(os.environ.get("ACTORS_DELIVERY_BUDGET", "30"))
@@ -268,25 +269,25 @@ def _follow_up(paths: RunPaths, run: dict[str, Any]) -> None:
 
 def _command_done(paths: RunPaths, run: dict[str, Any], ctx: Any, done: dict[str, Any]) -> None:
     """Journal every leaf in the outbox; bubble failures and parallel branch completions."""
-    from runtime.core.ids import new_id
     from runtime.delivery.followups import deliver
-    from runtime.store.files import append_jsonl
+    from runtime.messaging.envelope import build_envelope
+    from runtime.store.appends import append_jsonl
     from runtime.store.layout import StateRoot
 
     failed = done["status"] != "done"
-    envelope = {
-        "id": new_id(),
-        "type": "command.done",
-        "to": "coordinator",
-        "from": f"run:{run['run']}",
-        "summary": f"Command {done.get('label') or done['node']} completed with code {done['code']}",
-        "level": "error" if failed else "info",
-        "ts": now_iso(),
-        "body": done,
-        "run": run["run"],
-        "run_instance_id": run["run_instance_id"],
-        "delivery": "followup" if failed or ctx.active > 0 else "log",
-    }
+    envelope = build_envelope(
+        type="command.done",
+        to="coordinator",
+        sender=f"run:{run['run']}",
+        summary=f"Command {done.get('label') or done['node']} completed with code {done['code']}",
+        level="error" if failed else "info",
+        body=done,
+        extra={
+            "run": run["run"],
+            "run_instance_id": run["run_instance_id"],
+            "delivery": "followup" if failed or ctx.active > 0 else "log",
+        },
+    )
     append_jsonl(paths.outbox, envelope, compactor=LOG)
     if envelope["delivery"] == "followup" and done["status"] != "cancelled":
         # Off the event loop: a slow adapter (a webhook timing out) must not stall the run.

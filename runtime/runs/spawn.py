@@ -28,8 +28,8 @@ from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_su
 from runtime.core.process import capture
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import current_principal
-from runtime.store.files import ensure_dir, write_bytes_atomic, write_json_atomic
-from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref
+from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot, check_id, parse_run_ref
+from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
 
 _spawned_pids: list[int] = []
 
@@ -169,7 +169,7 @@ def _communication(run_id: str, owner: str) -> dict[str, Any]:
         "self": address,
         "root": address,
         "parent": owner if owner.startswith("run:") else None,
-        "rooms": [{"address": f"room:{run_id}", "name": "main", "members": [address]}],
+        "rooms": [{"address": f"room:{run_id}", "name": MAIN_ROOM, "members": [address]}],
         "contacts": [{"address": "coordinator", "role": "coordinator", "session": owner}],
         "updated_at": now_iso(),
     }
@@ -338,7 +338,7 @@ def _claim(root: StateRoot, paths: RunPaths, record: dict[str, Any]) -> None:
     from runtime.runs.retention import cleanup_tmp
 
     cleanup_tmp(root)
-    stage = RunPaths(root.tmp / f"spawn-{new_id()}")
+    stage = RunPaths(root.spawn_stage(new_id()))
     ensure_dir(stage.dir)
     try:
         instance = record["run_instance_id"]
@@ -346,10 +346,10 @@ def _claim(root: StateRoot, paths: RunPaths, record: dict[str, Any]) -> None:
         write_bytes_atomic(stage.token, (new_token() + "\n").encode())
         write_json_atomic(stage.communication, _communication(record["run"], record["owner_id"]))
         write_progress(stage.progress, instance, phase="starting", active=0, completed=0, failed=0)
-        for name in ("stdout.log", "stderr.log", "runner.log"):
-            write_bytes_atomic(stage.dir / name, b"", fsync=False)
+        for log in (stage.stdout, stage.stderr, stage.runner_log):
+            write_bytes_atomic(log, b"", fsync=False)
         if record["mailbox"].get("endpoint") == "fifo":
-            os.mkfifo(stage.dir / "control.fifo", 0o600)
+            os.mkfifo(stage.control_fifo, 0o600)
         try:
             os.rename(stage.dir, paths.dir)
         except OSError as exc:

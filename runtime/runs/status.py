@@ -16,8 +16,8 @@ from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import parse_iso
 from runtime.core.process import verify
 from runtime.runs.events import STOP_EVENTS
-from runtime.store.files import read_json, tail_jsonl
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.reads import read_json, tail_jsonl
 
 TERMINAL = ("done", "failed", "cancelled", "killed", "exited")
 ACTIVE = ("starting", "running")

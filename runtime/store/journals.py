@@ -29,7 +29,8 @@ import os
 from typing import Any
 
 from runtime.core.ids import now_iso
-from runtime.store.files import encode_line, fold, marker_of, parse_lines
+from runtime.store.appends import encode_line
+from runtime.store.reads import fold, marker_of, parse_lines
 
 CAP_BYTES = int(os.environ.get("ACTORS_JOURNAL_CAP_BYTES", str(4 * 1024 * 1024)))
 LOG_KEEP_LINES = 5000

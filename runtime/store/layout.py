@@ -13,6 +13,14 @@ from typing import NamedTuple
 from runtime.core.errors import BadInput, StateDamaged
 from runtime.core.ids import ID_PATTERN, is_valid_id
 
+RUN_JSON = "run.json"
+INBOX = "inbox.jsonl"
+DOORBELLS = "doorbells"
+"""A directory of wake-up FIFOs; named here because walkers skip it (`inspect --view files`)."""
+MAIN_ROOM = "main"
+"""The name of a run's one room: its directory under `rooms/` and its communication.json entry."""
+_STDOUT, _STDERR = "stdout.log", "stderr.log"
+
 
 def default_root() -> Path:
     """The state root chosen by the environment (not created here)."""
@@ -78,8 +86,33 @@ class StateRoot(NamedTuple):
         return self.path / "cache"
 
     @property
+    def recipe_cache(self) -> Path:
+        return self.cache / "recipes"
+
+    @property
     def index_file(self) -> Path:
         return self.path / "index.json"
+
+    @property
+    def index_lock(self) -> Path:
+        return self.path / ".index.lock"
+
+    @property
+    def installs(self) -> Path:
+        """What `actors install` wrote into harness configs, so uninstall removes only that."""
+        return self.path / "installs.json"
+
+    def spawn_stage(self, stage_id: str) -> Path:
+        """Where a spawn assembles a run directory before renaming it into `runs/`."""
+        return self.tmp / f"spawn-{stage_id}"
+
+    def prune_stage(self, run_id: str, pid: int) -> Path:
+        """Where prune moves a run before deleting it (no half run is ever left in runs/)."""
+        return self.tmp / f"prune-{run_id}-{pid}"
+
+    def archived(self, run_id: str, stamp: str | None = None) -> Path:
+        """A run's place in `archive/`; `stamp` tells apart a second archive of the same id."""
+        return self.archive / (run_id if stamp is None else f"{run_id}-{stamp}")
 
     def run(self, run_id: str) -> RunPaths:
         """A run's paths; refused when the run directory (or runs/) is a planted symlink,
@@ -111,7 +144,7 @@ class RunPaths(NamedTuple):
 
     @property
     def run_json(self) -> Path:
-        return self.dir / "run.json"
+        return self.dir / RUN_JSON
 
     @property
     def progress(self) -> Path:
@@ -123,7 +156,7 @@ class RunPaths(NamedTuple):
 
     @property
     def inbox(self) -> Path:
-        return self.dir / "inbox.jsonl"
+        return self.dir / INBOX
 
     @property
     def wake(self) -> Path:
@@ -135,11 +168,11 @@ class RunPaths(NamedTuple):
 
     @property
     def stdout(self) -> Path:
-        return self.dir / "stdout.log"
+        return self.dir / _STDOUT
 
     @property
     def stderr(self) -> Path:
-        return self.dir / "stderr.log"
+        return self.dir / _STDERR
 
     @property
     def runner_log(self) -> Path:
@@ -148,6 +181,15 @@ class RunPaths(NamedTuple):
     @property
     def result(self) -> Path:
         return self.dir / "result.json"
+
+    @property
+    def followup(self) -> Path:
+        """The marker that the run's terminal follow-up is durable (or was not due)."""
+        return self.dir / "followup.json"
+
+    @property
+    def control_fifo(self) -> Path:
+        return self.dir / "control.fifo"
 
     @property
     def communication(self) -> Path:
@@ -167,12 +209,106 @@ class RunPaths(NamedTuple):
 
     @property
     def doorbells(self) -> Path:
-        return self.dir / "doorbells"
+        return self.dir / DOORBELLS
 
     @property
     def room(self) -> Path:
         """The run's room timeline directory (`room:<run>`)."""
-        return self.dir / "rooms" / "main"
+        return self.dir / "rooms" / MAIN_ROOM
+
+    @property
+    def room_timeline(self) -> Path:
+        return self.room / "messages.jsonl"
+
+    @property
+    def room_doorbells(self) -> Path:
+        return self.room / DOORBELLS
 
     def branch_dir(self, branch: str) -> Path:
         return self.branches / branch
+
+    def branch_inbox(self, branch: str) -> Path:
+        return self.branch_dir(branch) / INBOX
+
+    def branch_doorbells(self, branch: str) -> Path:
+        return self.branch_dir(branch) / DOORBELLS
+
+    def capture(self, command_id: str) -> CapturePaths:
+        """One command's own output files (`captures/command-NNN/`)."""
+        return CapturePaths(self.captures / command_id)
+
+    def node_output(self, node_id: str) -> Path:
+        """The joined output of a parallel group."""
+        return self.captures / f"node-{node_id}.out"
+
+
+class CapturePaths(NamedTuple):
+    """The output files of one command, under its run's `captures/`."""
+
+    dir: Path
+
+    @property
+    def stdout(self) -> Path:
+        return self.dir / _STDOUT
+
+    @property
+    def stderr(self) -> Path:
+        return self.dir / _STDERR
+
+    @property
+    def both(self) -> Path:
+        """stdout then stderr, for a node whose `output` is `both`."""
+        return self.dir / "both.log"
+
+
+class SessionPaths(NamedTuple):
+    """The files of one coordinator session's directory (`sessions/<key>/`)."""
+
+    dir: Path
+
+    @property
+    def record(self) -> Path:
+        return self.dir / "session.json"
+
+    @property
+    def inbox(self) -> Path:
+        return self.dir / INBOX
+
+    @property
+    def inbox_lock(self) -> Path:
+        """Held while appending to or draining the inbox (one copy per delivery id)."""
+        return self.dir / ".inbox.lock"
+
+    @property
+    def deliver_lock(self) -> Path:
+        """Held by the one process working the session's deliveries."""
+        return self.dir / ".deliver.lock"
+
+    @property
+    def deliveries(self) -> Path:
+        return self.dir / "deliveries.jsonl"
+
+    @property
+    def wake(self) -> Path:
+        return self.dir / "wake"
+
+    @property
+    def wakes(self) -> Path:
+        """Rings a harness hook recorded (the Claude Code FileChanged hook)."""
+        return self.dir / "wakes.jsonl"
+
+    @property
+    def doorbells(self) -> Path:
+        return self.dir / DOORBELLS
+
+    @property
+    def bodies(self) -> Path:
+        return self.dir / "bodies"
+
+    def body(self, delivery_id: str) -> Path:
+        """An envelope as Markdown, for adapters that point the harness at a file."""
+        return self.bodies / f"{delivery_id}.md"
+
+    @property
+    def gemini_chain(self) -> Path:
+        return self.dir / "gemini-chain.json"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from runtime.store.files import read_bytes
+from runtime.store.reads import read_bytes
 
 OUTPUT_MAX_LINES = 200
 OUTPUT_MAX_BYTES = 64 * 1024

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.store.files import read_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
 from tests.conftest import cli, make_fifo, read_fifo_line, snapshot, wait_for_change, write_recipe
 
 

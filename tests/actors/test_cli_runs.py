@@ -302,7 +302,7 @@ def test_following_events_across_compactions_prints_each_event_once(
     has already printed."""
     import subprocess
 
-    from runtime.store.files import read_jsonl
+    from runtime.store.reads import read_jsonl
 
     monkeypatch.setenv("ACTORS_JOURNAL_CAP_BYTES", "4096")  # the runner's cap
     gate = make_fifo(tmp_path / "gate")

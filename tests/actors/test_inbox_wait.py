@@ -10,8 +10,8 @@ from pathlib import Path
 
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import session_paths
-from runtime.store.files import ensure_dir
 from runtime.store.layout import StateRoot
+from runtime.store.writes import ensure_dir
 from tests.conftest import cli, wait_for_change
 
 

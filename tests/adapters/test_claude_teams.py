@@ -25,8 +25,8 @@ import pytest
 import adapters.claude_code.teams as ct
 from adapters.claude_code.teams import ClaudeTeamsAdapter, msg_id_for
 from runtime.delivery.contract import DeliveryContext, Receipt
-from runtime.store.files import write_bytes_atomic
 from runtime.store.layout import StateRoot
+from runtime.store.writes import write_bytes_atomic
 from tests.conftest import REPO, cli, wait_for_change
 
 PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers")) / "node_modules"

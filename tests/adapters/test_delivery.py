@@ -19,8 +19,8 @@ import actors
 from adapters.webhook import signature
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.files import read_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
 from tests.conftest import cli, finished, make_fifo, read_fifo_line
 
 

@@ -28,7 +28,7 @@ CliResult = subprocess.CompletedProcess[str]
 def journals_parse(root: Path) -> int:
     """Every JSONL journal under `root` folds: no garbage line, no torn tail. Returns how
     many there are."""
-    from runtime.store.files import read_jsonl
+    from runtime.store.reads import read_jsonl
 
     count = 0
     for path in root.rglob("*.jsonl"):

@@ -27,8 +27,8 @@ import pytest
 
 import actors
 from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.files import fold, read_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import fold, read_jsonl
 from tests.conftest import finished, write_recipe
 from tests.reliability._checks import journals_parse
 from tests.reliability._report import record

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.store.files import read_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
 from tests.conftest import cli, finished, isolate, make_fifo, read_fifo_line, write_recipe
 from tests.reliability._checks import assert_clean, fast_cli, fast_cli_all, file_bytes, refused
 from tests.reliability._report import record

@@ -33,8 +33,8 @@ from runtime.core.ids import parse_iso
 from runtime.core.process import read_stat, wait_gone
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.messaging.mailbox import Mailbox
-from runtime.store.files import read_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
 from tests.conftest import (
     alive,
     cli,

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.store.files import read_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
 from tests.conftest import _reap_runs, cli, idle_run
 from tests.reliability._checks import journals_parse
 from tests.reliability._report import record

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.store.files import fold, read_jsonl
 from runtime.store.journals import CAP_BYTES
 from runtime.store.layout import StateRoot
+from runtime.store.reads import fold, read_jsonl
 from tests.conftest import finished, write_recipe
 from tests.reliability._report import record
 

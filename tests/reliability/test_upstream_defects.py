@@ -16,9 +16,9 @@ import pytest
 
 import actors
 from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.files import read_jsonl
 from runtime.store.journals import StateCompactor
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
 from tests.conftest import (
     alive,
     cli,
@@ -221,7 +221,7 @@ def test_defect_14_readers_never_load_a_whole_journal(
             for _ in range(6):
                 handle.write(chunk)
     assert paths.events.stat().st_size > 12_000_000
-    import runtime.store.files as files
+    import runtime.store.reads as files
 
     read = [0]
     real = files.read_bytes

@@ -12,17 +12,9 @@ from pathlib import Path
 import pytest
 
 from runtime.core.errors import StateDamaged
-from runtime.store.files import (
-    append_jsonl,
-    ensure_dir,
-    fold,
-    parse_jsonl,
-    publish_json_once,
-    read_json,
-    read_jsonl,
-    tail_jsonl,
-    write_json_atomic,
-)
+from runtime.store.appends import append_jsonl
+from runtime.store.reads import fold, parse_jsonl, read_json, read_jsonl, tail_jsonl
+from runtime.store.writes import ensure_dir, publish_json_once, write_json_atomic
 
 
 def test_atomic_json_replaces_whole_file_with_private_mode(tmp_path: Path) -> None:
@@ -132,7 +124,7 @@ def test_ensure_dir_makes_every_new_component_private(tmp_path: Path) -> None:
 _WRITER = """
 import sys
 from pathlib import Path
-from runtime.store.files import append_jsonl
+from runtime.store.appends import append_jsonl
 path, writer, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 for i in range(count):
     append_jsonl(path, {"w": writer, "i": i, "pad": "p" * 300}, fsync=i % 50 == 0)

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from runtime.messaging.mailbox import Mailbox
-from runtime.store.files import append_jsonl, read_jsonl
+from runtime.store.appends import append_jsonl
 from runtime.store.journals import LogCompactor, StateCompactor
+from runtime.store.reads import read_jsonl
 
 
 def _size(path: Path) -> int:
@@ -98,7 +99,7 @@ def test_an_incremental_reader_folds_again_after_a_compaction(tmp_path: Path) ->
 WRITER = """
 import sys
 from pathlib import Path
-from runtime.store.files import append_jsonl
+from runtime.store.appends import append_jsonl
 from runtime.store.journals import LogCompactor
 path, worker, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 compactor = LogCompactor(64 * 1024, keep_lines=10**9)

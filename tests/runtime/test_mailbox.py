@@ -16,8 +16,9 @@ import pytest
 import actors
 from runtime.core.ids import new_id, now_iso
 from runtime.messaging.mailbox import RECONCILE_INTERVAL_S, Mailbox
-from runtime.store.files import append_jsonl, read_jsonl
+from runtime.store.appends import append_jsonl
 from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
 from tests.conftest import idle_run, make_fifo, read_fifo_line, write_recipe
 
 CONSUMER = """

@@ -1,0 +1,194 @@
+"""Whole-line appends to journals, and the one advisory lock helper.
+
+A JSONL record is one `write()` of one whole line on an O_APPEND descriptor, under an
+exclusive `flock`, with the fsync (when asked for) after the unlock so concurrent writers
+still group-commit; a failed write is cut back so no partial record remains, and a
+journal past its cap is compacted under the same lock (docs/state-files.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from runtime.core.errors import ActorsError, StateDamaged
+from runtime.core.faults import pause_point
+from runtime.store.writes import (
+    FILE_MODE,
+    O_CLOEXEC,
+    O_NOFOLLOW,
+    DiskWriteError,
+    write_all,
+    write_bytes_atomic,
+)
+
+MAX_LINE_BYTES = 1024 * 1024
+"""The largest JSONL record we write; bigger payloads belong in an artifact file."""
+
+
+compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+"""The one JSON form of every journal line and envelope (built once: `json.dumps` with
+options builds a new encoder per call, a third of the cost of a small record)."""
+
+
+def encode_line(record: dict[str, Any]) -> bytes:
+    """One compact JSON object plus a newline; JSON escapes keep it a single line."""
+    data = compact_json(record)
+    line = (data + "\n").encode("utf-8")
+    if len(line) > MAX_LINE_BYTES:
+        raise DiskWriteError(
+            f"record of {len(line)} bytes exceeds the {MAX_LINE_BYTES}-byte line cap",
+            hint="put large payloads in an artifact file and reference its path",
+        )
+    return line
+
+
+class Compactor(Protocol):
+    """How a journal is kept within its cap (see runtime.store.journals); run under its flock."""
+
+    def due(self, fd: int, end: int) -> bool:
+        """Whether a journal that now ends at `end` should be rewritten."""
+        ...
+
+    def rewrite(self, data: bytes) -> bytes:
+        """The whole new content (marker first) for the journal's current bytes."""
+        ...
+
+
+def lock_current(path: Path, fd: int | None = None) -> int:
+    """An exclusively flocked descriptor on the file that is *now* at `path`.
+
+    A compaction replaces a journal by rename while holding the old file's flock; a
+    writer that was waiting for that lock would otherwise append to the unlinked old
+    file and the line would be lost. So after locking, the descriptor's inode must still
+    be the path's, else it reopens and tries again. `fd` (kept open by a streaming
+    writer) is reused when it is still current, closed when it is not.
+    """
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC
+    while True:
+        if fd is None:
+            try:
+                fd = os.open(path, flags, FILE_MODE)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise StateDamaged(
+                        f"{path} is a symlink; refusing to write through it"
+                    ) from exc
+                raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            current = os.stat(path, follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            return fd
+        os.close(fd)  # releases the lock on the replaced file
+        fd = None
+
+
+def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None = None) -> int:
+    """Append `line` through a descriptor from `lock_current` (still locked); returns the
+    journal's new end. Compacts in place of the append's caller when the cap is passed."""
+    start = os.lseek(fd, 0, os.SEEK_END)
+    if start and os.pread(fd, 1, start - 1) != b"\n":
+        line = b"\n" + line
+    pause_point("files.append.before_write")
+    try:
+        write_all(fd, line, path)
+    except DiskWriteError:
+        # Never leave a partial record: cut the file back to where we began.
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
+    pause_point("files.append.after_write")
+    end = start + len(line)
+    if compactor is not None and compactor.due(fd, end):
+        # the line is already written; a compaction that cannot be written (a full disk)
+        # leaves the journal whole and is tried again at a later append
+        with contextlib.suppress(OSError, ActorsError):
+            _compact_locked(fd, path, compactor)
+    return end
+
+
+def _compact_locked(fd: int, path: Path, compactor: Compactor) -> None:
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0)
+    pause_point("files.compact.before_replace")
+    write_bytes_atomic(path, compactor.rewrite(data))
+    pause_point("files.compact.after_replace")
+
+
+def append_line(
+    path: Path, line: bytes, *, fsync: bool = False, compactor: Compactor | None = None
+) -> int:
+    """Append one encoded line with a single write under an exclusive flock; returns the
+    journal's end offset after it.
+
+    A torn last line (a writer killed mid-record, or a disk that filled) is closed with a
+    newline first, so the new record stays a line of its own instead of being glued to the
+    garbage (readers skip the torn line). With a `compactor`, a journal past its cap is
+    rewritten (under the same lock) before the lock is released."""
+    fd = lock_current(path)
+    try:
+        try:
+            end = write_locked(fd, path, line, compactor)
+        finally:
+            unlock(fd)
+        pause_point("files.append.after_unlock")
+        if fsync:
+            os.fsync(fd)
+        return end
+    finally:
+        os.close(fd)
+
+
+def append_jsonl(
+    path: Path, record: dict[str, Any], *, fsync: bool = False, compactor: Compactor | None = None
+) -> int:
+    """Append one JSON record as a whole line (see `append_line`)."""
+    return append_line(path, encode_line(record), fsync=fsync, compactor=compactor)
+
+
+@contextlib.contextmanager
+def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
+    """Hold an exclusive flock on a sidecar lock file for a multi-step update.
+
+    With `timeout_s`, give up with TimeoutError after that long (a hook must not hang on
+    a lock some other process holds too long); the wait is cut by SIGALRM, so only the
+    main thread may pass it."""
+    flags = os.O_RDWR | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC
+    fd = os.open(path, flags, FILE_MODE)
+    try:
+        if timeout_s is None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        else:
+            _flock_within(fd, path, timeout_s)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _flock_within(fd: int, path: Path, seconds: float) -> None:
+    import signal  # here, not at the top: only hooks wait with a deadline
+
+    def expired(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"{path} stayed locked for {seconds}s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def unlock(fd: int) -> None:
+    """Release the flock of a descriptor from `lock_current` that is kept open."""
+    fcntl.flock(fd, fcntl.LOCK_UN)

@@ -1,0 +1,151 @@
+"""Whole-file writes and state directories: the rules every writer goes through.
+
+- directories are created 0700 and files 0600 whatever the umask;
+- a JSON file is replaced atomically (temp file, fsync, rename, fsync of the directory),
+  so a reader sees the old or the new file, never a mix (docs/state-files.md);
+- a published-once record (result.json) is hard-linked into place, so one writer wins.
+
+The line appends live in `runtime.store.appends`, the readers in `runtime.store.reads`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from runtime.core.errors import ActorsError, StateDamaged
+from runtime.core.faults import pause_point
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class DiskWriteError(ActorsError):
+    """A write failed (disk full, permissions); nothing partial was left behind."""
+
+
+def ensure_dir(path: Path, *, tighten: bool = True) -> Path:
+    """Create `path` (and parents) with mode 0700; tighten it if it already exists (not
+    with `tighten=False`: a directory another program owns, e.g. Claude Code's, is left as
+    it is)."""
+    missing = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for component in reversed(missing):  # parents too get 0700, not the umask default
+        try:
+            component.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            pass
+        os.chmod(component, DIR_MODE)
+    if not path.is_dir():
+        raise StateDamaged(f"{path} exists and is not a directory")
+    if path.is_symlink():
+        raise StateDamaged(f"{path} is a symlink; refusing to use it as a state directory")
+    st = path.stat()
+    if tighten and st.st_mode & 0o777 != DIR_MODE and st.st_uid == os.getuid():
+        os.chmod(path, DIR_MODE)
+    return path
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC
+
+
+def _temp_beside(path: Path) -> Path:
+    """A fresh `.<name>.<pid>.<hex>.tmp` in the target's directory: a rename or link
+    from there is atomic, and a leftover is recognisably ours."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+
+
+def temp_writer(name: str) -> int | None:
+    """The pid that made a temp file named by `_temp_beside`, else None (not one of ours),
+    so a sweep can remove those whose writer died between writing and renaming."""
+    parts = name.split(".")
+    if len(parts) >= 5 and parts[0] == "" and parts[-1] == "tmp" and parts[-3].isdigit():
+        return int(parts[-3])
+    return None
+
+
+def write_all(fd: int, data: bytes, path: Path) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            pause_point("files.write")
+            written = os.write(fd, view)
+        except OSError as exc:
+            raise DiskWriteError(f"cannot write {path}: {exc.strerror}") from exc
+        view = view[written:]
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
+    """Replace `path` with `data` so readers see the old or the new content, never a mix."""
+    tmp = _temp_beside(path)
+    try:
+        fd = os.open(tmp, _NEW_FILE, FILE_MODE)
+    except OSError as exc:
+        raise DiskWriteError(f"cannot create {tmp}: {exc.strerror}") from exc
+    try:
+        try:
+            write_all(fd, data, path)
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        pause_point("files.atomic.after_tmp")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    pause_point("files.atomic.after_rename")
+    if fsync:
+        fsync_dir(path.parent)
+
+
+def dump_json(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n").encode("utf-8")
+
+
+def write_json_atomic(path: Path, obj: Any, *, fsync: bool = True) -> None:
+    """Atomically replace a JSON file (0600)."""
+    write_bytes_atomic(path, dump_json(obj), fsync=fsync)
+
+
+def publish_json_once(path: Path, obj: Any) -> bool:
+    """Create `path` atomically unless it already exists; True when this call created it.
+
+    Used for records with exactly one writer-wins outcome (result.json): the content is
+    written to a temp file and hard-linked into place, which fails if the name exists, so
+    two racing writers can never both publish or overwrite each other.
+    """
+    tmp = _temp_beside(path)
+    fd = os.open(tmp, _NEW_FILE, FILE_MODE)
+    try:
+        try:
+            write_all(fd, dump_json(obj), path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        fsync_dir(path.parent)
+        return True
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
