@@ -90,7 +90,7 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
     async def consume_controls(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Apply control.* messages from the run's inbox (woken by its doorbell)."""
         from runtime.messaging.boxes import CONTROL_TYPES, run_mailbox
-        from runtime.messaging.mailbox import RECONCILE_INTERVAL_S, doorbell
+        from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell
 
         box = run_mailbox(paths)
         with doorbell(box.doorbells, topic="control") as fd:
@@ -114,7 +114,7 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         Woken by the children's own follow-ups (types `run.*`, routed to this run's inbox);
         a slow timer covers a child that ended without one (its runner vanished)."""
         from runtime.messaging.boxes import run_mailbox
-        from runtime.messaging.mailbox import doorbell
+        from runtime.messaging.doorbells import doorbell
         from runtime.runs.index import list_runs
         from runtime.runs.status import TERMINAL
         from runtime.store.layout import StateRoot
