@@ -63,7 +63,8 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
     import trio
 
     from runtime.runs.artifacts import manifest, missing_required
-    from runtime.runs.executor import RunContext, run_node
+    from runtime.runs.context import RunContext
+    from runtime.runs.executor import run_node
 
     ctx = RunContext(
         paths=paths,
