@@ -77,6 +77,7 @@ async def _lifetime(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _execute(paths: RunPaths, run: dict[str, Any], deliveries: Deliveries) -> dict[str, Any]:
+    """Run the template graph in a fresh context; the result it earned (not yet published)."""
     # deferred: these import trio, loaded only after the runner has recorded its identity
     from runtime.runs.context import RunContext
     from runtime.runs.step_followups import command_done
