@@ -158,7 +158,7 @@ def recv(
     value is the whole inbox entry; call `ack(entry["id"])` when done (a consumer that
     dies before that gives the message back after its claim is found dead).
     """
-    from runtime.routing.router import finish, recv as _recv
+    from runtime.routing.in_run import finish, recv as _recv
     from runtime.runs.ownership import current_principal
 
     root = _root(home)
@@ -177,7 +177,7 @@ def ack(
     entry_id: str, *, ok: bool = True, error: str | None = None, home: str | None = None
 ) -> None:
     """Mark a message claimed with `recv(ack=False)` as handled (or failed)."""
-    from runtime.routing.router import finish
+    from runtime.routing.in_run import finish
     from runtime.runs.ownership import current_principal
 
     root = _root(home)
@@ -198,7 +198,7 @@ def emit(
 
     `delivery="notify"` or `"followup"` also delivers it to the coordinator session.
     """
-    from runtime.routing.router import emit as _emit
+    from runtime.routing.in_run import emit as _emit
     from runtime.runs.ownership import current_principal
 
     root = _root(home)
@@ -236,8 +236,8 @@ def sender(
     session: str | None = None,
     home: str | None = None,
 ) -> Any:
-    """A `runtime.routing.router.Sender` streaming many messages to one run (use as a context)."""
-    from runtime.routing.router import Sender
+    """A `runtime.routing.sender.Sender` streaming many messages to one run (use as a context)."""
+    from runtime.routing.sender import Sender
     from runtime.runs.ownership import current_principal
 
     root = _root(home)

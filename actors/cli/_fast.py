@@ -171,7 +171,7 @@ def emit(
 ) -> None:
     """The body of `actors emit`."""
     from runtime.messaging.envelope import parse_body
-    from runtime.routing.router import emit as emit_message
+    from runtime.routing.in_run import emit as emit_message
     from runtime.runs.ownership import current_principal
     from runtime.store.layout import StateRoot
 

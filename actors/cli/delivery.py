@@ -199,7 +199,7 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
 
     from actors.cli.hooks import doorbell_line, doorbell_unread
     from runtime.delivery.sessions import session_paths
-    from runtime.messaging.mailbox import doorbell
+    from runtime.messaging.doorbells import doorbell
 
     owner = _session_id(session)
     root = _root()

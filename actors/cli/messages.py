@@ -71,7 +71,7 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
     """
     import json
 
-    from runtime.routing.router import finish, recv
+    from runtime.routing.in_run import finish, recv
     from runtime.runs.ownership import current_principal
 
     root = StateRoot.from_env()

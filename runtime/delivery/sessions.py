@@ -122,7 +122,7 @@ class SessionInbox:
                 },
                 fsync=True,
             )
-        from runtime.messaging.mailbox import ring
+        from runtime.messaging.doorbells import ring
 
         ring(self.paths.doorbells)  # first: a waiter reads the inbox, not the wake log
         with contextlib.suppress(OSError):

@@ -12,27 +12,26 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.compiler.redact import secret_texts
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.core.process import capture, kill_session
 from runtime.runs.events import record_event, write_progress
-from runtime.store.journals import LOG
-from runtime.store.layout import RunPaths
+from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_bytes, read_json
 from runtime.store.writes import publish_json_once
 
+if TYPE_CHECKING:
+    from runtime.runs.context import Outcome, RunContext
+    from runtime.runs.step_followups import Deliveries
+
 KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
 DELIVERY_BUDGET_S = float(os.environ.get("ACTORS_DELIVERY_BUDGET", "30"))
-CONTROL_COALESCE_S = 0.002
-RETIRE_RECHECK_S = 5.0  # a child that ended without a follow-up is noticed this late at worst
-RETIRE_SETTLE_S = 1.0  # children spawned within this long after the others ended still count
 OUTPUT_PREVIEW_CHARS = 4000
 
 
@@ -60,11 +59,30 @@ def _preview(path: Path | None) -> str | None:
     ]
 
 
-async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
-    import trio
+async def _lifetime(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+    """The run under trio: execute, publish the result, then the follow-ups: the steps'
+    still in flight (waited for up to the delivery budget), then the terminal one."""
+    # deferred: these import trio, loaded only after the runner has recorded its identity
+    from runtime.runs.step_followups import open_deliveries
 
-    from runtime.runs.artifacts import manifest, missing_required
-    from runtime.runs.executor import RunContext, run_node
+    async with open_deliveries() as deliveries:
+        try:
+            result = await _execute(paths, run, deliveries)
+        except BaseException as exc:  # the run must still end with a result
+            result = _crash_result(run, exc)
+        _finish(paths, run, result)
+        await deliveries.drain(DELIVERY_BUDGET_S)  # step follow-ups land before the terminal one
+        _end(paths, run)
+        # a step delivery still going past the budget: the process exits once it has landed
+    return result
+
+
+async def _execute(paths: RunPaths, run: dict[str, Any], deliveries: Deliveries) -> dict[str, Any]:
+    """Run the template graph in a fresh context; the result it earned (not yet published)."""
+    # deferred: these import trio, loaded only after the runner has recorded its identity
+    from runtime.runs.context import RunContext
+    from runtime.runs.step_followups import command_done
+    from runtime.runs.watchers import run_graph
 
     ctx = RunContext(
         paths=paths,
@@ -75,96 +93,12 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         secrets=secret_texts(run["values"], run.get("secret_names", [])),
         grace=KILL_GRACE_S,
     )
-    ctx.on_command_done = lambda done: _command_done(paths, run, ctx, done)
+    ctx.on_command_done = lambda done: command_done(paths, run, ctx, done, deliveries)
     started, started_at = time.monotonic(), now_iso()
-    outcome = None
-
-    async def watch_signals(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            task_status.started()
-            async for signum in signals:
-                record_event(
-                    paths.events, ctx.instance, "run.signal", signal=signal.Signals(signum).name
-                )
-                ctx.stop("cancelled")
-
-    async def consume_controls(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Apply control.* messages from the run's inbox (woken by its doorbell)."""
-        from runtime.messaging.boxes import CONTROL_TYPES, run_mailbox
-        from runtime.messaging.mailbox import RECONCILE_INTERVAL_S, doorbell
-
-        box = run_mailbox(paths)
-        with doorbell(box.doorbells, topic="control") as fd:
-            task_status.started()
-            while True:
-                for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
-                    _apply_control(ctx, box, entry)
-                with trio.move_on_after(RECONCILE_INTERVAL_S):
-                    await trio.lowlevel.wait_readable(fd)
-                    # Coalesce a burst: one claim pass for everything rung in the next ms,
-                    # instead of one pass (and one flock) per message of a busy inbox.
-                    await trio.sleep(CONTROL_COALESCE_S)
-                try:
-                    os.read(fd, 65536)
-                except BlockingIOError:
-                    pass
-
-    async def retire_when_children_end(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """`retire_when: children_terminal`: once this run has spawned child runs and every
-        one of them is terminal, stop this run (SIGTERM, grace, SIGKILL), exactly once.
-        Woken by the children's own follow-ups (types `run.*`, routed to this run's inbox);
-        a slow timer covers a child that ended without one (its runner vanished)."""
-        from runtime.messaging.boxes import run_mailbox
-        from runtime.messaging.mailbox import doorbell
-        from runtime.runs.index import list_runs
-        from runtime.runs.status import TERMINAL
-        from runtime.store.layout import StateRoot
-
-        me, root = f"run:{run['run']}", StateRoot.from_env()
-        with doorbell(run_mailbox(paths).doorbells, topic="run") as fd:
-            task_status.started()
-            while True:
-                children = [
-                    r
-                    for r in await trio.to_thread.run_sync(list_runs, root)
-                    if r.get("parent") == me
-                ]
-                if children and all(r.get("status") in TERMINAL for r in children):
-                    # settle: a supervisor may be between two spawns when its first child ends
-                    await trio.sleep(RETIRE_SETTLE_S)
-                    again = await trio.to_thread.run_sync(list_runs, root)
-                    if sorted(r["run"] for r in again if r.get("parent") == me) != sorted(
-                        r["run"] for r in children
-                    ):
-                        continue
-                    record_event(
-                        paths.events,
-                        ctx.instance,
-                        "run.retire",
-                        children=[r["run"] for r in children],
-                    )
-                    ctx.stop("retired")
-                    return
-                with trio.move_on_after(RETIRE_RECHECK_S):
-                    await trio.lowlevel.wait_readable(fd)
-                try:
-                    os.read(fd, 65536)
-                except BlockingIOError:
-                    pass
-
     try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(watch_signals)
-            await nursery.start(consume_controls)
-            if run.get("retire_when") == "children_terminal":
-                await nursery.start(retire_when_children_end)
-            ctx.progress()
-            with ctx.root_scope:
-                outcome = await run_node(ctx, run["template"], None)
-            nursery.cancel_scope.cancel()
+        outcome = await run_graph(ctx, paths, run)
     finally:
         ctx.close()
-
     result: dict[str, Any] = {
         "run": run["run"],
         "run_instance_id": ctx.instance,
@@ -175,25 +109,43 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         "degraded": False,
         "killed": False,
     }
+    result.update(_verdict(ctx, outcome))
+    _add_artifacts_and_output(run, ctx, outcome, result)
+    return result
+
+
+def _verdict(ctx: RunContext, outcome: Outcome | None) -> dict[str, Any]:
+    """The run's status, code and reason, from how its graph ended (or was stopped)."""
     if ctx.abort is not None:
-        result.update(
-            status="failed",
-            code=ctx.abort["code"] or 1,
-            reason=f"node {ctx.abort['label'] or ctx.abort['node']} failed with failure=root",
-        )
-    elif ctx.stop_reason == "retired":
-        result.update(
-            status="done", code=0, retired=True, reason="retired: every child run is terminal"
-        )
-    elif ctx.stop_reason == "killed":
-        result.update(status="killed", code=137, killed=True, reason="control.kill")
-    elif outcome is None or ctx.stop_reason in ("cancelled", "stopped"):
+        return {
+            "status": "failed",
+            "code": ctx.abort["code"] or 1,
+            "reason": f"node {ctx.abort['label'] or ctx.abort['node']} failed with failure=root",
+        }
+    if ctx.stop_reason == "retired":
+        return {
+            "status": "done",
+            "code": 0,
+            "retired": True,
+            "reason": "retired: every child run is terminal",
+        }
+    if ctx.stop_reason == "killed":
+        return {"status": "killed", "code": 137, "killed": True, "reason": "control.kill"}
+    if outcome is None or ctx.stop_reason in ("cancelled", "stopped"):
         reason = "control.stop" if ctx.stop_reason == "stopped" else "stopped on request"
-        result.update(status="cancelled", code=143, reason=reason)
-    elif outcome.ok:
-        result.update(status="done", code=0, degraded=outcome.degraded)
-    else:
-        result.update(status="failed", code=outcome.code or 1, reason=outcome.reason)
+        return {"status": "cancelled", "code": 143, "reason": reason}
+    if outcome.ok:
+        return {"status": "done", "code": 0, "degraded": outcome.degraded}
+    return {"status": "failed", "code": outcome.code or 1, "reason": outcome.reason}
+
+
+def _add_artifacts_and_output(
+    run: dict[str, Any], ctx: RunContext, outcome: Outcome | None, result: dict[str, Any]
+) -> None:
+    """Declared artifacts (a required one missing fails a done run), the output and the
+    per-node record."""
+    from runtime.runs.artifacts import manifest, missing_required  # deferred: start-up cost
+
     artifacts = manifest(run.get("artifacts") or {})
     missing = missing_required(artifacts)
     if missing and result["status"] == "done":
@@ -208,20 +160,20 @@ async def _execute(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         completed=ctx.completed,
         failed=ctx.failed,
     )
-    return result
 
 
-def _apply_control(ctx: Any, box: Any, entry: dict[str, Any]) -> None:
-    kind = entry["envelope"]["type"]
-    if kind == "control.stop":
-        box.mark(entry["id"], "handled")
-        ctx.stop("stopped")
-    elif kind == "control.kill":
-        box.mark(entry["id"], "handled")
-        ctx.grace = 0.0
-        ctx.stop("killed")
-    else:
-        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
+def _crash_result(run: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    traceback.print_exc()
+    return {
+        "run": run["run"],
+        "run_instance_id": run["run_instance_id"],
+        "status": "failed",
+        "code": 1,
+        "reason": f"runner error: {type(exc).__name__}: {exc}",
+        "ended_at": now_iso(),
+        "degraded": False,
+        "killed": False,
+    }
 
 
 def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> None:
@@ -253,53 +205,16 @@ def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> Non
     pause_point("runner.after_result")
 
 
-_DELIVERY_THREADS: list[threading.Thread] = []
-
-
-def _follow_up(paths: RunPaths, run: dict[str, Any]) -> None:
-    """Deliver the terminal follow-up (retrying within a budget; the reconciler does the rest)."""
-    from runtime.delivery.followups import follow_up_terminal
-    from runtime.store.layout import StateRoot
+def _end(paths: RunPaths, run: dict[str, Any]) -> None:
+    """Deliver the terminal follow-up (retrying within a budget; the reconciler does the
+    rest), then stop whatever of the run's session is still alive."""
+    from runtime.delivery.followups import follow_up_terminal  # deferred: see main
 
     try:
         follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
     except Exception:
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
-
-
-def _command_done(paths: RunPaths, run: dict[str, Any], ctx: Any, done: dict[str, Any]) -> None:
-    """Journal every leaf in the outbox; bubble failures and parallel branch completions."""
-    from runtime.delivery.followups import deliver
-    from runtime.messaging.envelope import build_envelope
-    from runtime.store.appends import append_jsonl
-    from runtime.store.layout import StateRoot
-
-    failed = done["status"] != "done"
-    envelope = build_envelope(
-        type="command.done",
-        to="coordinator",
-        sender=f"run:{run['run']}",
-        summary=f"Command {done.get('label') or done['node']} completed with code {done['code']}",
-        level="error" if failed else "info",
-        body=done,
-        extra={
-            "run": run["run"],
-            "run_instance_id": run["run_instance_id"],
-            "delivery": "followup" if failed or ctx.active > 0 else "log",
-        },
-    )
-    append_jsonl(paths.outbox, envelope, compactor=LOG)
-    if envelope["delivery"] == "followup" and done["status"] != "cancelled":
-        # Off the event loop: a slow adapter (a webhook timing out) must not stall the run.
-        def send() -> None:
-            try:
-                deliver(StateRoot.from_env(), run, envelope)
-            except Exception:
-                traceback.print_exc()
-
-        thread = threading.Thread(target=send, name=f"followup-{done['command_id']}")
-        thread.start()
-        _DELIVERY_THREADS.append(thread)
+    kill_session(os.getpid())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         pid=os.getpid(),
         process_identity=capture(os.getpid()),
     )
+    # deferred until the identity is recorded: a slow import must not make a fresh run
+    # look dead
     import trio
 
     from runtime.delivery.followups import preload
@@ -333,24 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     preload()  # the terminal follow-up must not wait on imports
 
     try:
-        result = trio.run(_execute, paths, run)
-    except BaseException as exc:  # the run must still end with a result
-        traceback.print_exc()
-        result = {
-            "run": run["run"],
-            "run_instance_id": instance,
-            "status": "failed",
-            "code": 1,
-            "reason": f"runner error: {type(exc).__name__}: {exc}",
-            "ended_at": now_iso(),
-            "degraded": False,
-            "killed": False,
-        }
-    _finish(paths, run, result)
-    for thread in _DELIVERY_THREADS:  # step follow-ups land before the terminal one
-        thread.join(timeout=DELIVERY_BUDGET_S)
-    _follow_up(paths, run)
-    kill_session(os.getpid())
+        result = trio.run(_lifetime, paths, run)
+    except BaseException as exc:  # trio itself failed: the run must still end with a result
+        result = _crash_result(run, exc)
+        _finish(paths, run, result)
+        _end(paths, run)
     return 0 if result["status"] == "done" else 1
 
 

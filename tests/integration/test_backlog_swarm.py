@@ -24,7 +24,7 @@ import pytest
 
 import actors
 from runtime.core.process import session_members
-from runtime.messaging.mailbox import doorbell
+from runtime.messaging.doorbells import doorbell
 from runtime.runs.status import TERMINAL, load_run
 from runtime.store.layout import StateRoot
 from tests.conftest import alive, cli, finished, make_fifo

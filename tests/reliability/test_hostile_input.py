@@ -27,7 +27,8 @@ from runtime.core.ids import is_valid_id
 from runtime.delivery.sessions import session_key, session_paths
 from runtime.messaging.addresses import parse_address
 from runtime.messaging.envelope import MAX_BODY_DEPTH, MAX_ENVELOPE_BYTES
-from runtime.routing.router import finish, recv, send
+from runtime.routing.in_run import finish, recv
+from runtime.routing.router import send
 from runtime.runs.ownership import Principal, current_principal
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe

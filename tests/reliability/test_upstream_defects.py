@@ -247,7 +247,7 @@ def test_defect_14_journals_are_compacted_with_a_marker(
     its 20,000 unread messages to that (tests/reliability/test_journal_bounds.py drives
     100,000 messages through a consuming run)."""
     record = idle_run(tmp_path, accepts=("job.go",))
-    monkeypatch.setattr("runtime.routing.router.INBOX", StateCompactor(256 * 1024))
+    monkeypatch.setattr("runtime.routing.sender.INBOX", StateCompactor(256 * 1024))
     with actors.sender(f"run:{record['run']}", fsync=False) as stream:
         sent = [stream.send("job.go", {"n": n}) for n in range(20_000)]
     chunk = read_jsonl(home.run(str(record["run"])).inbox)

@@ -15,7 +15,8 @@ import pytest
 
 import actors
 from runtime.core.ids import new_id, now_iso
-from runtime.messaging.mailbox import RECONCILE_INTERVAL_S, Mailbox
+from runtime.messaging.doorbells import RECONCILE_INTERVAL_S
+from runtime.messaging.mailbox import Mailbox
 from runtime.store.appends import append_jsonl
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
@@ -240,7 +241,7 @@ def test_one_wake_drains_everything_queued(tmp_path: Path) -> None:
 
 
 def test_data_messages_do_not_ring_a_control_only_doorbell(tmp_path: Path) -> None:
-    from runtime.messaging.mailbox import doorbell, ring
+    from runtime.messaging.doorbells import doorbell, ring
 
     bells = tmp_path / "doorbells"
     with doorbell(bells, topic="control") as control_fd, doorbell(bells) as data_fd:

@@ -1,0 +1,129 @@
+"""What a backlog worker runs: the `actors` CLI (its room and inbox) and the agent and
+validation commands, each in a process group of its own.
+
+A sibling module of backlog_worker.py (imported from the script's own directory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+RECV_TIMEOUT_EXIT = 75
+"""`actors recv --timeout` exits with this when nothing arrived."""
+TAIL_CHARS = 400
+TERM_GRACE_S = 5.0
+
+
+class WorkerError(Exception):
+    """A setup or runtime problem that stops this worker (exit 2)."""
+
+
+# -- the actors runtime, through its CLI ------------------------------------------------
+
+
+def post(kind: str, body: dict[str, Any], summary: str, level: str = "info") -> None:
+    """Post one message to this run's room as branch:<run>/<worker>."""
+    argv = ["actors", "emit", "--to", "room", kind, json.dumps(body), "--json"]
+    argv += ["--summary", summary[:500], "--level", level]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise WorkerError(f"actors emit {kind} failed ({proc.returncode}): {proc.stderr.strip()}")
+
+
+def receive(block: bool) -> dict[str, Any] | None:
+    """The next message of this worker's branch inbox (marked handled), or None."""
+    argv = ["actors", "recv", "--json"] + ([] if block else ["--timeout", "0"])
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode == RECV_TIMEOUT_EXIT and not block:
+        return None
+    if proc.returncode != 0:
+        raise WorkerError(f"actors recv failed ({proc.returncode}): {proc.stderr.strip()}")
+    envelope: dict[str, Any] = json.loads(proc.stdout)
+    return envelope
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+def run_command(
+    argv: list[str], cwd: Path, log: Path, env: dict[str, str], timeout: float | None
+) -> tuple[int, str | None]:
+    """Run argv in a process group of its own, output to `log`; (code, problem or None).
+
+    The group is killed when the command ends (leftovers), times out, or this worker is
+    stopped; the group stays in the run's session, so the runner's final sweep covers it.
+    """
+    with open(log, "ab") as out:
+        out.write(f"$ {shlex.join(argv)}\n".encode())
+        out.flush()
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            out.write(f"cannot start {argv[0]!r}: {exc.strerror}\n".encode())
+            return code, f"cannot start {argv[0]!r}: {exc.strerror}"
+    problem = None
+    try:
+        if not _wait_unreaped(proc, timeout):
+            problem = f"timed out after {timeout:g}s"
+            _killpg(proc.pid, signal.SIGTERM)
+            if not _wait_unreaped(proc, TERM_GRACE_S):
+                _killpg(proc.pid, signal.SIGKILL)
+    finally:
+        # Exited but not yet reaped: the group id cannot have been reused, so this hits
+        # only what the command left behind (or, on an exception, the command itself).
+        _killpg(proc.pid, signal.SIGKILL)
+        code = proc.wait()
+    return code, problem
+
+
+def _wait_unreaped(proc: subprocess.Popen[bytes], timeout: float | None) -> bool:
+    """Wait for the process to exit without reaping it; False on timeout."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is not None:
+        fd = opener(proc.pid)
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(None if timeout is None else timeout * 1000))
+        finally:
+            os.close(fd)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:  # no pidfd: waitid(WNOWAIT) leaves the zombie in place
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        if info is not None:
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def tail(path: Path) -> str:
+    try:
+        text = path.read_bytes()[-TAIL_CHARS * 4 :].decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line for line in text.splitlines() if not line.startswith("$ ")]
+    return " | ".join(lines)[-TAIL_CHARS:]

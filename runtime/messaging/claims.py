@@ -1,0 +1,100 @@
+"""Who holds a mailbox entry, and when a hold is over.
+
+A claim records its holder's pid and start ticks (so a reused pid is not mistaken for
+the holder) and a lease; a `sending` entry records the sender that may still write it to
+the FIFO. Both are taken back only when that process is gone or the lease has run out.
+Its own module because these rules decide exactly-once hand-over, apart from the journal
+mechanics of `mailbox`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from runtime.core.ids import now_iso, parse_iso
+from runtime.core.process import read_stat
+
+LEASE_S = float(os.environ.get("ACTORS_LEASE_S", "300"))
+"""How long a claim is exclusive while its holder lives (`$ACTORS_LEASE_S`, default 300 s)."""
+CLAIMABLE = ("queued",)
+SENDING_GRACE_S = 5.0
+"""A `sending` entry that names no sender (written before senders were recorded) is
+treated as queued once older than this."""
+
+
+_my_identity: dict[str, Any] = {}
+
+
+def me() -> dict[str, Any]:
+    """This process as a claim holder; read once per pid (a fork gets its own)."""
+    pid = os.getpid()
+    if _my_identity.get("pid") != pid:
+        stat = read_stat(pid)
+        _my_identity.clear()
+        _my_identity.update(pid=pid, start_ticks=stat.start_ticks if stat else None)
+    return dict(_my_identity)
+
+
+def settle(entry: dict[str, Any], now: float) -> tuple[Any, dict[str, Any] | None]:
+    """The entry's effective state, and the line that requeues it when whoever held it
+    (a fast-path sender, a claim holder) is gone or out of lease; None if it stands."""
+    state = entry.get("state")
+    if state == "sending" and _sender_gone(entry, now):
+        why = "sender vanished mid fast path"
+    elif state == "claimed" and not _claim_live(entry, now):
+        why = "claim holder gone or lease expired"
+    else:
+        return state, None
+    return "queued", {"id": entry["id"], "state": "queued", "queued_at": now_iso(), "requeued": why}
+
+
+def claim_line(entry: dict[str, Any], consumer: str, lease_s: float) -> dict[str, Any]:
+    """The state line that hands `entry` to this process for `lease_s` seconds."""
+    return {
+        "id": entry["id"],
+        "state": "claimed",
+        "claimed_at": now_iso(),
+        "claimed_by": {**me(), "consumer": consumer},
+        "lease_until": now_iso(lease_s),
+    }
+
+
+def _sender_gone(entry: dict[str, Any], now: float) -> bool:
+    """Whether a `sending` entry's FIFO write can no longer happen.
+
+    Only the sender's death settles it: a sender that is merely slow (frozen, swapped
+    out) still writes the envelope to the FIFO when it resumes, so handing the entry to
+    `recv` as well would deliver it twice. Entries without a recorded sender fall back to
+    their age.
+    """
+    sender = entry.get("sending_by")
+    if isinstance(sender, dict):
+        return not _holder_alive(sender)
+    return _age_s(entry.get("queued_at"), now) > SENDING_GRACE_S
+
+
+def _claim_live(entry: dict[str, Any], now: float) -> bool:
+    if not _holder_alive(entry.get("claimed_by")):
+        return False
+    try:
+        return parse_iso(str(entry.get("lease_until"))) > now
+    except ValueError:
+        return False
+
+
+def _holder_alive(holder: Any) -> bool:
+    if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
+        return False
+    stat = read_stat(holder["pid"])
+    if stat is None or stat.state in ("Z", "X"):
+        return False
+    return holder.get("start_ticks") in (None, stat.start_ticks)
+
+
+def _age_s(stamp: Any, now: float) -> float:
+    try:
+        return now - parse_iso(str(stamp))
+    except ValueError:
+        return float("inf")
+

@@ -1,0 +1,112 @@
+"""Doorbells: waking a mailbox's consumers without carrying any data.
+
+A consumer sleeps on a private FIFO in the box's `doorbells/` directory; a sender, after
+its durable append, writes one byte into every FIFO that wants the message's type. A
+missed or coalesced wake costs at most `RECONCILE_INTERVAL_S` (consumers also re-check on
+that timer), never a message. Its own module because rooms, the runner and the delivery
+watcher ring and listen without any inbox of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from runtime.core.process import read_stat
+from runtime.store.writes import ensure_dir
+
+RECONCILE_INTERVAL_S = 1.0
+"""Upper bound on how long a queued message can wait when every doorbell is missed."""
+
+
+def _bell_topic(name: str) -> str | None:
+    """`<pid>-<hex>.fifo` rings for everything; `<pid>-<hex>.<topic>.fifo` only for types
+    under `<topic>.` (the runner listens on `control`, so data messages never wake it)."""
+    parts = name.split(".")
+    return parts[1] if len(parts) == 3 else None
+
+
+def wants(name: str, kind: str | None) -> bool:
+    topic = _bell_topic(name)
+    return topic is None or kind is None or kind.startswith(topic + ".")
+
+
+def open_bell(path: Path) -> int | None:
+    """A consumer's FIFO open for writing, or None. Never through a planted symlink, and
+    never a regular file (a byte written there would land outside the doorbell's purpose)."""
+    if os.path.islink(path.parent):
+        return None
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
+def ring(doorbells: Path, kind: str | None = None) -> int:
+    """Poke every live consumer's FIFO that wants a `kind` message; returns how many."""
+    rung = 0
+    if os.path.islink(doorbells):
+        return 0
+    try:
+        names = os.listdir(doorbells)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if not name.endswith(".fifo") or not wants(name, kind):
+            continue
+        path = doorbells / name
+        try:
+            opened = open_bell(path)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                _remove_if_orphaned(path, name)
+            continue
+        if opened is None:
+            continue
+        fd = opened
+        try:
+            os.write(fd, b"\n")
+            rung += 1
+        except BlockingIOError:
+            rung += 1  # full pipe: a wake is already pending
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return rung
+
+
+def _remove_if_orphaned(path: Path, name: str) -> None:
+    pid_text = name.split("-", 1)[0]
+    if pid_text.isdigit() and read_stat(int(pid_text)) is None:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+@contextlib.contextmanager
+def doorbell(doorbells: Path, topic: str | None = None) -> Iterator[int]:
+    """A private FIFO in `doorbells/`, open for reading (non-blocking) while in use.
+
+    With a `topic` it is rung only for message types under `<topic>.`.
+
+    The consumer also holds a write end itself so the read end never reports a hang-up
+    (which would make select() spin) after a sender closes.
+    """
+    ensure_dir(doorbells)
+    suffix = f".{topic}.fifo" if topic else ".fifo"
+    path = doorbells / f"{os.getpid()}-{os.urandom(4).hex()}{suffix}"
+    os.mkfifo(path, 0o600)
+    read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    write_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        yield read_fd
+    finally:
+        os.close(write_fd)
+        os.close(read_fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -1,0 +1,101 @@
+"""What one execution shares (`RunContext`) and what every node returns (`Outcome`).
+
+Its own module because both halves of the executor use them: the graph walk
+(`executor`) and the launching of one leaf's process (`leaf`); the runner builds the
+context and reads it back for the result.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import trio
+
+from runtime.compiler.redact import redact_text
+from runtime.runs.events import write_progress
+from runtime.store.layout import RunPaths
+
+Status = Literal["done", "failed", "timeout", "cancelled"]
+Escalation = Literal["continue", "branch", "root"]
+
+
+@dataclass
+class Outcome:
+    """What a node produced: its status, exit code and complete stdout (a file)."""
+
+    status: Status
+    code: int
+    output: Path | None
+    escalation: Escalation | None = None
+    degraded: bool = False
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+
+@dataclass
+class RunContext:
+    """Shared state of one execution (the runner owns exactly one)."""
+
+    paths: RunPaths
+    instance: str
+    values: dict[str, Any]
+    env: dict[str, str]
+    cwd: str
+    secrets: list[str]
+    grace: float = 5.0
+    stop_reason: str | None = None
+    abort: dict[str, Any] | None = None
+    root_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    active: int = 0
+    completed: int = 0
+    failed: int = 0
+    branches: dict[str, str] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    _commands: int = 0
+    _log_fds: dict[str, int] = field(default_factory=dict)
+    on_command_done: Callable[[dict[str, Any]], None] | None = None
+
+    def stop(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        self.root_scope.cancel()
+
+    def next_command_id(self) -> str:
+        self._commands += 1
+        return f"command-{self._commands:03d}"
+
+    def progress(self) -> None:
+        write_progress(
+            self.paths.progress,
+            self.instance,
+            phase="running",
+            active=self.active,
+            completed=self.completed,
+            failed=self.failed,
+            branches=self.branches,
+        )
+
+    def log_fd(self, stream: str) -> int:
+        fd = self._log_fds.get(stream)
+        if fd is None:
+            path = self.paths.stdout if stream == "stdout" else self.paths.stderr
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            fd = self._log_fds[stream] = os.open(path, flags, 0o600)
+        return fd
+
+    def close(self) -> None:
+        for fd in self._log_fds.values():
+            os.close(fd)
+        self._log_fds.clear()
+
+    def display(self, argv: list[str]) -> str:
+        return redact_text(shlex.join(argv), self.secrets)

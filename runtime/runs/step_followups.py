@@ -1,0 +1,99 @@
+"""A run's step follow-ups: every finished command journalled in the outbox, and the
+failed or concurrent ones delivered to the coordinator while the run goes on.
+
+A delivery may block (a webhook timing out), so each runs on a worker thread, as a task
+of the runner's outermost nursery: it never stalls the graph, and the runner waits for
+it (up to the delivery budget) before the terminal follow-up, then for any straggler
+before the process exits. Its own module because it imports trio, which the runner may
+load only after recording its identity.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from runtime.delivery.followups import deliver
+from runtime.messaging.envelope import build_envelope
+from runtime.runs.context import RunContext
+from runtime.store.appends import append_jsonl
+from runtime.store.journals import LOG
+from runtime.store.layout import RunPaths, StateRoot
+
+
+class Deliveries:
+    """Deliveries in flight, each on its own worker thread (no cap: a slow adapter must
+    not hold up the next command's follow-up, nor the runner's other thread work)."""
+
+    def __init__(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self._limiter = trio.CapacityLimiter(math.inf)
+        self._pending = 0
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def submit(self, work: Callable[[], object], name: str) -> None:
+        """Start `work` now; it must handle its own errors (nothing awaits its result)."""
+        if self._pending == 0:
+            self._idle = trio.Event()
+        self._pending += 1
+        self._nursery.start_soon(self._run, work, name, name=name)
+
+    async def _run(self, work: Callable[[], object], name: str) -> None:
+        try:
+            await trio.to_thread.run_sync(work, thread_name=name, limiter=self._limiter)
+        finally:
+            self._pending -= 1
+            if self._pending == 0:
+                self._idle.set()
+
+    async def drain(self, budget_s: float) -> None:
+        """Wait until nothing is in flight, or `budget_s` has passed (they go on then)."""
+        with trio.move_on_after(budget_s):
+            await self._idle.wait()
+
+
+@asynccontextmanager
+async def open_deliveries() -> AsyncIterator[Deliveries]:
+    """Deliveries whose block does not end before every one of them has."""
+    async with trio.open_nursery() as nursery:
+        yield Deliveries(nursery)
+
+
+def command_done(
+    paths: RunPaths,
+    run: dict[str, Any],
+    ctx: RunContext,
+    done: dict[str, Any],
+    deliveries: Deliveries,
+) -> None:
+    """Journal every leaf in the outbox; bubble failures and parallel branch completions."""
+    failed = done["status"] != "done"
+    envelope = build_envelope(
+        type="command.done",
+        to="coordinator",
+        sender=f"run:{run['run']}",
+        summary=f"Command {done.get('label') or done['node']} completed with code {done['code']}",
+        level="error" if failed else "info",
+        body=done,
+        extra={
+            "run": run["run"],
+            "run_instance_id": run["run_instance_id"],
+            "delivery": "followup" if failed or ctx.active > 0 else "log",
+        },
+    )
+    append_jsonl(paths.outbox, envelope, compactor=LOG)
+    if envelope["delivery"] == "followup" and done["status"] != "cancelled":
+
+        def send() -> None:
+            try:
+                deliver(StateRoot.from_env(), run, envelope)
+            except Exception:
+                traceback.print_exc()  # runner.log
+
+        deliveries.submit(send, f"followup-{done['command_id']}")

@@ -1,0 +1,131 @@
+"""The runner's trio side: the template graph, with the tasks that watch it from beside.
+
+While the graph runs, three tasks may stop it: the signal watcher (SIGTERM / SIGINT /
+SIGHUP are a graceful stop), the control consumer (`control.stop` / `control.kill` from
+the run's inbox, woken by its doorbell) and, for `retire_when: children_terminal`, the
+retirement watcher. Its own module because it imports trio, which the runner may load
+only after recording its identity.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import trio
+
+from runtime.messaging.boxes import CONTROL_TYPES, run_mailbox
+from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell
+from runtime.messaging.mailbox import Mailbox
+from runtime.runs.context import Outcome, RunContext
+from runtime.runs.events import record_event
+from runtime.runs.executor import run_node
+from runtime.runs.index import list_runs
+from runtime.runs.status import TERMINAL
+from runtime.store.layout import RunPaths, StateRoot
+
+CONTROL_COALESCE_S = 0.002
+RETIRE_RECHECK_S = 5.0  # a child that ended without a follow-up is noticed this late at worst
+RETIRE_SETTLE_S = 1.0  # children spawned within this long after the others ended still count
+
+
+async def run_graph(ctx: RunContext, paths: RunPaths, run: dict[str, Any]) -> Outcome | None:
+    """Run the template graph with its watchers; None when it was stopped before an outcome."""
+    outcome = None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(_watch_signals, ctx, paths)
+        await nursery.start(_consume_controls, ctx, paths)
+        if run.get("retire_when") == "children_terminal":
+            await nursery.start(_retire_when_children_end, ctx, paths, run)
+        ctx.progress()
+        with ctx.root_scope:
+            outcome = await run_node(ctx, run["template"], None)
+        nursery.cancel_scope.cancel()
+    return outcome
+
+
+async def _watch_signals(
+    ctx: RunContext, paths: RunPaths, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        task_status.started()
+        async for signum in signals:
+            record_event(
+                paths.events, ctx.instance, "run.signal", signal=signal.Signals(signum).name
+            )
+            ctx.stop("cancelled")
+
+
+async def _consume_controls(
+    ctx: RunContext, paths: RunPaths, task_status: Any = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Apply control.* messages from the run's inbox (woken by its doorbell)."""
+    box = run_mailbox(paths)
+    with doorbell(box.doorbells, topic="control") as fd:
+        task_status.started()
+        while True:
+            for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
+                _apply_control(ctx, box, entry)
+            with trio.move_on_after(RECONCILE_INTERVAL_S):
+                await trio.lowlevel.wait_readable(fd)
+                # Coalesce a burst: one claim pass for everything rung in the next ms,
+                # instead of one pass (and one flock) per message of a busy inbox.
+                await trio.sleep(CONTROL_COALESCE_S)
+            _drain_bell(fd)
+
+
+def _apply_control(ctx: RunContext, box: Mailbox, entry: dict[str, Any]) -> None:
+    kind = entry["envelope"]["type"]
+    if kind == "control.stop":
+        box.mark(entry["id"], "handled")
+        ctx.stop("stopped")
+    elif kind == "control.kill":
+        box.mark(entry["id"], "handled")
+        ctx.grace = 0.0
+        ctx.stop("killed")
+    else:
+        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
+
+
+async def _retire_when_children_end(
+    ctx: RunContext,
+    paths: RunPaths,
+    run: dict[str, Any],
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """`retire_when: children_terminal`: once this run has spawned child runs and every
+    one of them is terminal, stop this run (SIGTERM, grace, SIGKILL), exactly once.
+    Woken by the children's own follow-ups (types `run.*`, routed to this run's inbox);
+    a slow timer covers a child that ended without one (its runner vanished)."""
+    me, root = f"run:{run['run']}", StateRoot.from_env()
+    with doorbell(run_mailbox(paths).doorbells, topic="run") as fd:
+        task_status.started()
+        while True:
+            children = await _children(root, me)
+            if children and all(r.get("status") in TERMINAL for r in children):
+                # settle: a supervisor may be between two spawns when its first child ends
+                await trio.sleep(RETIRE_SETTLE_S)
+                again = await _children(root, me)
+                if sorted(r["run"] for r in again) != sorted(r["run"] for r in children):
+                    continue
+                record_event(
+                    paths.events, ctx.instance, "run.retire", children=[r["run"] for r in children]
+                )
+                ctx.stop("retired")
+                return
+            with trio.move_on_after(RETIRE_RECHECK_S):
+                await trio.lowlevel.wait_readable(fd)
+            _drain_bell(fd)
+
+
+async def _children(root: StateRoot, parent: str) -> list[dict[str, Any]]:
+    """The runs `parent` spawned (the index is read off the event loop)."""
+    return [r for r in await trio.to_thread.run_sync(list_runs, root) if r.get("parent") == parent]
+
+
+def _drain_bell(fd: int) -> None:
+    try:
+        os.read(fd, 65536)
+    except BlockingIOError:
+        pass
