@@ -123,7 +123,7 @@ def spawn_cmd(
       actors spawn recipes/fanout.json --as run:fan
       actors spawn -t 'sleep {secs=5}' -v secs=2 --wait
     """
-    from actors.cli._fast import spawn, start_run
+    from actors.cli._lifecycle import spawn, start_run
 
     request: dict[str, Any] = {
         "recipe_file": recipe_file,
@@ -335,9 +335,9 @@ def wait_cmd(run: str, timeout: float | None, as_json: bool) -> None:
 @json_option
 def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json: bool) -> None:
     """Stop RUN gracefully: SIGTERM, up to --grace seconds, then SIGKILL."""
-    from actors.cli._fast import stop
+    from actors.cli._lifecycle import cancel
 
-    stop(run, kill=False, force=force, session=session, as_json=as_json, grace=grace)
+    cancel(run, grace=grace, force=force, session=session, as_json=as_json)
 
 
 @click.command("kill")
@@ -347,9 +347,9 @@ def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json
 @json_option
 def kill_cmd(run: str, force: bool, session: str | None, as_json: bool) -> None:
     """Kill RUN and every process it started, immediately (SIGKILL)."""
-    from actors.cli._fast import stop
+    from actors.cli._lifecycle import kill
 
-    stop(run, kill=True, force=force, session=session, as_json=as_json)
+    kill(run, force=force, session=session, as_json=as_json)
 
 
 def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, action: str) -> None:
