@@ -125,7 +125,7 @@ STATUS_ARGS = FastSpec(
     options={"--session": "session"},
 )
 
-_RUNS, _RECIPES = "actors.cli.runs", "actors.cli.recipes"
+_RUNS = "actors.cli.runs"
 
 TABLE: tuple[Command, ...] = (
     Command(
@@ -141,8 +141,10 @@ TABLE: tuple[Command, ...] = (
         "Show one run's status; --line: this session's active work.",
         STATUS_ARGS,
     ),
-    Command("tail", f"{_RUNS}:tail_cmd", "Print the end of a run's output; -f follows it."),
-    Command("result", f"{_RUNS}:result_cmd", "Print a finished run's result."),
+    Command(
+        "tail", "actors.cli.output:tail_cmd", "Print the end of a run's output; -f follows it."
+    ),
+    Command("result", "actors.cli.output:result_cmd", "Print a finished run's result."),
     Command("wait", f"{_RUNS}:wait_cmd", "Block until a run finishes; exit with its code."),
     Command(
         "cancel",
@@ -153,8 +155,12 @@ TABLE: tuple[Command, ...] = (
     Command(
         "kill", f"{_RUNS}:kill_cmd", "Kill a run and every process it started, at once.", KILL_ARGS
     ),
-    Command("archive", f"{_RUNS}:archive_cmd", "Move a finished run out of runs/ into archive/."),
-    Command("prune", f"{_RUNS}:prune_cmd", "Delete finished runs' state."),
+    Command(
+        "archive",
+        "actors.cli.retention:archive_cmd",
+        "Move a finished run out of runs/ into archive/.",
+    ),
+    Command("prune", "actors.cli.retention:prune_cmd", "Delete finished runs' state."),
     Command(
         "message",
         "actors.cli.messages:message_cmd",
@@ -215,11 +221,15 @@ TABLE: tuple[Command, ...] = (
     ),
     Command(
         "recipes",
-        f"{_RECIPES}:recipes_group",
+        "actors.cli.recipes:recipes_group",
         "List, show and check recipes (project, user, shipped).",
     ),
-    Command("tools", f"{_RECIPES}:tools_group", "List tools and their parameters; register one."),
-    Command("run", f"{_RECIPES}:run_cmd", "Run a tool: sync in the foreground, async detached."),
+    Command(
+        "tools", "actors.cli.tools:tools_group", "List tools and their parameters; register one."
+    ),
+    Command(
+        "run", "actors.cli.tools:run_cmd", "Run a tool: sync in the foreground, async detached."
+    ),
 )
 
 BY_NAME: Mapping[str, Command] = MappingProxyType({c.name: c for c in TABLE})
