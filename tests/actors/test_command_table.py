@@ -3,6 +3,8 @@
 The click decorators are not built from the table (that would import click on the
 hand-parsed path), so these tests hold them to it: every row resolves to its click
 command, and each hand-parsed verb's spec takes exactly the click command's parameters.
+Likewise the MCP tools' pydantic models (actors.tool_models) are held to the actors.api
+functions they call.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from actors.cli import cli
 from actors.cli._fast import _body, _seconds
 from actors.cli.commands import FAST, TABLE, Command, FastSpec
+from actors.tool_models import TOOLS
 
 
 def _command(name: str) -> click.Command:
@@ -110,3 +113,27 @@ def test_version_is_served_without_click_or_package_metadata() -> None:
     import actors
 
     assert version_line == f"actors, version {actors.__version__}"
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_each_mcp_tool_takes_the_parameters_of_the_api_function_it_calls(name: str) -> None:
+    """The tool's fields are that function's parameters (with the same defaults), and
+    every parameter the function requires is a field."""
+    import inspect
+
+    from actors import api
+
+    tool = TOOLS[name]
+    if tool.api is None:
+        assert not hasattr(api, name)  # an MCP-only tool has no API verb to follow
+        return
+    params = inspect.signature(getattr(api, tool.api)).parameters
+    fields = {
+        tool.renames.get(field, field): info for field, info in tool.model.model_fields.items()
+    }
+    assert set(fields) <= set(params), set(fields) - set(params)
+    required = {n for n, p in params.items() if p.default is inspect.Parameter.empty}
+    assert required <= set(fields), required - set(fields)
+    for key, info in fields.items():
+        if info.default_factory is None and not info.is_required():
+            assert info.default == params[key].default, key
