@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from actors._version import __version__ as __version__
 from runtime.core.lazy import lazy_getattr
-
-__version__ = "0.1.0"
 
 _EXPORTS = {
     "spawn": "actors.api",

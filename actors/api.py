@@ -7,12 +7,15 @@ Every function takes run references as `run:ID` or a bare id and raises
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import Conflict
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.store.reads import read_json, read_text_tail
+
+if TYPE_CHECKING:  # imported for real only when a sender is made
+    from runtime.routing.sender import Sender
 
 
 def _root(home: str | None) -> StateRoot:
@@ -235,8 +238,8 @@ def sender(
     fsync: bool = True,
     session: str | None = None,
     home: str | None = None,
-) -> Any:
-    """A `runtime.routing.sender.Sender` streaming many messages to one run (use as a context)."""
+) -> Sender:
+    """A sender streaming many messages to one run (use it as a context manager)."""
     from runtime.routing.sender import Sender
     from runtime.runs.ownership import current_principal
 

@@ -49,6 +49,7 @@ class ActorsTools:
 
     def __init__(self, root: StateRoot, session: str) -> None:
         self.root, self.session = root, session
+        self.home = str(root.path)  # how actors.api is told which state root
 
     def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, Any]:
         model = TOOL_MODELS.get(name)
@@ -63,26 +64,19 @@ class ActorsTools:
         result: tuple[str, Any] = getattr(self, f"_{name}")(params)
         return result
 
-    def _principal(self) -> Any:
-        from runtime.runs.ownership import current_principal
-
-        return current_principal(self.root, self.session)
-
     def _spawn(self, p: Any) -> tuple[str, Any]:
-        from runtime.runs.spawn import SpawnRequest, spawn
+        from actors import api
 
         given = [x for x in (p.recipe, p.file, p.template) if x]
         if len(given) != 1:
             raise ActorsError("spawn needs exactly one of recipe, file or template")
-        record = spawn(
-            SpawnRequest(
-                recipe=p.recipe or p.file,
-                template=p.template,
-                run_id=p.as_,
-                values=dict(p.values),
-                session=self.session,
-            ),
-            self.root,
+        record = api.spawn(
+            p.recipe or p.file,
+            template=p.template,
+            as_=p.as_,
+            values=p.values,
+            session=self.session,
+            home=self.home,
         )
         out = {"run": record["run"], "address": record["address"], "state_dir": record["state_dir"]}
         return (
@@ -90,23 +84,23 @@ class ActorsTools:
         ), out
 
     def _message(self, p: Any) -> tuple[str, Any]:
-        from runtime.routing.router import send
+        from actors import api
 
-        outcome = send(
-            self.root,
+        outcome = api.message(
             p.to,
             p.type,
             p.body,
-            self._principal(),
             summary=p.summary,
             reply_to=p.reply_to,
+            session=self.session,
+            home=self.home,
         )
         return _text(outcome), outcome
 
     def _inspect(self, p: Any) -> tuple[str, Any]:
-        from runtime.routing.inspect import inspect
+        from actors import api
 
-        data = inspect(self.root, p.target, p.view, lines=p.lines, status=p.status)
+        data = api.inspect(p.target, p.view, lines=p.lines, status=p.status, home=self.home)
         return json.dumps(data, indent=1, default=str)[:20000], data
 
     def _inbox_read(self, p: Any) -> tuple[str, Any]:

@@ -1,13 +1,16 @@
 """Parameter models of the coordinator tools (MCP), named as in pi-actors.
 
-Each model validates one tool call and converts it to the runtime request the CLI makes
-for the same verb, so the MCP server and the CLI share one behaviour; the JSON schemas the
-server publishes are these models' schemas.
+Each model validates one tool call, which the server then hands to the actors.api
+function of the same verb (TOOLS names it), so the MCP server, the Python API and the
+CLI share one behaviour; the JSON schemas the server publishes are these models'
+schemas. tests/actors/test_command_table.py holds each model's fields to its API
+function's parameters.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -65,13 +68,25 @@ class RecipesParams(_Params):
     """List the recipes `spawn` can start (project, user and shipped)."""
 
 
-TOOL_MODELS: dict[str, type[_Params]] = {
-    "spawn": SpawnParams,
-    "message": MessageParams,
-    "inspect": InspectParams,
-    "inbox_read": InboxReadParams,
-    "recipes": RecipesParams,
+class Tool(NamedTuple):
+    """One coordinator tool: its parameters and the actors.api function it calls."""
+
+    model: type[_Params]
+    api: str | None
+    """The actors.api function (None: the tool reads this session's state, MCP only)."""
+    renames: Mapping[str, str] = {}
+    """Model field -> that function's parameter, where the names differ."""
+
+
+TOOLS: dict[str, Tool] = {
+    "spawn": Tool(SpawnParams, "spawn", {"file": "recipe"}),
+    "message": Tool(MessageParams, "message"),
+    "inspect": Tool(InspectParams, "inspect"),
+    "inbox_read": Tool(InboxReadParams, None),
+    "recipes": Tool(RecipesParams, None),
 }
+
+TOOL_MODELS: dict[str, type[_Params]] = {name: tool.model for name, tool in TOOLS.items()}
 
 
 def schema(model: type[_Params]) -> dict[str, Any]:

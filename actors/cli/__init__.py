@@ -1,10 +1,11 @@
 """The `actors` command line.
 
 Start-up time is part of the interface (an agent may call `actors message` hundreds of
-times), so this package imports only the standard library: `message` and `emit` are
-parsed by hand (actors.cli._fast) and never load click; every other command loads click
-and then only its own module, and those modules import trio, pydantic, httpx or
-websockets only on the paths that need them (tests/actors/test_import_budget.py).
+times), so this package imports only the standard library: `--version` and plain calls of
+the hot verbs are parsed by hand (actors.cli._fast) and never load click; every other
+command loads click and then only its own module, and those modules import trio,
+pydantic, httpx or websockets only on the paths that need them
+(tests/actors/test_import_budget.py). The verbs are listed once, in actors.cli.commands.
 """
 
 from __future__ import annotations
@@ -12,36 +13,6 @@ from __future__ import annotations
 import os
 import sys
 from typing import Any
-
-COMMANDS = {
-    "spawn": "actors.cli.runs:spawn_cmd",
-    "ls": "actors.cli.runs:ls_cmd",
-    "status": "actors.cli.runs:status_cmd",
-    "tail": "actors.cli.runs:tail_cmd",
-    "result": "actors.cli.runs:result_cmd",
-    "wait": "actors.cli.runs:wait_cmd",
-    "cancel": "actors.cli.runs:cancel_cmd",
-    "kill": "actors.cli.runs:kill_cmd",
-    "archive": "actors.cli.runs:archive_cmd",
-    "prune": "actors.cli.runs:prune_cmd",
-    "message": "actors.cli.messages:message_cmd",
-    "recv": "actors.cli.messages:recv_cmd",
-    "emit": "actors.cli.messages:emit_cmd",
-    "inspect": "actors.cli.messages:inspect_cmd",
-    "session": "actors.cli.delivery:session_group",
-    "inbox": "actors.cli.delivery:inbox_group",
-    "flush": "actors.cli.delivery:flush_cmd",
-    "reconcile": "actors.cli.delivery:reconcile_cmd",
-    "watch": "actors.cli.delivery:watch_cmd",
-    "doctor": "actors.cli.delivery:doctor_group",
-    "mcp": "actors.cli.mcp:mcp_cmd",
-    "hook": "actors.cli.hooks:hook_group",
-    "install": "actors.cli.install:install_cmd",
-    "uninstall": "actors.cli.install:uninstall_cmd",
-    "recipes": "actors.cli.recipes:recipes_group",
-    "tools": "actors.cli.recipes:tools_group",
-    "run": "actors.cli.recipes:run_cmd",
-}
 
 
 def main(argv: list[str] | None = None) -> Any:
@@ -78,6 +49,10 @@ def __getattr__(name: str) -> Any:
         from actors.cli._app import cli
 
         return cli
+    if name == "COMMANDS":  # verb -> "module:attr" of its click command
+        from actors.cli.commands import COMMANDS
+
+        return COMMANDS
     raise AttributeError(f"module 'actors.cli' has no attribute {name!r}")
 
 

@@ -8,14 +8,13 @@ from typing import Any
 
 import click
 
-from actors.cli import COMMANDS
+from actors._version import __version__
 from actors.cli._lazy import LazyGroup
+from actors.cli.commands import TABLE
 
 
-@click.group(
-    cls=LazyGroup, lazy_commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
-)
-@click.version_option(package_name="actors", prog_name="actors")
+@click.group(cls=LazyGroup, table=TABLE, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="actors")
 def cli() -> None:
     """Start long or background work as detached run actors, message them, and get
     their results back in the session that started them.

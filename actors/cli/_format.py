@@ -81,3 +81,37 @@ def print_started(record: dict[str, Any], as_json: bool, **extra: Any) -> None:
     sys.stdout.flush()
     if stderr_is_tty():
         sys.stderr.write(f"  started; follow with: actors tail {record['run']} -f\n")
+
+
+DESCRIPTION_WIDTH = 60
+
+
+def short(text: str | None, width: int = DESCRIPTION_WIDTH) -> str:
+    """`text` on one line, cut to `width` with an ellipsis."""
+    line = " ".join((text or "").split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def param_lines(params: list[Any], indent: str = "    ") -> list[str]:
+    if not params:
+        return [f"{indent}(none)"]
+    rows = []
+    for p in params:
+        if p.required:
+            need = "required"
+        elif p.has_default:
+            need = f"default {_default_text(p.default)}"
+        else:
+            need = "optional"
+        rows.append([f"--{p.name}", p.describe_type(), need, short(p.description, 50)])
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    return [
+        (
+            indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[3]
+        ).rstrip()
+        for r in rows
+    ]
+
+
+def _default_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)

@@ -43,7 +43,7 @@ def message_cmd(
       actors message branch:swarm/front task.assign '{"slice": "T-12"}' --json
       actors message run:music control.stop
     """
-    from actors.cli._fast import message
+    from actors.cli._messaging import message
 
     message(
         address,
@@ -127,7 +127,7 @@ def emit_cmd(
     delivery: str,
 ) -> None:
     """Inside a run: append an actor message (e.g. a notify or followup) to the outbox."""
-    from actors.cli._fast import emit
+    from actors.cli._messaging import emit
 
     emit(
         type,

@@ -9,7 +9,16 @@ import sys
 import pytest
 
 import actors
-from actors.cli._fast import _CANCEL, _EMIT, _LS, _MESSAGE, _SPAWN, _STATUS, _STOP, _parse, _seconds
+from actors.cli._fast import _parse, _seconds
+from actors.cli.commands import (
+    CANCEL_ARGS as _CANCEL,
+    EMIT_ARGS as _EMIT,
+    KILL_ARGS as _STOP,
+    LS_ARGS as _LS,
+    MESSAGE_ARGS as _MESSAGE,
+    SPAWN_ARGS as _SPAWN,
+    STATUS_ARGS as _STATUS,
+)
 from runtime.store.layout import StateRoot
 
 

@@ -1,0 +1,98 @@
+"""The bodies of `actors spawn`, `kill` and `cancel`, without click.
+
+They run on the hand-parsed path (actors.cli._fast) and under click (actors.cli.runs),
+so both paths start and stop runs the same way and print the same thing.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """`-v KEY=VALUE` pairs as a mapping."""
+    values: dict[str, Any] = {}
+    for pair in pairs:
+        name, value = split_pair(pair)
+        values[name] = value
+    return values
+
+
+def split_pair(pair: str) -> tuple[str, str]:
+    """One `-v KEY=VALUE` (spawn's template values, run's tool parameters)."""
+    from runtime.core.errors import BadInput
+
+    name, sep, value = pair.partition("=")
+    if not sep or not name:
+        raise BadInput(f"-v {pair!r} is not KEY=VALUE", hint="e.g. -v source=~/Music")
+    return name, value
+
+
+def start_run(
+    recipe: str | None = None,
+    *,
+    recipe_file: str | None = None,
+    template: str | None = None,
+    as_: str | None = None,
+    values: list[str] | tuple[str, ...] = (),
+    secrets: list[str] | tuple[str, ...] = (),
+    session: str | None = None,
+) -> dict[str, Any]:
+    """Start the detached run `actors spawn` names; returns its record."""
+    from runtime.core.errors import BadInput
+    from runtime.runs.spawn import SpawnRequest, spawn as spawn_run
+
+    if recipe and recipe_file:
+        raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
+    return spawn_run(
+        SpawnRequest(
+            recipe=recipe or recipe_file,
+            template=template,
+            run_id=as_,
+            values=parse_values(values),
+            session=session,
+            secret_names=list(secrets),
+        )
+    )
+
+
+def spawn(*, as_json: bool = False, **request: Any) -> None:
+    """The body of `actors spawn` without `--wait`: start the run, print its address."""
+    from actors.cli._format import print_started
+
+    record = start_run(**request)
+    print_started(record, as_json, run_instance_id=record["run_instance_id"])
+
+
+def kill(run: str, *, force: bool, session: str | None, as_json: bool) -> None:
+    """The body of `actors kill`: SIGKILL the run's whole process tree now."""
+    from runtime.runs.control import kill as kill_run
+    from runtime.runs.ownership import current_principal
+    from runtime.store.layout import StateRoot, parse_run_ref
+
+    root = StateRoot.from_env()
+    summary = kill_run(root, parse_run_ref(run), current_principal(root, session), force=force)
+    _report(summary, as_json)
+
+
+def cancel(run: str, *, grace: float, force: bool, session: str | None, as_json: bool) -> None:
+    """The body of `actors cancel`: SIGTERM, up to `grace` seconds, then SIGKILL."""
+    from runtime.runs.control import cancel as cancel_run
+    from runtime.runs.ownership import current_principal
+    from runtime.store.layout import StateRoot, parse_run_ref
+
+    root = StateRoot.from_env()
+    principal = current_principal(root, session)
+    summary = cancel_run(root, parse_run_ref(run), principal, force=force, grace=grace)
+    _report(summary, as_json)
+
+
+def _report(summary: dict[str, Any], as_json: bool) -> None:
+    from actors.cli._format import emit_json, summary_line
+
+    if as_json:
+        emit_json(summary)
+    else:
+        sys.stdout.write(summary_line(summary) + "\n")
+        sys.stdout.flush()

@@ -1,0 +1,90 @@
+"""The bodies of `actors message` and `actors emit`, without click.
+
+Both run on the hand-parsed path (actors.cli._fast) and under click (actors.cli.messages),
+so the two paths send and print the same thing.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def message(
+    address: str,
+    type: str,
+    body: str | None = None,
+    *,
+    body_json: bool = False,
+    summary: str | None = None,
+    reply_to: str | None = None,
+    force: bool = False,
+    session: str | None = None,
+    no_fsync: bool = False,
+    as_json: bool = False,
+) -> None:
+    """The body of `actors message`."""
+    from runtime.messaging.envelope import parse_body
+    from runtime.routing.router import send
+    from runtime.runs.ownership import current_principal
+    from runtime.store.layout import StateRoot
+
+    root = StateRoot.from_env()
+    outcome = send(
+        root,
+        address,
+        type,
+        parse_body(body, as_json=body_json),
+        current_principal(root, session),
+        force=force,
+        summary=summary,
+        reply_to=reply_to,
+        fsync=not no_fsync,
+    )
+    print_outcome(outcome, as_json=as_json)
+
+
+def emit(
+    type: str,
+    body: str | None,
+    *,
+    body_json: bool,
+    to: str,
+    summary: str | None,
+    level: str,
+    show: bool,
+    delivery: str,
+) -> None:
+    """The body of `actors emit` (its defaults are click's, which the hand parser shares
+    through actors.cli.commands)."""
+    from actors.cli.commands import EMIT_ARGS
+    from runtime.messaging.envelope import parse_body
+    from runtime.routing.in_run import emit as emit_message
+    from runtime.runs.ownership import current_principal
+    from runtime.store.layout import StateRoot
+
+    root = StateRoot.from_env()
+    outcome = emit_message(
+        root,
+        type,
+        parse_body(body, as_json=body_json),
+        current_principal(root),
+        to=to or EMIT_ARGS.defaults["to"],  # an empty --to has always meant the default
+        summary=summary,
+        level=level,
+        delivery=delivery,
+    )
+    if show:
+        print_outcome(outcome, as_json=False)
+
+
+def print_outcome(outcome: dict[str, Any], *, as_json: bool) -> None:
+    """Where a message went: `key=value` words, or JSON."""
+    if as_json:
+        import json
+
+        text = json.dumps(outcome, indent=2, ensure_ascii=False, default=str)
+    else:
+        text = " ".join(f"{k}={v}" for k, v in outcome.items())
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

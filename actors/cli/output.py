@@ -1,0 +1,158 @@
+"""Reading a run's output: tail (with -f) and result."""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from typing import Any
+
+import click
+
+from actors.cli._format import emit_json, summary_line
+from actors.cli._options import json_option
+from runtime.core.errors import Conflict
+from runtime.runs.status import TERMINAL
+from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.store.reads import read_bytes, read_jsonl, read_text_tail, tail_jsonl
+
+
+@click.command("tail")
+@click.argument("run")
+@click.option("-n", "--lines", default=20, show_default=True, help="How many lines to show.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run ends.")
+@click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr.log instead of stdout.log.")
+@click.option(
+    "--events", "use_events", is_flag=True, help="Show the lifecycle journal (events.jsonl)."
+)
+def tail_cmd(run: str, lines: int, follow: bool, use_stderr: bool, use_events: bool) -> None:
+    """Print the end of RUN's output."""
+    from runtime.compiler.redact import redact_text, run_secrets
+    from runtime.runs.status import find_run
+
+    root = StateRoot.from_env()
+    paths, record = find_run(root, parse_run_ref(run))
+    secrets = run_secrets(record)  # a command may print a secret value: never echo it
+    path = paths.events if use_events else paths.stderr if use_stderr else paths.stdout
+    if use_events:
+        for event in tail_jsonl(path, lines):
+            click.echo(redact_text(_event_line(event), secrets))
+    else:
+        for line in read_text_tail(path, lines):
+            click.echo(redact_text(line, secrets))
+    if follow:
+        _follow(root, paths.run_id, path, events=use_events, secrets=secrets)
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    skip = {"id", "ts", "event", "run_instance_id"}
+    rest = " ".join(f"{k}={v}" for k, v in event.items() if k not in skip and v is not None)
+    return f"{event.get('ts', '')}  {event.get('event', '?')!s:<16} {rest}"
+
+
+def _follow(
+    root: StateRoot,
+    run_id: str,
+    path: Any,
+    *,
+    events: bool = False,
+    secrets: list[str] | None = None,
+) -> None:
+    from runtime.compiler.redact import redact_text
+    from runtime.core.process import pidfd_open
+    from runtime.runs.status import derive, find_run, runner_identity
+
+    paths, record = find_run(root, run_id)
+    runner = runner_identity(paths, record)
+    pidfd = pidfd_open(int(runner["pid"])) if runner else None
+    offset = os.stat(path).st_size if os.path.exists(path) else 0
+    journal = read_jsonl(path, offset=offset).identity if events else None
+    last_id = max([""] + [str(e.get("id", "")) for e in tail_jsonl(path, 1)]) if events else ""
+    ended = False
+    try:
+        while True:
+            if events:
+                # a compaction replaces the journal: then it is read from its start, and
+                # events already shown are skipped (event ids sort by time)
+                chunk = read_jsonl(path, offset=offset, identity=journal)
+                offset, journal = chunk.next_offset, chunk.identity
+                fresh = [e for e in chunk.records if str(e.get("id", "")) > last_id]
+                last_id = max([last_id, *(str(e.get("id", "")) for e in fresh)])
+                text = "".join(_event_line(e) + "\n" for e in fresh)
+            else:
+                size = os.stat(path).st_size if os.path.exists(path) else 0
+                data = (
+                    read_bytes(path, offset=offset, limit=size - offset) if size > offset else b""
+                )
+                offset = max(offset, size)
+                text = data.decode(errors="replace")
+            if text:
+                sys.stdout.write(redact_text(text, secrets or []))
+                sys.stdout.flush()
+                continue
+            if ended:
+                return
+            if derive(paths, record)["status"] in TERMINAL:
+                ended = True  # one more read drains what was written just before the end
+                continue
+            if pidfd is not None:
+                poller = select.poll()
+                poller.register(pidfd, select.POLLIN)
+                poller.poll(100)
+            else:
+                time.sleep(0.1)
+    except KeyboardInterrupt:
+        return
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+@click.command("result")
+@click.argument("run")
+@json_option
+def result_cmd(run: str, as_json: bool) -> None:
+    """Print a finished RUN's result (status, code, output head, artifacts)."""
+    from runtime.runs.status import derive, find_run, read_result
+
+    paths, record = find_run(StateRoot.from_env(), parse_run_ref(run))
+    summary = derive(paths, record)
+    if summary["status"] not in TERMINAL:
+        raise Conflict(
+            f"run {paths.run_id} is still {summary['status']}",
+            hint=f"wait for it: actors wait {paths.run_id}",
+        )
+    result = read_result(paths) or {
+        "run": paths.run_id,
+        "status": summary["status"],
+        "code": summary.get("code"),
+        "reason": summary.get("reason"),
+    }
+    from runtime.compiler.redact import redact_deep, run_secrets
+
+    secrets = run_secrets(record)  # the output head may quote a secret value
+    result, summary = redact_deep(result, secrets), redact_deep(summary, secrets)
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(summary_line({**summary, **result}))
+    click.echo(f"  code     {result.get('code')}")
+    for failure in result.get("failures") or []:
+        click.echo(
+            f"  failed   {failure.get('label') or failure.get('node')} "
+            f"({failure.get('status')}, code {failure.get('code')}, "
+            f"policy {failure.get('policy')})"
+        )
+    for name, art in (result.get("artifacts") or {}).items():
+        if not art.get("exists"):
+            state = "missing"
+        elif art.get("is_dir"):
+            state = "directory"
+        else:
+            state = f"{art.get('size')} bytes"
+        click.echo(f"  artifact {name}: {art.get('path')} ({state})")
+    if result.get("output"):
+        click.echo("  output:")
+        for line in str(result["output"]).splitlines()[:40]:
+            click.echo(f"    {line}")
