@@ -24,12 +24,12 @@ and the branch is reset to where the task started. The run ends through the runn
 This script only uses the standard library, the `actors` CLI (on PATH inside a run) and
 its sibling modules (imported from its own directory, sys.path[0] when run as a file):
 backlog_claims (the backlog and the run's claim table), backlog_commands (the `actors`
-CLI, the agent and validation commands) and backlog_git (the worker's worktree).
+CLI, the agent and validation commands), backlog_git (the worker's worktree) and
+backlog_options (its command line).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 import signal
@@ -42,6 +42,7 @@ from typing import Any
 from backlog_claims import Claims, Task
 from backlog_commands import WorkerError, post, receive, run_command, tail
 from backlog_git import Worktree
+from backlog_options import parse_args, worker_settings
 
 REASON_CHARS = 1000
 
@@ -345,29 +346,9 @@ class Worker:
             )
 
 
-def _command_line(value: str, what: str) -> list[str]:
-    try:
-        return shlex.split(value)
-    except ValueError as exc:
-        raise WorkerError(f"cannot split {what} {value!r}: {exc}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", required=True, help="branch id: front, back, ...")
-    parser.add_argument("--end", choices=("top", "bottom"), required=True)
-    parser.add_argument("--backlog", required=True)
-    parser.add_argument("--repo", required=True)
-    parser.add_argument("--agent-cmd", required=True, help="command line, split with shlex")
-    parser.add_argument("--validate-cmd", default="", help="command line; empty = none")
-    parser.add_argument("--base", default="HEAD")
-    parser.add_argument("--worktrees", default="", help="default: $ACTORS_STATE_DIR/worktrees")
-    parser.add_argument("--git-branch", required=True)
-    parser.add_argument("--task-timeout", default="0", help="seconds per command; 0 = none")
-    parser.add_argument("--self-select", default="true")
-    args = parser.parse_args(argv)
-
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # control.stop: clean up, go
+    args = parse_args(__doc__.splitlines()[0], argv)
     try:
         run_id = os.environ["ACTORS_RUN_ID"]
         state_dir = Path(os.environ["ACTORS_STATE_DIR"])
@@ -376,32 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.environ["ACTORS_BRANCH"] = args.worker  # our recv/emit act as branch:<run>/<worker>
     try:
-        backlog = Path(args.backlog).expanduser().resolve()
-        if not backlog.is_file():
-            raise WorkerError(f"backlog file {backlog} does not exist")
-        agent_cmd = _command_line(args.agent_cmd, "agent_cmd")
-        if not agent_cmd:
-            raise WorkerError("agent_cmd is empty")
-        try:
-            timeout = float(args.task_timeout)
-        except ValueError:
-            raise WorkerError(f"task_timeout {args.task_timeout!r} is not a number") from None
-        worktrees = Path(args.worktrees).expanduser() if args.worktrees else state_dir / "worktrees"
-        worker = Worker(
-            name=args.worker,
-            end=args.end,
-            backlog=backlog,
-            repo=Path(args.repo).expanduser().resolve(),
-            git_branch=args.git_branch,
-            worktree=worktrees.resolve() / args.worker,
-            base=args.base,
-            agent_cmd=agent_cmd,
-            validate_cmd=_command_line(args.validate_cmd, "validate_cmd"),
-            task_timeout=timeout if timeout > 0 else None,
-            self_select=args.self_select.strip().lower() not in ("false", "0", "no", "off", ""),
-            state_dir=state_dir,
-            run_id=run_id,
-        )
+        worker = Worker(**worker_settings(args, state_dir), state_dir=state_dir, run_id=run_id)
         worker.prepare()
         worker.loop()
     except WorkerError as exc:
