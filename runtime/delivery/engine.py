@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
@@ -59,7 +60,7 @@ def _iso_after(seconds: float) -> str:
 
 def backoff_s(attempt: int) -> float:
     """Capped exponential backoff with jitter (50-100 % of the step)."""
-    base = float(os.environ.get("ACTORS_RETRY_BASE", "0.5"))
+    base = config.seconds(config.RETRY_BASE)
     step = min(BACKOFF_CAP_S, base * float(2 ** max(0, attempt - 1)))
     return step * random.uniform(0.5, 1.0)
 

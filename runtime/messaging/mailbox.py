@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso, parse_iso
 from runtime.core.process import read_stat
@@ -42,7 +43,7 @@ from runtime.store.journals import INBOX, LOG, OPEN_STATES
 
 RECONCILE_INTERVAL_S = 1.0
 """Upper bound on how long a queued message can wait when every doorbell is missed."""
-LEASE_S = float(os.environ.get("ACTORS_LEASE_S", "300"))
+LEASE_S = config.seconds(config.LEASE_S)
 """How long a claim is exclusive while its holder lives (`$ACTORS_LEASE_S`, default 300 s)."""
 CLAIMABLE = ("queued",)
 SENDING_GRACE_S = 5.0

@@ -208,14 +208,9 @@ def _invoke_tool(
 
 def current_branch() -> str | None:
     """`$ACTORS_BRANCH`, validated: it becomes a path component of the branch inbox."""
-    from runtime.core.ids import is_valid_id
+    from runtime.core import config
 
-    value = os.environ.get("ACTORS_BRANCH") or None
-    if value is not None and not is_valid_id(value):
-        raise BadInput(
-            f"invalid ACTORS_BRANCH {value[:80]!r}", hint="use a branch id like front or back"
-        )
-    return value
+    return config.branch()
 
 
 def _sender_in_run(principal: Principal) -> tuple[str, str]:
