@@ -51,7 +51,8 @@ def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
     try:
         _check_utf8(args)
-        config.check()  # a bad ACTORS_* value stops every command before it writes
+        if args[:1] != ["hook"]:  # hooks keep their own rule: never block the harness
+            config.check()  # a bad ACTORS_* value stops the command before it writes
         from actors.cli._fast import run
 
         if run(args):

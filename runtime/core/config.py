@@ -12,9 +12,11 @@ The accessors read `os.environ` at each call, never at import of this module: te
 fixed for the life of its process (the journal cap, the claim lease, the runner's grace,
 the fault points) calls the accessor once at its own import. A bad value raises
 `BadInput`, one line naming the variable, what is wrong and the fix; `check()` runs
-first in every CLI invocation, so a bad setting stops the command before it writes.
+first in every CLI invocation (but `actors hook`, which must never block its harness),
+so a bad setting stops the command before it writes.
 
-Only `os` (and typing's NamedTuple) is imported: every CLI start loads this module.
+Only `os`, typing's NamedTuple and runtime.core.errors are imported: every CLI start
+loads this module.
 """
 
 from __future__ import annotations

@@ -145,3 +145,10 @@ def test_good_values_pass_the_check(home: StateRoot, monkeypatch: pytest.MonkeyP
     config.check()
     out = cli("ls")
     assert out.returncode == 0, out.stderr
+
+
+def test_a_hook_is_not_blocked_by_a_bad_value(home: StateRoot) -> None:
+    """Harness hooks keep their rule (exit 0, no output, whatever goes wrong): exit 2
+    from a boundary hook would block the user's prompt."""
+    out = cli("hook", "user-prompt-submit", input="{}", env={"ACTORS_LEASE_S": "abc"})
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
