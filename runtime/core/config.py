@@ -258,7 +258,9 @@ def seconds(setting: Setting) -> float:
     except ValueError:
         value = -1.0
     if not 0 <= value < float("inf"):  # also refuses nan
-        raise _bad(setting, raw, "is not a number of seconds", f"set it to e.g. {setting.default}")
+        raise _bad(
+            setting, raw, "is not a number of seconds (>= 0)", f"set it to e.g. {setting.default}"
+        )
     return value
 
 
@@ -271,7 +273,10 @@ def byte_count(setting: Setting) -> int:
         value = 0
     if value <= 0:
         raise _bad(
-            setting, raw, "is not a positive whole number of bytes", "set it to e.g. 4194304"
+            setting,
+            raw,
+            "is not a positive whole number of bytes",
+            f"set it to e.g. {setting.default}",
         )
     return value
 
@@ -290,16 +295,15 @@ def branch() -> str | None:
 
 def run_token() -> str:
     """ACTORS_RUN_TOKEN, "" when unset; a value no token could be (not URL-safe base64
-    characters) is refused here, before it is compared with a run's token file."""
+    characters) is refused here, before it is compared with a run's token file. The
+    value is never shown: it may be a real token with a stray character."""
     value = text(RUN_TOKEN)
     if value and not (
         value.isascii() and len(value) <= 256 and all(c.isalnum() or c in "-_" for c in value)
     ):
-        raise _bad(
-            RUN_TOKEN,
-            value,
-            "is not a run token (letters, digits, '-' and '_')",
-            "run the command inside the run that was given the token,",
+        raise BadInput(
+            f"{RUN_TOKEN.name} is not a run token (only letters, digits, '-' and '_')",
+            hint="run the command inside the run that was given the token, or unset it",
         )
     return value
 
