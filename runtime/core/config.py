@@ -338,6 +338,13 @@ def check() -> None:
     """Validate every user setting that is set: the CLI calls this before any command,
     so a bad value stops it before anything is written."""
     state_root()
+    check_values()
+
+
+def check_values() -> None:
+    """Validate the numbers (timings, the journal cap): `spawn` calls this too, since
+    its detached runner reads them from the environment it inherits, where a bad value
+    could only fail unseen."""
     for setting in SETTINGS:
         if setting.scope == USER and setting.kind == "seconds":
             seconds(setting)

@@ -210,6 +210,7 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
 
 def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     """Start a run and return its run.json record (the runner is already running)."""
+    config.check_values()  # the runner inherits our environment: refuse a bad value here
     root = root or StateRoot.from_env()
     principal = current_principal(root, req.session)
     if (req.recipe is None) == (req.template is None):

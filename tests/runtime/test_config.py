@@ -153,3 +153,14 @@ def test_a_hook_is_not_blocked_by_a_bad_value(home: StateRoot) -> None:
     from a boundary hook would block the user's prompt."""
     out = cli("hook", "user-prompt-submit", input="{}", env={"ACTORS_LEASE_S": "abc"})
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
+
+
+def test_spawn_through_the_api_refuses_a_value_its_runner_would_choke_on(
+    home: StateRoot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime.runs.spawn import SpawnRequest, spawn
+
+    monkeypatch.setenv("ACTORS_KILL_GRACE", "soon")
+    with pytest.raises(BadInput, match=r"^ACTORS_KILL_GRACE='soon'"):
+        spawn(SpawnRequest(template="true"), home)
+    assert not home.runs.exists() or not any(home.runs.iterdir())
