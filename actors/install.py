@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime.core import config
 from runtime.core.errors import BadInput
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_json
@@ -243,7 +244,7 @@ def plan(harness: str, scope: str, wake: str = "hook") -> list[Edit]:
         args = json.dumps([*command[1:], "mcp"])
         block = f"[mcp_servers.actors]\ncommand = {json.dumps(command[0])}\nargs = {args}\n"
         return [_toml_edit(codex_home / "config.toml", block)]
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    xdg = Path(config.path(config.XDG_CONFIG_HOME))
     target = (
         Path.cwd() / "opencode.json" if scope == "project" else xdg / "opencode" / "opencode.json"
     )

@@ -10,18 +10,20 @@ pydantic, httpx or websockets only on the paths that need them
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one readable line and exit status 2 for any input error."""
+    from runtime.core import config
     from runtime.core.errors import ActorsError
 
     args = sys.argv[1:] if argv is None else argv
     try:
         _check_utf8(args)
+        if args[:1] != ["hook"]:  # hooks keep their own rule: never block the harness
+            config.check()  # a bad ACTORS_* value stops the command before it writes
         from actors.cli._fast import run
 
         if run(args):
@@ -35,7 +37,7 @@ def main(argv: list[str] | None = None) -> Any:
     except BrokenPipeError:
         sys.exit(0)
     except Exception as exc:  # a bug: one line by default, the traceback on request
-        if os.environ.get("ACTORS_DEBUG"):
+        if config.flag(config.DEBUG):
             raise
         sys.stderr.write(
             f"actors: internal error: {type(exc).__name__}: {exc} "

@@ -10,6 +10,7 @@ import time
 import click
 
 from actors.cli._format import emit_json
+from runtime.core import config
 from runtime.core.errors import BadInput
 from runtime.store.layout import StateRoot
 
@@ -21,7 +22,7 @@ def _root() -> StateRoot:
 def _session_id(explicit: str | None) -> str:
     from runtime.runs.ownership import local_user_session
 
-    return explicit or os.environ.get("ACTORS_SESSION") or local_user_session()
+    return explicit or config.text(config.SESSION) or local_user_session()
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -79,7 +80,7 @@ def session_register(
                 raise AdapterError(f"tmux target {opts['target']} is not reachable: {why}")
     except AdapterError as exc:
         raise BadInput(str(exc)) from None
-    ident = session_id or os.environ.get("ACTORS_SESSION") or f"sess-{short_suffix()}"
+    ident = session_id or config.text(config.SESSION) or f"sess-{short_suffix()}"
     session_key(ident)
     caps = cls.capabilities
     record = save_session(
@@ -104,7 +105,7 @@ def session_register(
     else:
         click.echo(ident)
         if sys.stderr.isatty():
-            click.echo(f"  export ACTORS_SESSION={ident}", err=True)
+            click.echo(f"  export {config.SESSION.name}={ident}", err=True)
 
 
 @session_group.command("ls")

@@ -34,6 +34,8 @@ from typing import Any
 
 import click
 
+from runtime.core import config
+
 CONTEXT = (
     "Background runs started with actors (`actors spawn` or the actors MCP tools) report "
     "back to this session by themselves: when one finishes or needs a decision you will be "
@@ -53,9 +55,6 @@ BOUNDARY_MODES = ("next-message", "next-tool-call")
 CONTEXT_BUDGET = 9000
 """Characters of follow-ups one boundary hands over (Claude Code caps injected hook text
 at 10,000); the rest wait for the next boundary."""
-LOCK_WAIT_S = 5.0
-"""How long a boundary hook waits for the session's locks ($ACTORS_HOOK_LOCK_WAIT) before
-giving up silently; the follow-ups then wait for the next boundary."""
 CURSOR_LOOP_LIMIT = 5
 """Cursor's default `loop_limit`; `actors hook cursor-stop --loop-limit` must match the
 `loop_limit` of its hooks.json entry."""
@@ -120,7 +119,7 @@ def session_start(wake: str) -> None:
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if env_file:
         with open(env_file, "a") as handle:
-            handle.write(f"export ACTORS_SESSION={session_id}\n")
+            handle.write(f"export {config.SESSION.name}={session_id}\n")
     click.echo(
         json.dumps(
             {
@@ -144,7 +143,7 @@ def file_changed() -> None:
     from runtime.store.layout import StateRoot
 
     data = _hook_input()
-    session_id = str(data.get("session_id") or os.environ.get("ACTORS_SESSION") or "")
+    session_id = str(data.get("session_id") or config.text(config.SESSION))
     if not is_valid_id(session_id):
         sys.exit(0)
     unread = doorbell_unread(StateRoot.from_env(), session_id)
@@ -300,7 +299,7 @@ def hand_over(
         return []
     # The runner's lock first, then the inbox lock (the order the runner itself uses):
     # a racing hook, `actors flush` or `actors inbox read` waits, then finds them read.
-    wait = float(os.environ.get("ACTORS_HOOK_LOCK_WAIT") or LOCK_WAIT_S)
+    wait = config.seconds(config.HOOK_LOCK_WAIT)
     with (
         locked(paths.deliver_lock, timeout_s=wait),
         locked(paths.inbox_lock, timeout_s=wait),
@@ -325,7 +324,7 @@ def _session_of(data: dict[str, Any], key: str, *, env_first: bool) -> str:
     the user's choosing); empty when neither is a valid id."""
     from runtime.core.ids import is_valid_id
 
-    given, env = str(data.get(key) or ""), os.environ.get("ACTORS_SESSION") or ""
+    given, env = str(data.get(key) or ""), config.text(config.SESSION)
     for candidate in (env, given) if env_first else (given, env):
         if is_valid_id(candidate):
             return candidate

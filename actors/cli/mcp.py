@@ -6,6 +6,8 @@ import os
 
 import click
 
+from runtime.core import config
+
 
 @click.command("mcp")
 @click.option(
@@ -25,7 +27,7 @@ def mcp_cmd(session: str | None) -> None:
     serve(
         StateRoot.from_env(),
         session
-        or os.environ.get("ACTORS_SESSION")
+        or config.text(config.SESSION)
         or os.environ.get("CLAUDE_CODE_SESSION_ID")
         or local_user_session(),
     )

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from runtime.core import config
 from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id
 from runtime.store.layout import StateRoot
@@ -52,8 +53,7 @@ def search_dirs() -> list[Path]:
     """Recipe roots, highest priority first: project, user, shipped."""
     from recipes import SHIPPED_DIR
 
-    config = os.environ.get("XDG_CONFIG_HOME")
-    user = (Path(config).expanduser() if config else Path.home() / ".config") / "actors"
+    user = Path(config.path(config.XDG_CONFIG_HOME)) / "actors"
     return [Path.cwd() / ".actors" / "recipes", user / "recipes", SHIPPED_DIR]
 
 

@@ -10,21 +10,19 @@ Write sequences call `pause_point("files.append.before_fsync")` between their st
 - `$ACTORS_FAIL_AT` names points that raise `OSError(ENOSPC)` every time they are
   reached (a full disk, where no small file system can be mounted for the test).
 
-Unset (always, outside tests), the environment is read once at import and every call is
-one global lookup and a return: no syscall, no allocation, no import beyond os.
+Unset (always, outside tests), the environment is read once at import (through
+runtime.core.config, which names these variables) and every call is one global lookup
+and a return: no syscall, no allocation, no import beyond os.
 """
 
 from __future__ import annotations
 
 import os
 
+from runtime.core import config
 
-def _names(variable: str) -> frozenset[str]:
-    return frozenset(p.strip() for p in os.environ.get(variable, "").split(",") if p.strip())
-
-
-_PAUSE = _names("ACTORS_PAUSE_AT")
-_FAIL = _names("ACTORS_FAIL_AT")
+_PAUSE = config.names(config.PAUSE_AT)
+_FAIL = config.names(config.FAIL_AT)
 ARMED = bool(_PAUSE or _FAIL)
 _fired: set[str] = set()
 
@@ -45,7 +43,7 @@ def _reached(name: str) -> None:
     import signal
 
     _fired.add(name)
-    barrier = os.environ.get("ACTORS_PAUSE_FIFO")
+    barrier = config.text(config.PAUSE_FIFO)
     if barrier:
         # opening a FIFO blocks until the test opens it for reading: the rendezvous
         fd = os.open(barrier, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)

@@ -94,8 +94,7 @@ def processed_timeout(options: dict[str, str]) -> float:
     """How long an adapter watches for the turn its message started to finish: the
     session's `processed_timeout`, else ACTORS_PROCESSED_TIMEOUT (`actors doctor delivery`
     raises it so its probe's turn can end), else 3 s."""
-    import os
+    from runtime.core import config
 
-    return float(
-        options.get("processed_timeout") or os.environ.get("ACTORS_PROCESSED_TIMEOUT", "3")
-    )
+    explicit = options.get("processed_timeout")
+    return float(explicit) if explicit else config.seconds(config.PROCESSED_TIMEOUT)

@@ -12,6 +12,7 @@ import os
 import secrets
 from typing import Any
 
+from runtime.core import config
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.registry import adapter_class
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
@@ -52,7 +53,7 @@ def probe(root: StateRoot, owner: str) -> list[str]:
     )
     runner = DeliveryRunner(root)
     if caps.completion:  # give the probe's turn time to finish, so D7 is judged, not guessed
-        os.environ.setdefault("ACTORS_PROCESSED_TIMEOUT", "60")
+        os.environ.setdefault(config.PROCESSED_TIMEOUT.name, "60")
     state = runner.submit(
         owner, envelope, delivery_id=delivery_id, mode="immediate", exact_mode=True
     )

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
@@ -54,7 +55,7 @@ def on_event(listener: Listener) -> Callable[[], None]:
 
 def backoff_s(attempt: int) -> float:
     """Capped exponential backoff with jitter (50-100 % of the step)."""
-    base = float(os.environ.get("ACTORS_RETRY_BASE", "0.5"))
+    base = config.seconds(config.RETRY_BASE)
     step = min(BACKOFF_CAP_S, base * float(2 ** max(0, attempt - 1)))
     return step * random.uniform(0.5, 1.0)
 

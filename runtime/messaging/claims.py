@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from runtime.core import config
 from runtime.core.ids import now_iso, parse_iso
 from runtime.core.process import read_stat
 
-LEASE_S = float(os.environ.get("ACTORS_LEASE_S", "300"))
+LEASE_S = config.seconds(config.LEASE_S)
 """How long a claim is exclusive while its holder lives (`$ACTORS_LEASE_S`, default 300 s)."""
 CLAIMABLE = ("queued",)
 SENDING_GRACE_S = 5.0

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from runtime.core import config
 from runtime.core.errors import BadInput, Conflict, Refused
 from runtime.core.faults import pause_point
-from runtime.core.ids import is_valid_id
 from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, branch_mailbox, run_mailbox
 from runtime.messaging.envelope import make_envelope
@@ -27,12 +27,7 @@ from runtime.store.layout import StateRoot
 
 def current_branch() -> str | None:
     """`$ACTORS_BRANCH`, validated: it becomes a path component of the branch inbox."""
-    value = os.environ.get("ACTORS_BRANCH") or None
-    if value is not None and not is_valid_id(value):
-        raise BadInput(
-            f"invalid ACTORS_BRANCH {value[:80]!r}", hint="use a branch id like front or back"
-        )
-    return value
+    return config.branch()
 
 
 def _sender_in_run(principal: Principal) -> tuple[str, str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, NamedTuple
 
+from runtime.core import config
 from runtime.core.errors import BadInput, Refused
 from runtime.core.ids import is_valid_id
 from runtime.store.layout import StateRoot
@@ -49,14 +50,14 @@ def local_user_session() -> str:
 
 def current_principal(root: StateRoot, session: str | None = None) -> Principal:
     """Resolve the caller from flags and environment; a bad run token fails closed."""
-    run_id = os.environ.get("ACTORS_RUN_ID")
+    run_id = config.text(config.RUN_ID)
     if run_id and session is not None:
         raise Refused(
             "--session cannot be used inside a run",
             hint="processes of a run act through its token ($ACTORS_RUN_TOKEN)",
         )
     if run_id:
-        token = os.environ.get("ACTORS_RUN_TOKEN", "")
+        token = config.run_token()
         if not is_valid_id(run_id) or not token:
             raise Refused("ACTORS_RUN_ID is set without a valid ACTORS_RUN_TOKEN")
         try:
@@ -71,7 +72,7 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
         if not hmac.compare_digest(expected, token):
             raise Refused(f"ACTORS_RUN_TOKEN does not match run {run_id}")
         return Principal(f"run:{run_id}", via_run_token=True)
-    chosen = session or os.environ.get("ACTORS_SESSION") or ""
+    chosen = session or config.text(config.SESSION)
     if not chosen:
         return Principal(local_user_session())
     if not (is_valid_id(chosen) or (chosen.startswith("user:") and is_valid_id(chosen[5:]))):

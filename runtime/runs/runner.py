@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.compiler.redact import secret_texts
+from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.core.process import capture, kill_session
@@ -30,23 +31,25 @@ if TYPE_CHECKING:
     from runtime.runs.context import Outcome, RunContext
     from runtime.runs.step_followups import Deliveries
 
-KILL_GRACE_S = float(os.environ.get("ACTORS_KILL_GRACE", "5"))
-DELIVERY_BUDGET_S = float(os.environ.get("ACTORS_DELIVERY_BUDGET", "30"))
+KILL_GRACE_S = config.seconds(config.KILL_GRACE)
+DELIVERY_BUDGET_S = config.seconds(config.DELIVERY_BUDGET)
 OUTPUT_PREVIEW_CHARS = 4000
 
 
 def _child_env(paths: RunPaths, run: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("ACTORS_SESSION", None)  # children act through the run token, never a session
+    env.pop(config.SESSION.name, None)  # children act through the run token, never a session
     # Children find the same `actors` installation as the runner (a venv's bin directory).
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     token = read_bytes(paths.token).decode().strip()
     env.update(
-        ACTORS_RUN_ID=run["run"],
-        ACTORS_RUN_TOKEN=token,
-        ACTORS_STATE_DIR=str(paths.dir),
-        ACTORS_ADDRESS=f"run:{run['run']}",
-        ACTORS_RUN_INSTANCE=run["run_instance_id"],
+        {
+            config.RUN_ID.name: run["run"],
+            config.RUN_TOKEN.name: token,
+            config.STATE_DIR.name: str(paths.dir),
+            config.ADDRESS.name: f"run:{run['run']}",
+            config.RUN_INSTANCE.name: run["run_instance_id"],
+        }
     )
     return env
 

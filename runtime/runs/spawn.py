@@ -23,6 +23,7 @@ from runtime.compiler.placeholders import (
     substitute_word,
 )
 from runtime.compiler.values import apply_args
+from runtime.core import config
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
 from runtime.core.process import capture
@@ -192,9 +193,10 @@ def runner_argv(paths: RunPaths) -> list[str]:
 
 def _start_runner(paths: RunPaths, root: StateRoot) -> int:
     argv = runner_argv(paths)
-    env = dict(os.environ, ACTORS_HOME=str(root.path))
-    for key in ("ACTORS_RUN_ID", "ACTORS_RUN_TOKEN", "ACTORS_BRANCH"):
-        env.pop(key, None)
+    env = dict(os.environ)
+    env[config.HOME.name] = str(root.path)
+    for setting in (config.RUN_ID, config.RUN_TOKEN, config.BRANCH):
+        env.pop(setting.name, None)
     log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -212,6 +214,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     Everything that can be refused (the recipe, the id, the values) is checked before
     the state directory exists, so bad input changes nothing.
     """
+    config.check_values()  # the runner inherits our environment: refuse a bad value here
     root = root or StateRoot.from_env()
     principal = current_principal(root, req.session)
     if (req.recipe is None) == (req.template is None):

@@ -28,11 +28,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from runtime.core import config
 from runtime.core.ids import now_iso
 from runtime.store.appends import encode_line
 from runtime.store.reads import fold, marker_of, parse_lines
 
-CAP_BYTES = int(os.environ.get("ACTORS_JOURNAL_CAP_BYTES", str(4 * 1024 * 1024)))
+CAP_BYTES = config.byte_count(config.JOURNAL_CAP_BYTES)
 LOG_KEEP_LINES = 5000
 SETTLED_KEEP = 1000
 OPEN_STATES = frozenset({"queued", "sending", "claimed"})

@@ -6,10 +6,10 @@ validated before they become path components, so no id can name anything outside
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import NamedTuple
 
+from runtime.core import config
 from runtime.core.errors import BadInput, StateDamaged
 from runtime.core.ids import ID_PATTERN, is_valid_id
 
@@ -23,13 +23,8 @@ _STDOUT, _STDERR = "stdout.log", "stderr.log"
 
 
 def default_root() -> Path:
-    """The state root chosen by the environment (not created here)."""
-    explicit = os.environ.get("ACTORS_HOME")
-    if explicit:
-        return Path(explicit).expanduser().absolute()
-    xdg = os.environ.get("XDG_STATE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "state"
-    return (base / "actors").absolute()
+    """The state root chosen by the environment (not created here; see runtime.core.config)."""
+    return Path(config.state_root())
 
 
 def check_id(value: str, what: str = "run id") -> str:
