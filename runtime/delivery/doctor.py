@@ -12,7 +12,7 @@ import os
 import secrets
 from typing import Any
 
-from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.engine import DeliveryRecord, DeliveryRunner
 from runtime.delivery.registry import adapter_class
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
 from runtime.messaging.envelope import build_envelope
@@ -157,7 +157,7 @@ def probe(root: StateRoot, owner: str) -> list[str]:
 def _judge_injecting(
     level: Any,
     caps: Any,
-    state: dict[str, Any],
+    state: DeliveryRecord,
     observed: set[str],
     owner: str,
     token: str,
@@ -217,7 +217,7 @@ def _judge_injecting(
 
 def _judge_claude_code(
     level: Any,
-    state: dict[str, Any],
+    state: DeliveryRecord,
     owner: str,
     token: str,
     copies: int,
