@@ -7,7 +7,7 @@ Every function takes run references as `run:ID` or a bare id and raises
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import Conflict
 from runtime.runs.status import TERMINAL
@@ -15,7 +15,11 @@ from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.store.reads import read_json, read_text_tail
 
 if TYPE_CHECKING:  # imported for real only when a sender is made
+    from runtime.messaging.envelope import Envelope
+    from runtime.messaging.mailbox import MailboxEntry
+    from runtime.routing.outcomes import SendOutcome
     from runtime.routing.sender import Sender
+    from runtime.store.records import ListedRun, ResultRecord, RunRecord, RunStatus
 
 
 def _root(home: str | None) -> StateRoot:
@@ -33,7 +37,7 @@ def spawn(
     session: str | None = None,
     secret_names: list[str] | None = None,
     home: str | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Start a detached run; returns its run.json record (`record["run"]` is the id)."""
     from runtime.runs.spawn import SpawnRequest, spawn as _spawn
 
@@ -48,28 +52,28 @@ def spawn(
     return _spawn(request, _root(home))
 
 
-def status(run: str, *, home: str | None = None) -> dict[str, Any]:
+def status(run: str, *, home: str | None = None) -> RunStatus:
     """Derived status plus progress counters."""
     from runtime.runs.status import status_of
 
     return status_of(_root(home), parse_run_ref(run))
 
 
-def runs(*, home: str | None = None) -> list[dict[str, Any]]:
+def runs(*, home: str | None = None) -> list[ListedRun]:
     """Every run in the state root, newest first."""
     from runtime.runs.index import list_runs
 
     return list_runs(_root(home))
 
 
-def wait(run: str, *, timeout: float | None = None, home: str | None = None) -> dict[str, Any]:
+def wait(run: str, *, timeout: float | None = None, home: str | None = None) -> RunStatus:
     """Block until the run is terminal (or `timeout` seconds pass); returns its status."""
     from runtime.runs.waiting import wait_for
 
     return wait_for(_root(home), parse_run_ref(run), timeout=timeout)
 
 
-def result(run: str, *, home: str | None = None) -> dict[str, Any]:
+def result(run: str, *, home: str | None = None) -> ResultRecord | RunStatus:
     """result.json of a finished run."""
     from runtime.runs.status import derive, find_run
 
@@ -78,7 +82,7 @@ def result(run: str, *, home: str | None = None) -> dict[str, Any]:
     if summary["status"] not in TERMINAL:
         raise Conflict(f"run {paths.run_id} is still {summary['status']}")
     found = read_json(paths.result)
-    return found if isinstance(found, dict) else summary
+    return cast("ResultRecord", found) if isinstance(found, dict) else summary
 
 
 def tail(
@@ -96,7 +100,7 @@ def cancel(
     grace: float = 5.0,
     session: str | None = None,
     home: str | None = None,
-) -> dict[str, Any]:
+) -> RunStatus:
     """Graceful stop (SIGTERM, grace, SIGKILL) of an owned run."""
     from runtime.runs.control import cancel as _cancel
     from runtime.runs.ownership import current_principal
@@ -109,7 +113,7 @@ def cancel(
 
 def kill(
     run: str, *, force: bool = False, session: str | None = None, home: str | None = None
-) -> dict[str, Any]:
+) -> RunStatus:
     """Immediate SIGKILL of an owned run's whole process tree."""
     from runtime.runs.control import kill as _kill
     from runtime.runs.ownership import current_principal
@@ -129,7 +133,7 @@ def message(
     session: str | None = None,
     fsync: bool = True,
     home: str | None = None,
-) -> dict[str, Any]:
+) -> SendOutcome:
     """Send one envelope (durable append, then doorbell); returns where it went."""
     from runtime.routing.router import send
     from runtime.runs.ownership import current_principal
@@ -154,7 +158,7 @@ def recv(
     timeout: float | None = None,
     ack: bool = True,
     home: str | None = None,
-) -> dict[str, Any] | None:
+) -> Envelope | MailboxEntry | None:
     """Inside a run: claim the next message (blocking); returns its envelope, or None.
 
     With `ack=True` (default) it is marked handled at once. With `ack=False` the return
@@ -172,8 +176,7 @@ def recv(
     if not ack:
         return entry
     finish(root, principal, entry["id"], ok=True)
-    envelope: dict[str, Any] = entry["envelope"]
-    return envelope
+    return entry["envelope"]
 
 
 def ack(
@@ -196,7 +199,7 @@ def emit(
     level: str = "info",
     delivery: str = "log",
     home: str | None = None,
-) -> dict[str, Any]:
+) -> SendOutcome:
     """Inside a run: append an actor message to the run's outbox (or its room).
 
     `delivery="notify"` or `"followup"` also delivers it to the coordinator session.

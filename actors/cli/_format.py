@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from runtime.core.ids import parse_iso
@@ -25,7 +26,7 @@ def age(ts: str | None, now: float | None = None) -> str:
     return f"{int(seconds)}s"
 
 
-def status_word(summary: dict[str, Any]) -> str:
+def status_word(summary: Mapping[str, Any]) -> str:
     word = str(summary.get("status", "?"))
     if summary.get("degraded"):
         word += " (degraded)"
@@ -58,7 +59,7 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def summary_line(summary: dict[str, Any]) -> str:
+def summary_line(summary: Mapping[str, Any]) -> str:
     parts = [f"run:{summary['run']}", status_word(summary)]
     if summary.get("reason") and summary.get("status") not in ("done", "running"):
         parts.append(f"- {summary['reason']}")
@@ -71,7 +72,7 @@ def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
 
 
-def print_started(record: dict[str, Any], as_json: bool, **extra: Any) -> None:
+def print_started(record: Mapping[str, Any], as_json: bool, **extra: Any) -> None:
     """A detached run was started: its address (and how to follow it), or JSON."""
     if as_json:
         keys = ("run", "address", "state_dir", "pid")

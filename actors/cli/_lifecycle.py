@@ -7,7 +7,11 @@ so both paths start and stop runs the same way and print the same thing.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 
 def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
@@ -38,7 +42,7 @@ def start_run(
     values: list[str] | tuple[str, ...] = (),
     secrets: list[str] | tuple[str, ...] = (),
     session: str | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Start the detached run `actors spawn` names; returns its record."""
     from runtime.core.errors import BadInput
     from runtime.runs.spawn import SpawnRequest, spawn as spawn_run
@@ -88,7 +92,7 @@ def cancel(run: str, *, grace: float, force: bool, session: str | None, as_json:
     _report(summary, as_json)
 
 
-def _report(summary: dict[str, Any], as_json: bool) -> None:
+def _report(summary: Mapping[str, Any], as_json: bool) -> None:
     from actors.cli._format import emit_json, summary_line
 
     if as_json:

@@ -7,6 +7,7 @@ so the two paths send and print the same thing.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -78,7 +79,7 @@ def emit(
         print_outcome(outcome, as_json=False)
 
 
-def print_outcome(outcome: dict[str, Any], *, as_json: bool) -> None:
+def print_outcome(outcome: Mapping[str, Any], *, as_json: bool) -> None:
     """Where a message went: `key=value` words, or JSON."""
     if as_json:
         import json

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actors.cli._format import age, emit_json, status_word, summary_line, table
@@ -91,7 +92,7 @@ def list_view(
     _out(table(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"]))
 
 
-def _tree_lines(root: StateRoot, runs: list[dict[str, Any]]) -> list[str]:
+def _tree_lines(root: StateRoot, runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """Runs with their child runs nested beneath, and each active run's branches."""
     listed = {r["run"] for r in runs}
     children: dict[str, list[dict[str, Any]]] = {}

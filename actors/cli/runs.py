@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -26,7 +27,7 @@ def _root() -> StateRoot:
     return StateRoot.from_env()
 
 
-def exit_code(summary: dict[str, Any]) -> int:
+def exit_code(summary: Mapping[str, Any]) -> int:
     code = summary.get("code")
     if summary["status"] == "done":
         return 0

@@ -13,7 +13,7 @@ import secrets
 from typing import Any
 
 from runtime.core import config
-from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.engine import DeliveryRecord, DeliveryRunner
 from runtime.delivery.registry import adapter_class
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
 from runtime.messaging.envelope import build_envelope
@@ -158,7 +158,7 @@ def probe(root: StateRoot, owner: str) -> list[str]:
 def _judge_injecting(
     level: Any,
     caps: Any,
-    state: dict[str, Any],
+    state: DeliveryRecord,
     observed: set[str],
     owner: str,
     token: str,
@@ -218,7 +218,7 @@ def _judge_injecting(
 
 def _judge_claude_code(
     level: Any,
-    state: dict[str, Any],
+    state: DeliveryRecord,
     owner: str,
     token: str,
     copies: int,

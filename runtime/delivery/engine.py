@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
 from runtime.core import config
 from runtime.core.faults import pause_point
@@ -37,13 +37,40 @@ from runtime.store.layout import SessionPaths, StateRoot
 from runtime.store.reads import read_jsonl
 from runtime.store.writes import ensure_dir, write_bytes_atomic
 
+if TYPE_CHECKING:
+    from runtime.messaging.envelope import Envelope
+
 HELD_MODES = ("manual", "next-message", "next-tool-call")
 FINAL = ("delivered", "accepted", "failed-final")
 """`accepted` is final too: the harness took responsibility; retrying could duplicate it."""
 BACKOFF_CAP_S = 300.0
 MAX_ATTEMPTS = 12
 
-Listener = Callable[[dict[str, Any]], None]
+
+class DeliveryRecord(TypedDict, total=False):
+    """One line of a session's deliveries.jsonl (`created`, an attempt's receipt, or
+    `closed`), and a delivery's current state: its latest line, keeping the `mode` and
+    `type` its `created` line said (`DeliveryRunner.states`). The receipt's own fields
+    (`Receipt.to_dict`, without `delivery_id`) are spread into an attempt's line."""
+
+    ts: str
+    id: Required[str]
+    event: str
+    state: str
+    mode: str | None
+    type: str | None
+    attempts: int
+    harness: str
+    status: str
+    retryable: bool
+    available_at: str
+    reason: str
+    metadata: dict[str, Any]
+    observed: list[str]
+    next_attempt_at: str | None
+
+
+Listener = Callable[[DeliveryRecord], None]
 _listeners: list[Listener] = []
 
 
@@ -65,7 +92,7 @@ class DeliveryRunner:
         self.root = root
 
     # -- journal -------------------------------------------------------------------
-    def _journal(self, paths: SessionPaths, record: dict[str, Any]) -> None:
+    def _journal(self, paths: SessionPaths, record: DeliveryRecord) -> None:
         record = {"ts": now_iso(), **record}
         append_jsonl(paths.deliveries, record, fsync=True)
         for listener in list(_listeners):
@@ -73,7 +100,9 @@ class DeliveryRunner:
                 listener(record)
 
     def states(self, owner: str) -> dict[str, dict[str, Any]]:
-        """Current state of every delivery of a session (fold of deliveries.jsonl)."""
+        """Current state of every delivery of a session (fold of deliveries.jsonl): each a
+        `DeliveryRecord`, typed as a plain dict while the harness hooks (actors/cli/hooks.py)
+        pass it to their dict-typed pickers."""
         state: dict[str, dict[str, Any]] = {}
         for record in read_jsonl(session_paths(self.root, owner).deliveries).records:
             ident = record.get("id")
@@ -89,13 +118,13 @@ class DeliveryRunner:
     def submit(
         self,
         owner: str,
-        envelope: dict[str, Any],
+        envelope: Envelope,
         *,
         delivery_id: str,
         mode: str = "immediate",
         budget_s: float = 0.0,
         exact_mode: bool = False,
-    ) -> dict[str, Any]:
+    ) -> DeliveryRecord:
         """Durably enqueue for the session, then try to deliver (within `budget_s`).
 
         A session registered with `-o mode=<mode>` delivers everything in that mode
@@ -117,7 +146,10 @@ class DeliveryRunner:
                 },
             )
         self.process(owner, budget_s=budget_s)
-        return self.states(owner).get(delivery_id, {"id": delivery_id, "state": "queued"})
+        return cast(
+            "DeliveryRecord",
+            self.states(owner).get(delivery_id, {"id": delivery_id, "state": "queued"}),
+        )
 
     def process(
         self, owner: str, *, flush: bool = False, only: str | None = None, budget_s: float = 0.0
@@ -213,7 +245,7 @@ class DeliveryRunner:
                 )
             if receipt.status != "failed" or receipt.retryable:
                 break
-        record: dict[str, Any] = {
+        record: dict[str, Any] = {  # the receipt's fields are a plain dict (contract)
             "id": ident,
             "event": receipt.status,
             "attempts": attempt,
@@ -238,7 +270,7 @@ class DeliveryRunner:
             record["state"] = "failed-final"
             record["next_attempt_at"] = None
         pause_point("delivery.attempt.before_receipt")
-        self._journal(paths, record)
+        self._journal(paths, cast("DeliveryRecord", record))
         return receipt
 
     def record_surfaced(
@@ -279,7 +311,7 @@ class DeliveryRunner:
                 "next_attempt_at": None,
             }
             record.pop("delivery_id", None)
-            self._journal(paths, record)
+            self._journal(paths, cast("DeliveryRecord", record))
             done.append(ident)
         return done
 
@@ -337,12 +369,12 @@ def _split(value: Any) -> list[str]:
 def submit(
     root: StateRoot,
     owner: str,
-    envelope: dict[str, Any],
+    envelope: Envelope,
     *,
     delivery_id: str,
     mode: str = "immediate",
     budget_s: float = 0.0,
-) -> dict[str, Any]:
+) -> DeliveryRecord:
     """Module-level entry the runtime calls through its delivery hook."""
     return DeliveryRunner(root).submit(
         owner, envelope, delivery_id=delivery_id, mode=mode, budget_s=budget_s

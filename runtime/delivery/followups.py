@@ -20,7 +20,7 @@ messages in the parent run's inbox instead.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
@@ -29,13 +29,34 @@ from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
 from runtime.store.writes import publish_json_once
 
+if TYPE_CHECKING:
+    from runtime.delivery.engine import DeliveryRecord
+    from runtime.messaging.envelope import Envelope
+    from runtime.store.records import ResultRecord, RunRecord
+
+
 FOLLOW_STATUSES = ("done", "failed", "exited")
 SEMANTIC_BODY_CHARS = 4000
 MAX_ARTIFACTS = 4
 _INTERNAL_TYPES = ("command.done", "run.done", "run.failed")
 
 
-def _semantic(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+class ParentHandover(TypedDict, total=False):
+    """How a follow-up for a run owned by another run went into that run's inbox."""
+
+    id: str
+    state: str
+    duplicate: bool
+    route: str
+    reason: str
+
+
+if TYPE_CHECKING:
+    Handover = DeliveryRecord | ParentHandover
+    """What `deliver` returns: the session's delivery state, or the parent-run hand-over."""
+
+
+def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
     """The run's own last word: its last declared emitted message, else its stdout head."""
     emits = {
         e["type"] if isinstance(e, dict) else str(e)
@@ -61,9 +82,7 @@ def _semantic(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> d
     }
 
 
-def terminal_followup(
-    paths: RunPaths, run: dict[str, Any], result: dict[str, Any]
-) -> dict[str, Any] | None:
+def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> Envelope | None:
     """The envelope for a terminal transition, or None when it must not follow up."""
     status = result.get("status")
     if status not in FOLLOW_STATUSES:
@@ -111,12 +130,12 @@ def preload() -> None:
 
 def deliver(
     root: StateRoot,
-    run: dict[str, Any],
-    envelope: dict[str, Any],
+    run: RunRecord,
+    envelope: Envelope,
     *,
     mode: str = "immediate",
     budget_s: float = 0.0,
-) -> dict[str, Any]:
+) -> Handover:
     """Hand a follow-up to its owner; durable in the owner's inbox when this returns."""
     from runtime.compiler.redact import redact_deep, run_secrets
 
@@ -129,15 +148,10 @@ def deliver(
         return _to_parent_run(root, owner[4:], envelope, delivery_id)
     from runtime.delivery.engine import submit  # deferred for start-up cost
 
-    result: dict[str, Any] = submit(
-        root, owner, envelope, delivery_id=delivery_id, mode=mode, budget_s=budget_s
-    )
-    return result
+    return submit(root, owner, envelope, delivery_id=delivery_id, mode=mode, budget_s=budget_s)
 
 
-def _to_parent_run(
-    root: StateRoot, parent: str, envelope: dict[str, Any], delivery_id: str
-) -> dict[str, Any]:
+def _to_parent_run(root: StateRoot, parent: str, envelope: Envelope, delivery_id: str) -> Handover:
     from runtime.core.errors import ActorsError
     from runtime.messaging.boxes import run_mailbox
 
@@ -153,14 +167,15 @@ def _to_parent_run(
 
 
 def follow_up_terminal(
-    root: StateRoot, paths: RunPaths, run: dict[str, Any], *, budget_s: float = 0.0
-) -> dict[str, Any] | None:
+    root: StateRoot, paths: RunPaths, run: RunRecord, *, budget_s: float = 0.0
+) -> Handover | None:
     """Submit the terminal follow-up if due and not yet marked; write the marker after."""
     if paths.followup.exists():
         return None
-    result = read_json(paths.result)
-    if not isinstance(result, dict):
+    found = read_json(paths.result)
+    if not isinstance(found, dict):
         return None
+    result = cast("ResultRecord", found)  # published once, by the runner or cancel / kill
     envelope = terminal_followup(paths, run, result)
     if envelope is None:
         publish_json_once(

@@ -6,10 +6,13 @@ branch addresses), follow-ups (a child's end posted to its parent run) and inspe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runtime.messaging.mailbox import Mailbox, mailbox_for
 from runtime.store.layout import RunPaths
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 CONTROL_TYPES = ("control.stop", "control.kill", "control.archive", "control.prune")
 """Types every run accepts; its runner consumes them itself."""
@@ -23,7 +26,7 @@ def branch_mailbox(paths: RunPaths, branch: str) -> Mailbox:
     return mailbox_for(paths.branch_inbox(branch), paths.branch_doorbells(branch), paths.wake)
 
 
-def accepted_types(run: dict[str, Any]) -> list[str]:
+def accepted_types(run: RunRecord) -> list[str]:
     """The types the recipe declared in `mailbox.accepts` (besides `control.*`)."""
     entries = (run.get("mailbox") or {}).get("accepts") or []
     return [e["type"] if isinstance(e, dict) else str(e) for e in entries]

@@ -10,11 +10,14 @@ mechanics of `mailbox`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config
 from runtime.core.ids import now_iso, parse_iso
 from runtime.core.process import read_stat
+
+if TYPE_CHECKING:
+    from runtime.messaging.entries import Holder, InboxLine, MailboxEntry
 
 LEASE_S = config.seconds(config.LEASE_S)
 """How long a claim is exclusive while its holder lives (`$ACTORS_LEASE_S`, default 300 s)."""
@@ -27,17 +30,17 @@ treated as queued once older than this."""
 _my_identity: dict[str, Any] = {}
 
 
-def me() -> dict[str, Any]:
+def me() -> Holder:
     """This process as a claim holder; read once per pid (a fork gets its own)."""
     pid = os.getpid()
     if _my_identity.get("pid") != pid:
         stat = read_stat(pid)
         _my_identity.clear()
         _my_identity.update(pid=pid, start_ticks=stat.start_ticks if stat else None)
-    return dict(_my_identity)
+    return cast("Holder", dict(_my_identity))
 
 
-def settle(entry: dict[str, Any], now: float) -> tuple[Any, dict[str, Any] | None]:
+def settle(entry: MailboxEntry, now: float) -> tuple[str, InboxLine | None]:
     """The entry's effective state, and the line that requeues it when whoever held it
     (a fast-path sender, a claim holder) is gone or out of lease; None if it stands."""
     state = entry.get("state")
@@ -50,7 +53,7 @@ def settle(entry: dict[str, Any], now: float) -> tuple[Any, dict[str, Any] | Non
     return "queued", {"id": entry["id"], "state": "queued", "queued_at": now_iso(), "requeued": why}
 
 
-def claim_line(entry: dict[str, Any], consumer: str, lease_s: float) -> dict[str, Any]:
+def claim_line(entry: MailboxEntry, consumer: str, lease_s: float) -> InboxLine:
     """The state line that hands `entry` to this process for `lease_s` seconds."""
     return {
         "id": entry["id"],
@@ -61,7 +64,7 @@ def claim_line(entry: dict[str, Any], consumer: str, lease_s: float) -> dict[str
     }
 
 
-def _sender_gone(entry: dict[str, Any], now: float) -> bool:
+def _sender_gone(entry: MailboxEntry, now: float) -> bool:
     """Whether a `sending` entry's FIFO write can no longer happen.
 
     Only the sender's death settles it: a sender that is merely slow (frozen, swapped
@@ -75,7 +78,7 @@ def _sender_gone(entry: dict[str, Any], now: float) -> bool:
     return _age_s(entry.get("queued_at"), now) > SENDING_GRACE_S
 
 
-def _claim_live(entry: dict[str, Any], now: float) -> bool:
+def _claim_live(entry: MailboxEntry, now: float) -> bool:
     if not _holder_alive(entry.get("claimed_by")):
         return False
     try:
@@ -98,4 +101,3 @@ def _age_s(stamp: Any, now: float) -> float:
         return now - parse_iso(str(stamp))
     except ValueError:
         return float("inf")
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from runtime.core.errors import BadInput
 from runtime.core.ids import new_id, now_iso
@@ -25,6 +25,36 @@ MAX_SUMMARY_CHARS = 500
 LEVELS = ("info", "warning", "error")
 MODES = ("immediate", "next-message", "next-tool-call", "on-idle", "manual")
 _TYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,127}")
+
+Envelope = TypedDict(
+    "Envelope",
+    {
+        "id": str,
+        "type": str,
+        "to": str,
+        "session": NotRequired[str | None],
+        "from": str,
+        "summary": str,
+        "level": str,
+        "ts": str,
+        "body": Any,
+        "mode": NotRequired[str],
+        "reason": NotRequired[str],
+        "priority": NotRequired[int],
+        "deadline": NotRequired[str],
+        "idempotency_key": NotRequired[str],
+        "reply_to": NotRequired[str],
+        "run": NotRequired[str],
+        "run_instance_id": NotRequired[str],
+        "delivery": NotRequired[str],
+        "received_at": NotRequired[str],
+    },
+)
+"""One message, as `build_envelope` assembles it and every journal stores it. `body` is
+the sender's arbitrary JSON. The optional keys: `session` (a follow-up's owner), the
+routing hints `make_envelope` takes, `run` / `run_instance_id` (sent from inside a run),
+`delivery` (outbox lines) and `received_at` (room timeline lines). Functional syntax
+because `from` is a keyword."""
 
 
 def check_type(value: str) -> str:
@@ -61,7 +91,7 @@ def make_envelope(
     reply_to: str | None = None,
     extra: dict[str, Any] | None = None,
     check_size: bool = True,
-) -> dict[str, Any]:
+) -> Envelope:
     """A validated envelope dict with a fresh time-ordered id. `check_size=False` leaves
     the size check to the caller's own `encode_envelope` (a streaming sender embeds
     that text in its journal line rather than encoding the body twice)."""
@@ -109,7 +139,7 @@ def build_envelope(
     level: str = "info",
     session: Any = _NO_SESSION,
     extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> Envelope:
     """The one place an envelope's fields are assembled, in their stored order, with a
     fresh time-ordered id and `now_iso` stamp. Not validated: `make_envelope` checks what
     a caller typed; actors' own messages (follow-ups, `command.done`, the doctor's probe)
@@ -125,10 +155,10 @@ def build_envelope(
     envelope["body"] = body
     if extra:
         envelope.update(extra)
-    return envelope
+    return cast(Envelope, envelope)  # `extra` carries only the optional keys above
 
 
-def encode_envelope(envelope: dict[str, Any]) -> str:
+def encode_envelope(envelope: Envelope) -> str:
     """The envelope as stored (compact JSON), refused when over the size cap."""
     text, size = _encoded(envelope)
     if size > MAX_ENVELOPE_BYTES:
@@ -157,7 +187,7 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def _encoded(envelope: dict[str, Any]) -> tuple[str, int]:
+def _encoded(envelope: Envelope) -> tuple[str, int]:
     """The envelope as stored and its size in bytes; BadInput for what cannot be stored."""
     try:
         text = compact_json(envelope)

@@ -21,16 +21,22 @@ import os
 import select
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
 from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, me, settle
 from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell, ring
+from runtime.messaging.entries import Holder, InboxLine, MailboxEntry
 from runtime.store.appends import append_jsonl, append_line, encode_line, locked
 from runtime.store.journals import INBOX, LOG, OPEN_STATES
 from runtime.store.reads import read_jsonl
 from runtime.store.writes import DiskWriteError, ensure_dir
+
+if TYPE_CHECKING:
+    from runtime.messaging.envelope import Envelope
+
+__all__ = ["Holder", "InboxLine", "Mailbox", "MailboxEntry"]
 
 
 class Mailbox:
@@ -40,7 +46,7 @@ class Mailbox:
         self.inbox, self.doorbells, self.wake_log = inbox, doorbells, wake_log
         self._offset = 0
         self._identity: tuple[int, int] | None = None
-        self._entries: dict[str, dict[str, Any]] = {}
+        self._entries: dict[str, MailboxEntry] = {}
         self._open: dict[str, None] = {}
         """Ids of entries that are not settled, oldest first (what a claim scans)."""
         self._bell: int | None = None
@@ -53,14 +59,14 @@ class Mailbox:
     # -- sending -----------------------------------------------------------------------
     def deliver(
         self,
-        envelope: dict[str, Any],
+        envelope: Envelope,
         *,
         fsync: bool = True,
         instance: str | None = None,
         state: str = "queued",
-    ) -> dict[str, Any]:
+    ) -> MailboxEntry:
         """Durably append a message, then ring every doorbell. Returns the entry."""
-        entry = {
+        entry: MailboxEntry = {
             "id": envelope["id"],
             "state": state,
             "queued_at": now_iso(),
@@ -75,7 +81,7 @@ class Mailbox:
             self.wake(envelope)
         return entry
 
-    def wake(self, envelope: dict[str, Any]) -> None:
+    def wake(self, envelope: Envelope) -> None:
         """Poke every interested consumer's FIFO, then record the advisory doorbell line.
 
         The message is already durable: a wake line that cannot be written (a full disk)
@@ -104,7 +110,7 @@ class Mailbox:
         )
 
     # -- reading -----------------------------------------------------------------------
-    def refresh(self) -> dict[str, dict[str, Any]]:
+    def refresh(self) -> dict[str, MailboxEntry]:
         """Fold lines appended since the last call into the current entry states (all
         again from the start when the journal was compacted since)."""
         chunk = read_jsonl(self.inbox, offset=self._offset, identity=self._identity)
@@ -122,9 +128,9 @@ class Mailbox:
                 envelope = record.get("envelope")
                 if not (isinstance(envelope, dict) and isinstance(envelope.get("type"), str)):
                     continue
-                current = self._entries[ident] = dict(record)
+                current = self._entries[ident] = cast("MailboxEntry", dict(record))
             elif "envelope" not in record:
-                current.update(record)
+                current.update(cast("MailboxEntry", record))  # a state line: no envelope
             else:
                 continue
             if current.get("state") in OPEN_STATES:
@@ -133,7 +139,7 @@ class Mailbox:
                 self._open.pop(ident, None)
         return self._entries
 
-    def entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[MailboxEntry]:
         return list(self.refresh().values())
 
     # -- consuming ---------------------------------------------------------------------
@@ -145,10 +151,10 @@ class Mailbox:
         limit: int = 1,
         consumer: str = "recv",
         lease_s: float = LEASE_S,
-    ) -> list[dict[str, Any]]:
+    ) -> list[MailboxEntry]:
         """Exclusively claim up to `limit` open entries (oldest first)."""
         ensure_dir(self.inbox.parent)
-        claimed: list[dict[str, Any]] = []
+        claimed: list[MailboxEntry] = []
         with locked(self.lock_path):
             now = time.time()
             lines = []
@@ -178,7 +184,7 @@ class Mailbox:
         self.refresh()
         return [self._entries[e["id"]] for e in claimed]
 
-    def wait_claim(self, *, timeout: float | None, **claim_args: Any) -> list[dict[str, Any]]:
+    def wait_claim(self, *, timeout: float | None, **claim_args: Any) -> list[MailboxEntry]:
         """Block (on a doorbell FIFO, with a reconcile timer) until something is claimed.
 
         The doorbell is created on first use and kept for the life of this object, so a

@@ -9,7 +9,7 @@ delivers into a run from outside; these read and write from inside one.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core import config
 from runtime.core.errors import BadInput, Conflict, Refused
@@ -23,6 +23,10 @@ from runtime.runs.status import find_run
 from runtime.store.appends import append_jsonl, locked
 from runtime.store.journals import LOG
 from runtime.store.layout import StateRoot
+
+if TYPE_CHECKING:
+    from runtime.messaging.mailbox import Holder, MailboxEntry
+    from runtime.routing.outcomes import SendOutcome
 
 
 def current_branch() -> str | None:
@@ -52,7 +56,7 @@ def emit(
     level: str = "info",
     fsync: bool = True,
     delivery: str = "log",
-) -> dict[str, Any]:
+) -> SendOutcome:
     """Append an actor message from the calling run to its outbox (or its room).
 
     `delivery`: `log` (outbox only, for inspect), `notify` (also to the coordinator
@@ -83,7 +87,7 @@ def emit(
             raise Refused(f"run {run_id} may only post to its own room room:{run_id}")
         return post_room(paths, run, envelope)
     append_jsonl(paths.outbox, {**envelope, "delivery": delivery}, fsync=fsync, compactor=LOG)
-    outcome = {"to": to, "type": kind, "id": envelope["id"], "state": "emitted"}
+    outcome: SendOutcome = {"to": to, "type": kind, "id": envelope["id"], "state": "emitted"}
     if delivery != "log":
         # deferred for start-up cost: only notify / followup emits need it
         from runtime.delivery.followups import deliver
@@ -101,7 +105,7 @@ def recv(
     *,
     types: tuple[str, ...] | None = None,
     timeout: float | None = None,
-) -> dict[str, Any] | None:
+) -> MailboxEntry | None:
     """Claim the next message for the calling run (or branch); None on timeout."""
     run_id, _ = _sender_in_run(principal)
     paths, _ = find_run(root, run_id)
@@ -128,7 +132,7 @@ def finish(
     # lease must not acknowledge a message another consumer has claimed in the meantime.
     with locked(box.lock_path):
         entry = box.refresh().get(entry_id)
-        holder = (entry or {}).get("claimed_by") or {}
+        holder: Holder = (entry.get("claimed_by") or {}) if entry is not None else {}
         if entry is None or entry.get("state") != "claimed" or holder.get("pid") != os.getpid():
             raise Conflict(
                 f"message {entry_id} is not claimed by this process",

@@ -8,7 +8,8 @@ huge history stays fast.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from runtime.compiler.redact import redact_deep, redact_values, run_secrets
 from runtime.core.errors import BadInput
@@ -18,6 +19,9 @@ from runtime.runs.index import list_runs
 from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
 from runtime.store.layout import DOORBELLS, RunPaths, StateRoot
 from runtime.store.reads import read_json, read_text_tail, tail_jsonl
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
 ROOM_VIEWS = ("status", "messages", "roster")
@@ -54,7 +58,7 @@ def _require(view: str, allowed: tuple[str, ...], target: str) -> None:
         raise BadInput(f"{target} has no view {view!r}", hint=f"use one of: {', '.join(allowed)}")
 
 
-def _entries(entries: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
+def _entries(entries: Sequence[Mapping[str, Any]], lines: int) -> list[dict[str, Any]]:
     out = []
     for entry in entries[-lines:] if lines > 0 else []:
         env = entry.get("envelope")
@@ -96,8 +100,8 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
             for m in tail_jsonl(paths.outbox, lines)
         ]
     elif view == "artifacts":
-        result = read_result(paths) or {}
-        if result.get("artifacts") is not None:
+        result = read_result(paths)
+        if result is not None and result.get("artifacts") is not None:
             out["artifacts"] = result["artifacts"]
         else:
             from runtime.runs.artifacts import manifest
@@ -167,7 +171,7 @@ def _count_lines(path: Any) -> int:
         return 0
 
 
-def _roster(run: dict[str, Any], recent: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _roster(run: RunRecord, recent: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Members: the run itself, every sender seen in the room, minus those who left."""
     roster: dict[str, dict[str, Any]] = {f"run:{run['run']}": {"role": "run", "status": "present"}}
     for message in recent:

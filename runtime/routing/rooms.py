@@ -3,7 +3,7 @@ itself (`emit`). Its own module because both the router and the in-run side post
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runtime.core.ids import now_iso
 from runtime.messaging.doorbells import ring
@@ -12,8 +12,13 @@ from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths
 from runtime.store.writes import ensure_dir
 
+if TYPE_CHECKING:
+    from runtime.messaging.envelope import Envelope
+    from runtime.routing.outcomes import SendOutcome
+    from runtime.store.records import RunRecord
 
-def post_room(paths: RunPaths, run: dict[str, Any], envelope: dict[str, Any]) -> dict[str, Any]:
+
+def post_room(paths: RunPaths, run: RunRecord, envelope: Envelope) -> SendOutcome:
     """Append to the timeline (fsync'd: a room is a record) and wake its watchers."""
     ensure_dir(paths.room)
     append_jsonl(

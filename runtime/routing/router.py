@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.faults import pause_point
@@ -33,11 +33,16 @@ from runtime.store.journals import INBOX
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.writes import ensure_dir
 
+if TYPE_CHECKING:
+    from runtime.messaging.envelope import Envelope
+    from runtime.routing.outcomes import SendOutcome
+    from runtime.store.records import RunRecord
+
 PIPE_BUF = 4096
 """Writes up to this size to a FIFO are atomic (POSIX minimum; Linux's value)."""
 
 
-def check_accepts(run: dict[str, Any], kind: str, force: bool) -> None:
+def check_accepts(run: RunRecord, kind: str, force: bool) -> None:
     """Refuse a type the recipe did not declare: nothing in the run would ever read it."""
     if kind in CONTROL_TYPES or force:
         return
@@ -61,7 +66,7 @@ def send(
     summary: str | None = None,
     reply_to: str | None = None,
     fsync: bool = True,
-) -> dict[str, Any]:
+) -> SendOutcome:
     """Validate, persist and wake; returns what happened (`state` says where it went)."""
     address = parse_address(to)
     if address.kind in ("coordinator", "session"):
@@ -122,7 +127,7 @@ def send(
     return {"to": to, "type": kind, "id": entry["id"], "state": state, "route": "run"}
 
 
-def _write_fifo(path: Path, envelope: dict[str, Any]) -> bool:
+def _write_fifo(path: Path, envelope: Envelope) -> bool:
     """Fast path: one atomic write of the envelope line to a reader that is attached now."""
     line = encode_line(envelope)
     if len(line) > PIPE_BUF:
@@ -139,9 +144,7 @@ def _write_fifo(path: Path, envelope: dict[str, Any]) -> bool:
         os.close(fd)
 
 
-def _apply_terminal_control(
-    root: StateRoot, paths: RunPaths, kind: str, body: Any
-) -> dict[str, Any]:
+def _apply_terminal_control(root: StateRoot, paths: RunPaths, kind: str, body: Any) -> SendOutcome:
     from runtime.runs.retention import archive_run, prune_run  # deferred: start-up cost
 
     if kind == "control.archive":
@@ -154,12 +157,12 @@ def _apply_terminal_control(
         }
     preserve = isinstance(body, dict) and bool(body.get("preserve_artifacts"))
     outcome = prune_run(root, paths.run_id, preserve_artifacts=preserve)
-    return {"to": f"run:{paths.run_id}", "type": kind, "state": "handled", **outcome}
+    return cast(
+        "SendOutcome", {"to": f"run:{paths.run_id}", "type": kind, "state": "handled", **outcome}
+    )
 
 
-def _invoke_tool(
-    root: StateRoot, address: Address, body: Any, principal: Principal
-) -> dict[str, Any]:
+def _invoke_tool(root: StateRoot, address: Address, body: Any, principal: Principal) -> SendOutcome:
     """Spawn the tool with the body as its values, checked against its parameters like
     `actors run` does: an unknown or badly typed key is refused before anything runs."""
     from runtime.runs.invoke import invoke_tool  # deferred: start-up cost (the compiler)

@@ -16,7 +16,7 @@ from runtime.core.ids import new_id
 from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, accepted_types
 from runtime.messaging.doorbells import open_bell
-from runtime.messaging.envelope import check_body, encode_envelope, make_envelope
+from runtime.messaging.envelope import Envelope, check_body, encode_envelope, make_envelope
 from runtime.routing.router import check_accepts
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
@@ -136,7 +136,7 @@ class Sender:
         for body in bodies:
             check_body(body)
             ident = new_id()
-            envelope = {**template, "id": ident, "body": body}
+            envelope: Envelope = {**template, "id": ident, "body": body}
             # the entry line of `Mailbox.deliver`, with the envelope encoded once (the size
             # check's text is the stored text); the id is plain ASCII
             lines.append(f'{{"id":"{ident}{head}{encode_envelope(envelope)}}}\n'.encode())

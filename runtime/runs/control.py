@@ -9,7 +9,7 @@ published (once) after every process of the run's session is gone.
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import Conflict, Refused, StateDamaged
 from runtime.core.ids import now_iso
@@ -21,12 +21,15 @@ from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import publish_json_once
 
+if TYPE_CHECKING:
+    from runtime.store.records import ResultRecord, RunRecord, RunStatus
+
 CANCEL_GRACE_S = 5.0
 
 
 def _prepare(
     root: StateRoot, run_id: str, principal: Principal, force: bool, action: str
-) -> tuple[RunPaths, dict[str, Any], dict[str, Any]]:
+) -> tuple[RunPaths, RunRecord, dict[str, Any]]:
     paths, run = find_run(root, run_id)
     check_control(run, principal, force=force, action=action)
     summary = derive(paths, run)
@@ -51,7 +54,7 @@ def _prepare(
     return paths, run, identity
 
 
-def _publish(paths: RunPaths, run: dict[str, Any], status: str, code: int, reason: str) -> None:
+def _publish(paths: RunPaths, run: RunRecord, status: str, code: int, reason: str) -> None:
     """Record the terminal state unless the runner already did (it is gone by now)."""
     if paths.result.exists():
         return
@@ -63,20 +66,18 @@ def _publish(paths: RunPaths, run: dict[str, Any], status: str, code: int, reaso
     counts = {k: last[k] for k in ("completed", "failed") if k in last}
     write_progress(paths.progress, instance, phase=status, active=0, **counts)
     record_event(paths.events, instance, f"run.{status}", fsync=True, code=code, reason=reason)
-    publish_json_once(
-        paths.result,
-        {
-            "run": run["run"],
-            "run_instance_id": instance,
-            "status": status,
-            "code": code,
-            "killed": status == "killed",
-            "degraded": False,
-            "reason": reason,
-            "started_at": run.get("created_at"),
-            "ended_at": now_iso(),
-        },
-    )
+    short: ResultRecord = {
+        "run": run["run"],
+        "run_instance_id": instance,
+        "status": status,
+        "code": code,
+        "killed": status == "killed",
+        "degraded": False,
+        "reason": reason,
+        "started_at": run.get("created_at"),
+        "ended_at": now_iso(),
+    }
+    publish_json_once(paths.result, short)
 
 
 def _kill_everything(identity: dict[str, Any]) -> int:
@@ -89,9 +90,7 @@ def _kill_everything(identity: dict[str, Any]) -> int:
     return count
 
 
-def kill(
-    root: StateRoot, run_id: str, principal: Principal, *, force: bool = False
-) -> dict[str, Any]:
+def kill(root: StateRoot, run_id: str, principal: Principal, *, force: bool = False) -> RunStatus:
     """SIGKILL the runner and every process of its session; status becomes `killed`."""
     paths, run, identity = _prepare(root, run_id, principal, force, "kill")
     record_event(
@@ -115,7 +114,7 @@ def cancel(
     *,
     force: bool = False,
     grace: float = CANCEL_GRACE_S,
-) -> dict[str, Any]:
+) -> RunStatus:
     """Graceful stop: SIGTERM, wait for the runner to wind down, then SIGKILL what is left."""
     paths, run, identity = _prepare(root, run_id, principal, force, "cancel")
     record_event(

@@ -10,7 +10,8 @@ index is rebuilt from a scan of `runs/`; writing it is best-effort.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
@@ -19,6 +20,9 @@ from runtime.store.appends import locked
 from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import write_json_atomic
+
+if TYPE_CHECKING:
+    from runtime.store.records import ListedRun
 
 INDEX_VERSION = 2
 _STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
@@ -29,12 +33,12 @@ LISTED = ("run", "address", "state_dir", *_STATIC, *_FINAL)
 derived live (a run whose state is damaged also has `damaged`)."""
 
 
-def _listed(name: str, run_dir: str, facts: dict[str, Any]) -> dict[str, Any]:
+def _listed(name: str, run_dir: str, facts: Mapping[str, Any]) -> ListedRun:
     summary: dict[str, Any] = {"run": name, "address": f"run:{name}", "state_dir": run_dir}
     summary.update({k: facts.get(k) for k in LISTED[3:]})
     if "damaged" in facts:
         summary["damaged"] = facts["damaged"]
-    return summary
+    return cast("ListedRun", summary)  # the keys of LISTED, which ListedRun declares
 
 
 def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
@@ -74,7 +78,7 @@ def _stamp(run_dir: str) -> str | None:
     return f"{st.st_ino}:{st.st_mtime_ns}"
 
 
-def list_runs(root: StateRoot) -> list[dict[str, Any]]:
+def list_runs(root: StateRoot) -> list[ListedRun]:
     """Status summaries of every run in the root, newest first."""
     try:
         names = [e.name for e in os.scandir(root.runs) if e.is_dir(follow_symlinks=False)]
@@ -83,7 +87,7 @@ def list_runs(root: StateRoot) -> list[dict[str, Any]]:
     cached = _load(root)
     runs_dir = str(root.runs)
     fresh: dict[str, dict[str, Any]] = {}
-    summaries: list[dict[str, Any]] = []
+    summaries: list[ListedRun] = []
     for name in names:
         if not is_valid_id(name):
             continue

@@ -6,12 +6,15 @@ Used by `actors run` (in the foreground), by `tool:NAME` messages and by the MCP
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.compiler.params import bind_values
 from runtime.compiler.tools import load_tool
 from runtime.runs.spawn import SpawnRequest, spawn
 from runtime.store.layout import StateRoot
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 
 def invoke_tool(
@@ -21,7 +24,7 @@ def invoke_tool(
     session: str | None = None,
     run_id: str | None = None,
     root: Any = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """Spawn the tool NAME with JSON values (a `tool:NAME` message body), after checking
     them against its parameters. Returns the run record (the run is always detached)."""
     state = root or StateRoot.from_env()

@@ -10,13 +10,16 @@ the principal that spawned it; others are refused unless they pass `--force`.
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from runtime.core import config
 from runtime.core.errors import BadInput, Refused
 from runtime.core.ids import is_valid_id
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_bytes
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 
 class Principal(NamedTuple):
@@ -83,7 +86,7 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
     return Principal(chosen)
 
 
-def check_control(run: dict[str, Any], principal: Principal, *, force: bool, action: str) -> None:
+def check_control(run: RunRecord, principal: Principal, *, force: bool, action: str) -> None:
     """Raise Refused unless `principal` may `action` this run."""
     owner = run.get("owner_id")
     run_id = run.get("run")

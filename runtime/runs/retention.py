@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import Conflict
 from runtime.core.ids import now_iso
@@ -20,6 +20,9 @@ from runtime.runs.index import forget
 from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunStatus
 
 TMP_MAX_AGE_S = 24 * 3600
 
@@ -58,7 +61,7 @@ def _sweep(directory: Path, max_age_s: float) -> int:
     return removed
 
 
-def require_terminal(root: StateRoot, run_id: str, action: str) -> dict[str, Any]:
+def require_terminal(root: StateRoot, run_id: str, action: str) -> RunStatus:
     paths, run = find_run(root, run_id)
     summary = derive(paths, run)
     if summary["status"] not in TERMINAL:

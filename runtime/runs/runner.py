@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.compiler.redact import secret_texts
 from runtime.core import config
@@ -30,13 +30,14 @@ from runtime.store.writes import publish_json_once
 if TYPE_CHECKING:
     from runtime.runs.context import Outcome, RunContext
     from runtime.runs.step_followups import Deliveries
+    from runtime.store.records import ResultRecord, RunRecord
 
 KILL_GRACE_S = config.seconds(config.KILL_GRACE)
 DELIVERY_BUDGET_S = config.seconds(config.DELIVERY_BUDGET)
 OUTPUT_PREVIEW_CHARS = 4000
 
 
-def _child_env(paths: RunPaths, run: dict[str, Any]) -> dict[str, str]:
+def _child_env(paths: RunPaths, run: RunRecord) -> dict[str, str]:
     env = dict(os.environ)
     env.pop(config.SESSION.name, None)  # children act through the run token, never a session
     # Children find the same `actors` installation as the runner (a venv's bin directory).
@@ -62,7 +63,7 @@ def _preview(path: Path | None) -> str | None:
     ]
 
 
-async def _lifetime(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+async def _lifetime(paths: RunPaths, run: RunRecord) -> ResultRecord:
     """The run under trio: execute, publish the result, then the follow-ups: the steps'
     still in flight (waited for up to the delivery budget), then the terminal one."""
     # deferred: these import trio, loaded only after the runner has recorded its identity
@@ -80,7 +81,7 @@ async def _lifetime(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-async def _execute(paths: RunPaths, run: dict[str, Any], deliveries: Deliveries) -> dict[str, Any]:
+async def _execute(paths: RunPaths, run: RunRecord, deliveries: Deliveries) -> ResultRecord:
     """Run the template graph in a fresh context; the result it earned (not yet published)."""
     # deferred: these import trio, loaded only after the runner has recorded its identity
     from runtime.runs.context import RunContext
@@ -114,7 +115,7 @@ async def _execute(paths: RunPaths, run: dict[str, Any], deliveries: Deliveries)
     }
     result.update(_verdict(ctx, outcome))
     _add_artifacts_and_output(run, ctx, outcome, result)
-    return result
+    return cast("ResultRecord", result)  # every key assembled above
 
 
 def _verdict(ctx: RunContext, outcome: Outcome | None) -> dict[str, Any]:
@@ -143,7 +144,7 @@ def _verdict(ctx: RunContext, outcome: Outcome | None) -> dict[str, Any]:
 
 
 def _add_artifacts_and_output(
-    run: dict[str, Any], ctx: RunContext, outcome: Outcome | None, result: dict[str, Any]
+    run: RunRecord, ctx: RunContext, outcome: Outcome | None, result: dict[str, Any]
 ) -> None:
     """Declared artifacts (a required one missing fails a done run), the output and the
     per-node record."""
@@ -165,7 +166,7 @@ def _add_artifacts_and_output(
     )
 
 
-def _crash_result(run: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+def _crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
     traceback.print_exc()
     return {
         "run": run["run"],
@@ -179,7 +180,7 @@ def _crash_result(run: dict[str, Any], exc: BaseException) -> dict[str, Any]:
     }
 
 
-def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> None:
+def _finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     """Terminal progress, then the terminal event, then result.json (published once)."""
     instance = run["run_instance_id"]
     write_progress(
@@ -208,7 +209,7 @@ def _finish(paths: RunPaths, run: dict[str, Any], result: dict[str, Any]) -> Non
     pause_point("runner.after_result")
 
 
-def _end(paths: RunPaths, run: dict[str, Any]) -> None:
+def _end(paths: RunPaths, run: RunRecord) -> None:
     """Deliver the terminal follow-up (retrying within a budget; the reconciler does the
     rest), then stop whatever of the run's session is still alive."""
     from runtime.delivery.followups import follow_up_terminal  # deferred: see main
@@ -232,10 +233,11 @@ def main(argv: list[str] | None = None) -> int:
         pass  # already a session leader (posix_spawn setsid)
     for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
-    run = read_json(paths.run_json)
-    if not isinstance(run, dict):
+    found = read_json(paths.run_json)
+    if not isinstance(found, dict):
         print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)
         return 2
+    run = cast("RunRecord", found)  # written by spawn just before it started this process
     instance = run["run_instance_id"]
     record_event(
         paths.events,

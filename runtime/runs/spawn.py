@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.compiler.library import RecipeSource, compile_source, find_recipe, inline_recipe
 from runtime.compiler.placeholders import (
@@ -31,6 +31,9 @@ from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import current_principal
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot, check_id, parse_run_ref
 from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 _spawned_pids: list[int] = []
 
@@ -208,7 +211,7 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
     return pid
 
 
-def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
+def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     """Start a run and return its run.json record (the runner is already running).
 
     Everything that can be refused (the recipe, the id, the values) is checked before
@@ -234,7 +237,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> dict[str, Any]:
     _claim(root, paths, record)
     pid = _start_runner(paths, root)
     identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
-    record.update(pid=pid, argv=runner_argv(paths), process_identity=identity)
+    record.update({"pid": pid, "argv": runner_argv(paths), "process_identity": identity})
     write_json_atomic(paths.run_json, record)
     record_event(paths.events, record["run_instance_id"], "run.start", run=paths.run_id, pid=pid)
     recipe.remember()  # fill the compile cache now that the spawn succeeded
@@ -301,7 +304,7 @@ def _run_record(
     values: dict[str, Any],
     owner: str,
     cwd: Path,
-) -> dict[str, Any]:
+) -> RunRecord:
     """run.json as written before the runner starts (pid and identity filled in after)."""
     run_id = paths.run_id
     return {
@@ -333,7 +336,7 @@ def _run_record(
     }
 
 
-def _claim(root: StateRoot, paths: RunPaths, record: dict[str, Any]) -> None:
+def _claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> None:
     """Write the state dir under tmp/, then rename it into runs/ (fails if taken)."""
     ensure_dir(root.path)
     ensure_dir(root.runs)

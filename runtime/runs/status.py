@@ -10,7 +10,7 @@ never reported as running.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import parse_iso
@@ -18,6 +18,9 @@ from runtime.core.process import verify
 from runtime.runs.events import STOP_EVENTS
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
+
+if TYPE_CHECKING:
+    from runtime.store.records import ProgressRecord, ResultRecord, RunRecord, RunStatus
 
 TERMINAL = ("done", "failed", "cancelled", "killed", "exited")
 ACTIVE = ("starting", "running")
@@ -67,7 +70,7 @@ def _shape_problem(record: dict[str, Any]) -> str | None:
     return None
 
 
-def load_run(paths: RunPaths) -> dict[str, Any]:
+def load_run(paths: RunPaths) -> RunRecord:
     """run.json of a run; NotFound / StateDamaged with a clear message otherwise."""
     if not paths.dir.is_dir():
         raise NotFound(f"no run {paths.run_id}", hint="`actors ls` lists the runs")
@@ -79,7 +82,7 @@ def load_run(paths: RunPaths) -> dict[str, Any]:
     problem = _shape_problem(record)
     if problem:
         raise StateDamaged(f"run {paths.run_id}: run.json is damaged ({problem})")
-    return record
+    return cast("RunRecord", record)  # the fields readers rely on are checked above
 
 
 _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
@@ -92,7 +95,7 @@ _RESULT_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def read_result(paths: RunPaths) -> dict[str, Any] | None:
+def read_result(paths: RunPaths) -> ResultRecord | None:
     """result.json, None when there is none yet; StateDamaged when it is unusable."""
     result = read_json(paths.result)
     if result is None:
@@ -109,7 +112,7 @@ def read_result(paths: RunPaths) -> dict[str, Any] | None:
     artifacts = list((result.get("artifacts") or {}).values())
     if not all(isinstance(a, dict) for a in [*artifacts, *(result.get("failures") or [])]):
         raise StateDamaged(f"{where} is damaged (artifacts or failures are not objects)")
-    return result
+    return cast("ResultRecord", result)
 
 
 _PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
@@ -121,7 +124,7 @@ _PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
-def read_progress(paths: RunPaths) -> dict[str, Any]:
+def read_progress(paths: RunPaths) -> ProgressRecord:
     """The usable counters of progress.json; {} when it is missing or damaged (it is
     advisory: the status itself never depends on it)."""
     try:
@@ -130,20 +133,21 @@ def read_progress(paths: RunPaths) -> dict[str, Any]:
         return {}
     if not isinstance(progress, dict):
         return {}
-    return {
+    usable = {
         key: value
         for key, value in progress.items()
         if key not in _PROGRESS_FIELDS
         or (isinstance(value, _PROGRESS_FIELDS[key]) and not isinstance(value, bool))
     }
+    return cast("ProgressRecord", usable)
 
 
-def find_run(root: StateRoot, run_id: str) -> tuple[RunPaths, dict[str, Any]]:
+def find_run(root: StateRoot, run_id: str) -> tuple[RunPaths, RunRecord]:
     paths = root.run(run_id)
     return paths, load_run(paths)
 
 
-def runner_identity(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any] | None:
+def runner_identity(paths: RunPaths, run: RunRecord) -> dict[str, Any] | None:
     """The runner's recorded identity (run.json, else its own start event)."""
     identity = run.get("process_identity")
     if isinstance(identity, dict) and identity:
@@ -163,9 +167,9 @@ def _stop_request(paths: RunPaths) -> str | None:
     return None
 
 
-def derive(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     """Status summary of one run (no side effects)."""
-    out: dict[str, Any] = {
+    out: RunStatus = {
         "run": run.get("run", paths.run_id),
         "address": f"run:{paths.run_id}",
         "state_dir": str(paths.dir),
@@ -185,12 +189,14 @@ def derive(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
         result, out["damaged"] = None, exc.message
     if result is not None:
         out.update(
-            status=result["status"],
-            code=result.get("code"),
-            degraded=bool(result.get("degraded")),
-            ended_at=result.get("ended_at"),
-            reason=result.get("reason"),
-            from_result=True,
+            {
+                "status": result["status"],
+                "code": result.get("code"),
+                "degraded": bool(result.get("degraded")),
+                "ended_at": result.get("ended_at"),
+                "reason": result.get("reason"),
+                "from_result": True,
+            }
         )
         return out
     identity = runner_identity(paths, run)
@@ -207,19 +213,19 @@ def derive(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _young(run: dict[str, Any]) -> bool:
+def _young(run: RunRecord) -> bool:
     try:
         return time.time() - parse_iso(str(run.get("created_at"))) < STARTING_GRACE_S
     except ValueError:
         return False
 
 
-def status_of(root: StateRoot, run_id: str) -> dict[str, Any]:
+def status_of(root: StateRoot, run_id: str) -> RunStatus:
     """Full status: derived state plus progress counters."""
     return full_status(*find_run(root, run_id))
 
 
-def full_status(paths: RunPaths, run: dict[str, Any]) -> dict[str, Any]:
+def full_status(paths: RunPaths, run: RunRecord) -> RunStatus:
     """`status_of` for a caller that has already read run.json."""
     out = derive(paths, run)
     progress = read_progress(paths)

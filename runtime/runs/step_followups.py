@@ -14,7 +14,7 @@ import math
 import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -24,6 +24,9 @@ from runtime.runs.context import RunContext
 from runtime.store.appends import append_jsonl
 from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths, StateRoot
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 
 class Deliveries:
@@ -67,7 +70,7 @@ async def open_deliveries() -> AsyncIterator[Deliveries]:
 
 def command_done(
     paths: RunPaths,
-    run: dict[str, Any],
+    run: RunRecord,
     ctx: RunContext,
     done: dict[str, Any],
     deliveries: Deliveries,

@@ -11,11 +11,14 @@ import os
 import select
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from runtime.core.process import pidfd_open
 from runtime.runs.status import TERMINAL, derive, find_run, runner_identity
 from runtime.store.layout import StateRoot
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunStatus
 
 
 def wait_for(
@@ -24,8 +27,8 @@ def wait_for(
     *,
     timeout: float | None = None,
     tick: float = 0.5,
-    on_tick: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    on_tick: Callable[[RunStatus], None] | None = None,
+) -> RunStatus:
     """The run's final status summary, or its current one when `timeout` expires."""
     deadline = None if timeout is None else time.monotonic() + timeout
     paths, run = find_run(root, run_id)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from runtime.messaging.boxes import CONTROL_TYPES, run_mailbox
 from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell
-from runtime.messaging.mailbox import Mailbox
+from runtime.messaging.mailbox import Mailbox, MailboxEntry
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.events import record_event
 from runtime.runs.executor import run_node
@@ -25,12 +25,15 @@ from runtime.runs.index import list_runs
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import RunPaths, StateRoot
 
+if TYPE_CHECKING:
+    from runtime.store.records import ListedRun, RunRecord
+
 CONTROL_COALESCE_S = 0.002
 RETIRE_RECHECK_S = 5.0  # a child that ended without a follow-up is noticed this late at worst
 RETIRE_SETTLE_S = 1.0  # children spawned within this long after the others ended still count
 
 
-async def run_graph(ctx: RunContext, paths: RunPaths, run: dict[str, Any]) -> Outcome | None:
+async def run_graph(ctx: RunContext, paths: RunPaths, run: RunRecord) -> Outcome | None:
     """Run the template graph with its watchers; None when it was stopped before an outcome."""
     outcome = None
     async with trio.open_nursery() as nursery:
@@ -75,7 +78,7 @@ async def _consume_controls(
             _drain_bell(fd)
 
 
-def _apply_control(ctx: RunContext, box: Mailbox, entry: dict[str, Any]) -> None:
+def _apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
     kind = entry["envelope"]["type"]
     if kind == "control.stop":
         box.mark(entry["id"], "handled")
@@ -91,7 +94,7 @@ def _apply_control(ctx: RunContext, box: Mailbox, entry: dict[str, Any]) -> None
 async def _retire_when_children_end(
     ctx: RunContext,
     paths: RunPaths,
-    run: dict[str, Any],
+    run: RunRecord,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """`retire_when: children_terminal`: once this run has spawned child runs and every
@@ -119,7 +122,7 @@ async def _retire_when_children_end(
             _drain_bell(fd)
 
 
-async def _children(root: StateRoot, parent: str) -> list[dict[str, Any]]:
+async def _children(root: StateRoot, parent: str) -> list[ListedRun]:
     """The runs `parent` spawned (the index is read off the event loop)."""
     return [r for r in await trio.to_thread.run_sync(list_runs, root) if r.get("parent") == parent]
 

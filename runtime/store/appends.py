@@ -13,7 +13,7 @@ import errno
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -37,7 +37,7 @@ compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), defau
 options builds a new encoder per call, a third of the cost of a small record)."""
 
 
-def encode_line(record: dict[str, Any]) -> bytes:
+def encode_line(record: Mapping[str, Any]) -> bytes:
     """One compact JSON object plus a newline; JSON escapes keep it a single line."""
     data = compact_json(record)
     line = (data + "\n").encode("utf-8")
@@ -149,7 +149,11 @@ def append_line(
 
 
 def append_jsonl(
-    path: Path, record: dict[str, Any], *, fsync: bool = False, compactor: Compactor | None = None
+    path: Path,
+    record: Mapping[str, Any],
+    *,
+    fsync: bool = False,
+    compactor: Compactor | None = None,
 ) -> int:
     """Append one JSON record as a whole line (see `append_line`)."""
     return append_line(path, encode_line(record), fsync=fsync, compactor=compactor)

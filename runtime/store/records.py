@@ -1,0 +1,185 @@
+"""The shapes of a run's state files, as their writers write them (docs/state-files.md).
+
+TypedDicts, not classes: the files are read and written as plain JSON objects by every
+layer (spawn and the runner write them, status, index, routing and the API read them),
+and a TypedDict is a dict at run time, so naming a shape changes no behaviour and costs
+no conversion. They live in the store because every layer above reads these files.
+
+Modules on the CLI's hot paths import these names only under `TYPE_CHECKING` (and cast
+with the name as a string), so typing them costs no start-up time. Values that really
+are arbitrary JSON (recipe values, the compiled template, artifact specs) stay `Any`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, Required, TypedDict
+
+
+class MailboxSpec(TypedDict, total=False):
+    """run.json `mailbox`: the recipe's declared message types and its endpoint."""
+
+    accepts: list[str | dict[str, Any]]
+    """`{"type": ...}` objects as the compiler writes them (plain type names are read too)."""
+    emits: list[str | dict[str, Any]]
+    endpoint: str
+    """`mailbox` or `fifo`."""
+
+
+RunRecord = TypedDict(
+    "RunRecord",
+    {
+        "schema": str,
+        "run": str,
+        "run_instance_id": str,
+        "address": str,
+        "state_dir": str,
+        "created_at": str,
+        "cwd": str,
+        "owner_id": str,
+        "owner_user": str,
+        "parent": str | None,
+        "launch_source": str,
+        "recipe": str | None,
+        "recipe_file": str | None,
+        "recipe_dir": str | None,
+        "description": str | None,
+        "async": bool,
+        "template": dict[str, Any],
+        "values": dict[str, Any],
+        "secret_names": list[str],
+        "artifacts": dict[str, Any],
+        "mailbox": MailboxSpec,
+        "retire_when": str | None,
+        "pid": int | None,
+        "argv": list[str] | None,
+        "process_identity": dict[str, Any] | None,
+        "tool": NotRequired[str | None],
+    },
+)
+"""run.json, written by spawn (`_run_record`; `pid`, `argv`, `process_identity` filled in
+once the runner is started). Functional syntax because `async` is a keyword. `tool` is
+read (status, index) but no current writer sets it: runs of older versions had it."""
+
+
+class NodeRecord(TypedDict):
+    """One finished node in result.json `nodes`."""
+
+    id: str
+    label: str | None
+    kind: str
+    status: str
+    code: int
+    attempts: int
+    degraded: bool
+    reason: str | None
+
+
+class FailureRecord(TypedDict):
+    """One failed node in result.json `failures`, with the policy that applied."""
+
+    node: str
+    label: str | None
+    code: int
+    status: str
+    policy: str | None
+    reason: str | None
+
+
+class ResultRecord(TypedDict, total=False):
+    """result.json, published once: by the runner (every key), by its crash path, or by
+    `cancel` / `kill` when the runner died first (the short record)."""
+
+    run: Required[str]
+    run_instance_id: Required[str]
+    status: Required[str]
+    code: Required[int]
+    degraded: Required[bool]
+    killed: Required[bool]
+    ended_at: Required[str]
+    reason: str | None
+    created_at: str | None
+    started_at: str | None
+    duration_ms: int
+    retired: bool
+    output_file: str | None
+    output: str | None
+    artifacts: dict[str, Any]
+    nodes: list[NodeRecord]
+    failures: list[FailureRecord]
+    completed: int
+    failed: int
+
+
+class ProgressRecord(TypedDict, total=False):
+    """progress.json: live counters (`branches` maps parallel children's labels to their
+    status). `read_progress` drops the counters it finds damaged, hence total=False."""
+
+    run_instance_id: str
+    updated_at: str
+    phase: str
+    active: int
+    completed: int
+    failed: int
+    degraded: bool
+    branches: dict[str, str]
+
+
+class RunStatus(TypedDict, total=False):
+    """A run's derived status (`derive`), plus progress counters (`full_status`). Never
+    stored: status is derived on every read (docs/state-files.md, *How status is derived*)."""
+
+    run: Required[str]
+    address: Required[str]
+    state_dir: Required[str]
+    recipe: Required[str | None]
+    tool: Required[str | None]
+    owner_id: Required[str | None]
+    parent: Required[str | None]
+    created_at: Required[str | None]
+    pid: Required[int | None]
+    code: Required[int | None]
+    degraded: Required[bool]
+    ended_at: Required[str | None]
+    status: str
+    reason: str | None
+    from_result: bool
+    process: str
+    damaged: str
+    phase: str
+    active: int
+    completed: int
+    failed: int
+    branches: dict[str, str]
+
+
+class ListedRun(TypedDict):
+    """One run as `actors ls` lists it: the keys of `runtime.runs.index.LISTED`, in that
+    order, whether it came from index.json or was derived live."""
+
+    run: str
+    address: str
+    state_dir: str
+    created_at: str | None
+    recipe: str | None
+    tool: str | None
+    owner_id: str | None
+    parent: str | None
+    pid: int | None
+    status: str | None
+    code: int | None
+    degraded: bool | None
+    ended_at: str | None
+    reason: str | None
+    damaged: NotRequired[str]
+
+
+__all__ = [
+    "FailureRecord",
+    "ListedRun",
+    "MailboxSpec",
+    "NodeRecord",
+    "ProgressRecord",
+    "ResultRecord",
+    "RunRecord",
+    "RunStatus",
+]
