@@ -47,6 +47,13 @@ class TmuxAdapter:
         check_seconds("tmux", options, "enter_delay", "confirm_timeout")
         return options
 
+    @classmethod
+    def check_reachable(cls, options: dict[str, str]) -> None:
+        """Registration: the pane must exist now (a typo'd target would fail every delivery)."""
+        reachable, why = cls({"id": "probe"}, options).pane_state()
+        if not reachable:
+            raise AdapterError(f"tmux target {options['target']} is not reachable: {why}")
+
     def _tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         base = ["tmux"]
         if self.options.get("socket"):

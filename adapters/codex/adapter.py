@@ -37,7 +37,10 @@ from runtime.delivery.contract import (
     Capabilities,
     DeliveryContext,
     Receipt,
+    Refused,
     check_seconds,
+    elapsed_ms,
+    option_seconds,
     processed_timeout,
 )
 from runtime.delivery.render import injected_text
@@ -76,9 +79,6 @@ class CodexAdapter:
         check_seconds("codex", options, "confirm_timeout", "processed_timeout", "hold_timeout")
         return options
 
-    def _seconds(self, key: str, default: float) -> float:
-        return float(self.options.get(key, default))
-
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         from adapters.codex.rpc import CodexError
 
@@ -88,13 +88,8 @@ class CodexAdapter:
         except CodexError as exc:
             text = str(exc)
             final = any(marker in text for marker in _FINAL_ERRORS)
-            return Receipt(
-                "failed",
-                context.delivery_id,
-                retryable=not final,
-                reason=f"codex: {text}"
-                + (" (resume the thread in Codex, then flush)" if final else ""),
-            )
+            hint = " (resume the thread in Codex, then flush)" if final else ""
+            return Refused(f"codex: {text}{hint}", retryable=not final).receipt(context.delivery_id)
 
     def _connect(self) -> Any:
         from adapters.codex.rpc import connect
@@ -183,9 +178,9 @@ class CodexAdapter:
                     and (n.get("params") or {}).get("threadId") == self.thread
                     and ((n.get("params") or {}).get("status") or {}).get("type") != "active"
                 ),
-                self._seconds("hold_timeout", 20),
+                option_seconds(self.options, "hold_timeout", 20),
             )
-            metadata["held_ms"] = round((time.monotonic() - hold_started) * 1000, 1)
+            metadata["held_ms"] = elapsed_ms(hold_started)
             if idle is None:
                 return Receipt(
                     "deferred",
@@ -217,7 +212,7 @@ class CodexAdapter:
                 and ((n.get("params") or {}).get("item") or {}).get("clientId") == ident
             ),
             None if subscribed else stored,
-            self._seconds("confirm_timeout", 10),
+            option_seconds(self.options, "confirm_timeout", 10),
             mark,
         )
         if not injected:
@@ -230,7 +225,7 @@ class CodexAdapter:
             )
         observed.append("injected")
         metadata["body_injected"] = True
-        metadata["injected_ms"] = round((time.monotonic() - started) * 1000, 1)
+        metadata["injected_ms"] = elapsed_ms(started)
         outcome: dict[str, str] = {}
 
         def finished(note: dict[str, Any]) -> bool:
@@ -260,7 +255,7 @@ class CodexAdapter:
             metadata["turn_status"] = outcome.get("status")
             if outcome.get("status") == "completed":
                 observed.append("processed")
-                metadata["processed_ms"] = round((time.monotonic() - started) * 1000, 1)
+                metadata["processed_ms"] = elapsed_ms(started)
         return Receipt("delivered", ident, observed=observed, metadata=metadata)
 
     @staticmethod

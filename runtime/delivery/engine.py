@@ -31,6 +31,7 @@ from typing import Any
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
+from runtime.delivery.locks import DELIVER_LOCK
 from runtime.delivery.registry import make_adapter
 from runtime.delivery.sessions import SessionInbox, SessionPaths, load_session, session_paths
 from runtime.store.files import append_jsonl, ensure_dir, read_jsonl, write_bytes_atomic
@@ -140,7 +141,7 @@ class DeliveryRunner:
     @contextlib.contextmanager
     def _session_lock(self, paths: SessionPaths) -> Iterator[None]:
         ensure_dir(paths.dir)
-        fd = os.open(paths.dir / ".deliver.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(paths.dir / DELIVER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             # Blocking: a pass holds the lock only while it walks the inbox (waits for due
             # retries happen outside it), and waiting guarantees that an entry appended while
@@ -200,7 +201,7 @@ class DeliveryRunner:
             *_split(session.get("options", {}).get("fallback")),
         ]
         receipt = Receipt("failed", ident, reason="no adapter tried")
-        body = _write_body(paths, ident, envelope)  # once per attempt, for any adapter in the chain
+        body = write_body(paths, ident, envelope)  # once per attempt, for any adapter in the chain
         for harness in chain:
             context = DeliveryContext(
                 delivery_id=ident,
@@ -327,8 +328,9 @@ def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> lis
     return unread
 
 
-def _write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
-    """The full follow-up as a file an agent can read (adapters that type a pointer use it)."""
+def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
+    """The full follow-up as a file an agent can read: adapters that type a pointer, and
+    boundary hooks that hand a follow-up over, name it in the text they give the model."""
     import json
 
     ensure_dir(paths.bodies)

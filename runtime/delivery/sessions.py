@@ -18,6 +18,7 @@ from typing import Any
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
+from runtime.delivery.locks import INBOX_LOCK
 from runtime.store.files import (
     append_jsonl,
     ensure_dir,
@@ -143,7 +144,7 @@ class SessionInbox:
     def append(self, delivery_id: str, envelope: dict[str, Any], mode: str) -> bool:
         """Append unless this delivery id is already there; True when appended."""
         ensure_dir(self.paths.dir)
-        with locked(self.paths.dir / ".inbox.lock"):
+        with locked(self.paths.dir / INBOX_LOCK):
             for record in read_jsonl(self.paths.inbox).records:
                 if record.get("id") == delivery_id:
                     return False
@@ -180,7 +181,7 @@ class SessionInbox:
         """Every unread entry, marked read in the same locked step (two readers never
         print the same follow-up)."""
         ensure_dir(self.paths.dir)
-        with locked(self.paths.dir / ".inbox.lock"):
+        with locked(self.paths.dir / INBOX_LOCK):
             unread = self.unread()
             self.mark_read([e["id"] for e in unread])
         return unread

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import actors
-from actors.cli.hooks import CONTEXT
+from adapters.claude_code.hooks import CONTEXT
 from runtime.core.ids import parse_iso
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
