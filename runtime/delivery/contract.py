@@ -1,6 +1,10 @@
 """The adapter contract: how a harness receives one message and says what happened.
 
-`receive_message(envelope, context) -> Receipt`; optional `flush` and `cancel`. Each
+`receive_message(envelope, context) -> Receipt` and `check_options(options)`; optional
+`flush` and `cancel`, and on the class `check_reachable(options)` (registration refuses a
+target that is not there now, see `check_registration`) and `judge_probe(probe)` (the
+adapter writes `actors doctor delivery`'s levels itself, from a
+`runtime.delivery.doctor.Probe`), so callers need not single a harness out by name. Each
 adapter declares its capabilities: the wake mode it uses, the highest delivery level
 (D0-D8) it can reach, and the delivery modes it supports. The envelope is already
 durable in the session inbox when an adapter is called, so an adapter that fails loses
