@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.delivery.contract import (
     AdapterError,
@@ -25,6 +25,9 @@ from runtime.delivery.contract import (
     Receipt,
     check_seconds,
 )
+
+if TYPE_CHECKING:
+    from runtime.delivery.doctor import Probe
 
 
 class TmuxAdapter:
@@ -46,6 +49,49 @@ class TmuxAdapter:
             raise AdapterError("tmux is not installed on this machine")
         check_seconds("tmux", options, "enter_delay", "confirm_timeout")
         return options
+
+    @classmethod
+    def check_reachable(cls, options: dict[str, str]) -> None:
+        """Registration: the pane must exist now (a typo'd target would fail every delivery)."""
+        reachable, why = cls({"id": "probe"}, options).pane_state()
+        if not reachable:
+            raise AdapterError(f"tmux target {options['target']} is not reachable: {why}")
+
+    @classmethod
+    def judge_probe(cls, probe: Probe) -> None:
+        """`actors doctor delivery`: D2 from the pane itself, D4/D5 from seeing the line
+        typed (a pointer to the body, never the body)."""
+        level, session = probe.level, probe.session
+        level("D1 native_free_continuation", "fail", "keystrokes into a pane, not a native channel")
+        reachable, why = cls(session, session.get("options") or {}).pane_state()
+        level("D2 receiver_armed", "pass" if reachable else "fail", "" if reachable else why)
+        level(
+            "D3 addressed_enqueue",
+            "pass" if probe.copies == 1 else "fail",
+            f"token={probe.token} in {probe.paths.inbox}",
+        )
+        seen = "injected" in probe.observed
+        level(
+            "D4 idle_active_wake",
+            "pass" if seen else "fail",
+            "line typed and submitted in the pane"
+            if seen
+            else probe.state.get("reason") or "not seen",
+        )
+        level(
+            "D5 context_injection",
+            "partial" if seen else "fail",
+            "one pointer line in the pane; the body is a file the agent must read",
+        )
+        level("D6 continuity", "n/a", "no model behind this adapter")
+        level("D7 completion_reply", "fail", "no completion signal from this surface")
+        level(
+            "D8 robustness",
+            "partial",
+            "duplicate delivery id suppressed; durable inbox; journaled receipts; retries with backoff"
+            if probe.copies == 1
+            else "duplicate stored twice",
+        )
 
     def _tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         base = ["tmux"]

@@ -66,18 +66,14 @@ def session_register(
 ) -> None:
     """Register a session; prints its id (export it as ACTORS_SESSION)."""
     from runtime.core.ids import now_iso, short_suffix
-    from runtime.delivery.contract import AdapterError
+    from runtime.delivery.contract import AdapterError, check_registration
     from runtime.delivery.registry import adapter_class
     from runtime.delivery.sessions import save_session, session_key
 
     opts = _options(options)
     try:
         cls = adapter_class(harness)
-        cls.check_options(opts)
-        if harness == "tmux":
-            reachable, why = cls({"id": "probe"}, opts).pane_state()
-            if not reachable:
-                raise AdapterError(f"tmux target {opts['target']} is not reachable: {why}")
+        check_registration(cls, opts)
     except AdapterError as exc:
         raise BadInput(str(exc)) from None
     ident = session_id or config.text(config.SESSION) or f"sess-{short_suffix()}"
@@ -198,7 +194,7 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
     """
     import select
 
-    from actors.cli.hooks import doorbell_line, doorbell_unread
+    from runtime.delivery.boundary import doorbell_line, doorbell_unread
     from runtime.delivery.sessions import session_paths
     from runtime.messaging.doorbells import doorbell
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from actors.install import HARNESSES
 from runtime.store.layout import StateRoot
 
 _scope = click.option(
@@ -16,7 +17,7 @@ _scope = click.option(
 
 
 @click.command("install")
-@click.argument("harness", type=click.Choice(["claude-code", "codex", "opencode"]))
+@click.argument("harness", type=click.Choice(HARNESSES))
 @_scope
 @click.option("--dry-run", is_flag=True, help="Print what would be written; change nothing.")
 @click.option(
@@ -47,7 +48,7 @@ def install_cmd(harness: str, project: bool, dry_run: bool, wake: str) -> None:
 
 
 @click.command("uninstall")
-@click.argument("harness", type=click.Choice(["claude-code", "codex", "opencode"]))
+@click.argument("harness", type=click.Choice(HARNESSES))
 @_scope
 def uninstall_cmd(harness: str, project: bool) -> None:
     """Undo `actors install`: restore the original bytes, or remove only our entries."""

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from adapters.file import FileAdapter
 from runtime.delivery.contract import Capabilities, DeliveryContext, Receipt
 from runtime.delivery.render import injected_text
+
+if TYPE_CHECKING:
+    from runtime.delivery.doctor import Probe
 
 
 class ClaudeCodeAdapter(FileAdapter):
@@ -42,6 +45,13 @@ class ClaudeCodeAdapter(FileAdapter):
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         super().__init__(session, options)
         self.options = options
+
+    @staticmethod
+    def judge_probe(probe: Probe) -> None:
+        """`actors doctor delivery`: judged from the wake log of our FileChanged hook."""
+        from adapters.claude_code.doctor import judge
+
+        judge(probe)
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         receipt = super().receive_message(envelope, context)

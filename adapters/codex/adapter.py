@@ -37,7 +37,10 @@ from runtime.delivery.contract import (
     Capabilities,
     DeliveryContext,
     Receipt,
+    Refused,
     check_seconds,
+    elapsed_ms,
+    option_seconds,
     processed_timeout,
 )
 from runtime.delivery.render import injected_text
@@ -76,9 +79,6 @@ class CodexAdapter:
         check_seconds("codex", options, "confirm_timeout", "processed_timeout", "hold_timeout")
         return options
 
-    def _seconds(self, key: str, default: float) -> float:
-        return float(self.options.get(key, default))
-
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         from adapters.codex.rpc import CodexError
 
@@ -88,13 +88,8 @@ class CodexAdapter:
         except CodexError as exc:
             text = str(exc)
             final = any(marker in text for marker in _FINAL_ERRORS)
-            return Receipt(
-                "failed",
-                context.delivery_id,
-                retryable=not final,
-                reason=f"codex: {text}"
-                + (" (resume the thread in Codex, then flush)" if final else ""),
-            )
+            hint = " (resume the thread in Codex, then flush)" if final else ""
+            return Refused(f"codex: {text}{hint}", retryable=not final).receipt(context.delivery_id)
 
     def _connect(self) -> Any:
         from adapters.codex.rpc import connect
@@ -176,23 +171,9 @@ class CodexAdapter:
             metadata.update(already_stored=True, turn=landed, body_injected=True)
             return Receipt("delivered", ident, observed=["injected"], metadata=metadata)
         if status == "active" and context.mode == "on-idle":
-            hold_started = time.monotonic()
-            idle = await conn.wait_for(  # thread/status/changed reaches every connection
-                lambda n: (
-                    n.get("method") == "thread/status/changed"
-                    and (n.get("params") or {}).get("threadId") == self.thread
-                    and ((n.get("params") or {}).get("status") or {}).get("type") != "active"
-                ),
-                self._seconds("hold_timeout", 20),
-            )
-            metadata["held_ms"] = round((time.monotonic() - hold_started) * 1000, 1)
-            if idle is None:
-                return Receipt(
-                    "deferred",
-                    ident,
-                    reason="the thread stayed busy; on-idle delivery will try again",
-                    metadata=metadata,
-                )
+            held = await self._hold_until_idle(conn, ident, metadata)
+            if held is not None:
+                return held
         mark = len(conn.notifications)
         turn = await conn.request(
             "turn/start",
@@ -206,21 +187,7 @@ class CodexAdapter:
         metadata.update(turn=turn_id, steered=status == "active" and context.mode != "on-idle")
         metadata["confirmed_by"] = "notifications" if subscribed else "reading the thread"
         observed = ["triggered"]
-
-        async def stored() -> bool:
-            return await self._find_item(conn, ident) is not None
-
-        injected = await self._confirm(
-            conn,
-            lambda n: (
-                n.get("method") == "item/completed"
-                and ((n.get("params") or {}).get("item") or {}).get("clientId") == ident
-            ),
-            None if subscribed else stored,
-            self._seconds("confirm_timeout", 10),
-            mark,
-        )
-        if not injected:
+        if not await self._injected(conn, ident, subscribed, mark):
             return Receipt(
                 "accepted",
                 ident,
@@ -230,7 +197,60 @@ class CodexAdapter:
             )
         observed.append("injected")
         metadata["body_injected"] = True
-        metadata["injected_ms"] = round((time.monotonic() - started) * 1000, 1)
+        metadata["injected_ms"] = elapsed_ms(started)
+        turn_status = await self._turn_status(conn, turn_id, subscribed, mark)
+        if turn_status is not None:
+            metadata["turn_status"] = turn_status
+            if turn_status == "completed":
+                observed.append("processed")
+                metadata["processed_ms"] = elapsed_ms(started)
+        return Receipt("delivered", ident, observed=observed, metadata=metadata)
+
+    async def _hold_until_idle(
+        self, conn: Any, ident: str, metadata: dict[str, Any]
+    ) -> Receipt | None:
+        """Mode on-idle on a busy thread: wait for it to go idle (None), else a deferral."""
+        hold_started = time.monotonic()
+        idle = await conn.wait_for(  # thread/status/changed reaches every connection
+            lambda n: (
+                n.get("method") == "thread/status/changed"
+                and (n.get("params") or {}).get("threadId") == self.thread
+                and ((n.get("params") or {}).get("status") or {}).get("type") != "active"
+            ),
+            option_seconds(self.options, "hold_timeout", 20),
+        )
+        metadata["held_ms"] = elapsed_ms(hold_started)
+        if idle is not None:
+            return None
+        return Receipt(
+            "deferred",
+            ident,
+            reason="the thread stayed busy; on-idle delivery will try again",
+            metadata=metadata,
+        )
+
+    async def _injected(self, conn: Any, ident: str, subscribed: bool, mark: int) -> bool:
+        """The user message carrying this delivery was stored in the thread in time."""
+
+        async def stored() -> bool:
+            return await self._find_item(conn, ident) is not None
+
+        return await self._confirm(
+            conn,
+            lambda n: (
+                n.get("method") == "item/completed"
+                and ((n.get("params") or {}).get("item") or {}).get("clientId") == ident
+            ),
+            None if subscribed else stored,
+            option_seconds(self.options, "confirm_timeout", 10),
+            mark,
+        )
+
+    async def _turn_status(
+        self, conn: Any, turn_id: str | None, subscribed: bool, mark: int
+    ) -> str | None:
+        """The status the turn ended with, or None when it did not end within
+        processed_timeout."""
         outcome: dict[str, str] = {}
 
         def finished(note: dict[str, Any]) -> bool:
@@ -250,18 +270,10 @@ class CodexAdapter:
                     return True
             return False
 
-        if await self._confirm(
-            conn,
-            finished,
-            None if subscribed else turn_over,
-            processed_timeout(self.options),
-            mark,
-        ):
-            metadata["turn_status"] = outcome.get("status")
-            if outcome.get("status") == "completed":
-                observed.append("processed")
-                metadata["processed_ms"] = round((time.monotonic() - started) * 1000, 1)
-        return Receipt("delivered", ident, observed=observed, metadata=metadata)
+        ended = await self._confirm(
+            conn, finished, None if subscribed else turn_over, processed_timeout(self.options), mark
+        )
+        return outcome.get("status") if ended else None
 
     @staticmethod
     async def _confirm(

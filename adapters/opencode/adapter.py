@@ -36,7 +36,10 @@ from runtime.delivery.contract import (
     Capabilities,
     DeliveryContext,
     Receipt,
+    Refused,
     check_seconds,
+    elapsed_ms,
+    option_seconds,
     processed_timeout,
 )
 from runtime.delivery.render import injected_text
@@ -45,14 +48,6 @@ _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _SCAN_LIMIT = 200
 _POLL_S = 0.03
 _last_id_time = [0, 0]  # (ms, counter), as OpenCode's own ascending identifiers
-
-
-class _Refused(Exception):
-    """The server answered with a failure worth a receipt (final unless `retryable`)."""
-
-    def __init__(self, reason: str, *, retryable: bool) -> None:
-        super().__init__(reason)
-        self.retryable = retryable
 
 
 def ascending_message_id() -> str:
@@ -108,13 +103,13 @@ class OpenCodeAdapter:
         return httpx.Client(base_url=self.options["url"].rstrip("/"), auth=auth, timeout=10.0)
 
     def _call(self, client: Any, method: str, path: str, **kwargs: Any) -> Any:
-        """One request; failures become `_Refused` with the server's own reason."""
+        """One request; failures become `Refused` with the server's own reason."""
         import httpx
 
         try:
             response = client.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise _Refused(
+            raise Refused(
                 f"opencode server {self.options['url']} unreachable: {type(exc).__name__}",
                 retryable=True,
             ) from None
@@ -122,13 +117,13 @@ class OpenCodeAdapter:
             return response
         reason = _server_reason(response)
         if response.status_code == 401:
-            raise _Refused(
+            raise Refused(
                 "opencode rejected the credentials (HTTP 401): check -o password / username",
                 retryable=False,
             )
         if response.status_code == 404:
-            raise _Refused(f"opencode: {reason} (HTTP 404)", retryable=False)
-        raise _Refused(
+            raise Refused(f"opencode: {reason} (HTTP 404)", retryable=False)
+        raise Refused(
             f"opencode: {reason} (HTTP {response.status_code})",
             retryable=response.status_code >= 500 or response.status_code == 429,
         )
@@ -151,13 +146,8 @@ class OpenCodeAdapter:
         with self._client() as client:
             try:
                 return self._deliver(client, envelope, context, started)
-            except _Refused as refused:
-                return Receipt(
-                    "failed",
-                    context.delivery_id,
-                    retryable=refused.retryable,
-                    reason=str(refused),
-                )
+            except Refused as refused:
+                return refused.receipt(context.delivery_id)
 
     def _deliver(
         self, client: Any, envelope: dict[str, Any], context: DeliveryContext, started: float
@@ -178,17 +168,17 @@ class OpenCodeAdapter:
         if resent:
             metadata["already_stored"] = True
         if not self._wait_stored(client, message_id):
-            raise _Refused(
+            raise Refused(
                 "opencode answered 204 but the message was not stored within "
-                f"{self._seconds('confirm_timeout', 5)} s (will check again before resending)",
+                f"{option_seconds(self.options, 'confirm_timeout', 5)} s (will check again before resending)",
                 retryable=True,
             )
         observed.append("injected")
         metadata["body_injected"] = True  # noReply too: it is in the conversation
-        metadata["injected_ms"] = round((time.monotonic() - started) * 1000, 1)
+        metadata["injected_ms"] = elapsed_ms(started)
         if context.mode != "manual" and self._wait_processed(client, message_id):
             observed.append("processed")
-            metadata["processed_ms"] = round((time.monotonic() - started) * 1000, 1)
+            metadata["processed_ms"] = elapsed_ms(started)
         return Receipt("delivered", context.delivery_id, observed=observed, metadata=metadata)
 
     def _prompt(
@@ -211,17 +201,14 @@ class OpenCodeAdapter:
             body["noReply"] = True
         return body
 
-    def _seconds(self, key: str, default: float) -> float:
-        return float(self.options.get(key, default))
-
     def _wait_stored(self, client: Any, message_id: str) -> bool:
-        deadline = time.monotonic() + self._seconds("confirm_timeout", 5)
+        deadline = time.monotonic() + option_seconds(self.options, "confirm_timeout", 5)
         path = f"/session/{self.session_id}/message/{message_id}"
         while True:
             try:
                 self._call(client, "GET", path)
                 return True
-            except _Refused as refused:
+            except Refused as refused:
                 if refused.retryable or "404" not in str(refused):
                     raise
             if time.monotonic() >= deadline:

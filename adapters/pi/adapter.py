@@ -60,7 +60,9 @@ from runtime.delivery.contract import (
     Capabilities,
     DeliveryContext,
     Receipt,
+    Refused,
     check_seconds,
+    option_seconds,
     processed_timeout,
 )
 from runtime.delivery.render import injected_text
@@ -209,7 +211,7 @@ class PiAdapter:
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.options = self.check_options(options)
         self.socket = self.options["socket"]
-        self.confirm_timeout = float(self.options.get("confirm_timeout", "5"))
+        self.confirm_timeout = option_seconds(self.options, "confirm_timeout", 5)
         self.processed_timeout = processed_timeout(self.options)
 
     @staticmethod
@@ -243,23 +245,16 @@ class PiAdapter:
         try:
             return self._deliver(connection, injected_text(envelope, context), context)
         except (_Broken, OSError, ValueError) as exc:
-            return Receipt(
-                "failed",
-                ident,
-                retryable=True,
-                reason=f"pi host socket {self.socket}: {exc}",
-            )
+            return Refused(f"pi host socket {self.socket}: {exc}", retryable=True).receipt(ident)
         finally:
             connection.close()
 
     def _unreachable(self, ident: str, why: str) -> Receipt:
-        return Receipt(
-            "failed",
-            ident,
-            retryable=True,
-            reason=f"pi host socket {self.socket} {why}: is `python -m adapters.pi.host"
+        return Refused(
+            f"pi host socket {self.socket} {why}: is `python -m adapters.pi.host"
             f" --socket {self.socket} -- pi ...` running?",
-        )
+            retryable=True,
+        ).receipt(ident)
 
     def _deliver(self, connection: _Connection, text: str, context: DeliveryContext) -> Receipt:
         ident = context.delivery_id

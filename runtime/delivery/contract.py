@@ -1,6 +1,10 @@
 """The adapter contract: how a harness receives one message and says what happened.
 
-`receive_message(envelope, context) -> Receipt`; optional `flush` and `cancel`. Each
+`receive_message(envelope, context) -> Receipt` and `check_options(options)`; optional
+`flush` and `cancel`, and on the class `check_reachable(options)` (registration refuses a
+target that is not there now, see `check_registration`) and `judge_probe(probe)` (the
+adapter writes `actors doctor delivery`'s levels itself, from a
+`runtime.delivery.doctor.Probe`), so callers need not single a harness out by name. Each
 adapter declares its capabilities: the wake mode it uses, the highest delivery level
 (D0-D8) it can reach, and the delivery modes it supports. The envelope is already
 durable in the session inbox when an adapter is called, so an adapter that fails loses
@@ -77,6 +81,35 @@ class AdapterError(Exception):
     """Adapter options are wrong (raised at registration, where it can be known)."""
 
 
+def check_registration(cls: Any, options: dict[str, str]) -> None:
+    """What `actors session register` checks, the same for every harness: the adapter's
+    `check_options`, then, when the adapter declares one, its `check_reachable(options)`
+    (a target that must exist right now, e.g. a tmux pane). Raises AdapterError."""
+    cls.check_options(options)
+    reachable = getattr(cls, "check_reachable", None)
+    if reachable is not None:
+        reachable(options)
+
+
+class Refused(Exception):
+    """A harness (or the way to it) turned one delivery attempt down: the adapter raises
+    it from deep in its protocol code and answers with `receipt()` at the top, final
+    unless `retryable`."""
+
+    def __init__(self, reason: str, *, retryable: bool) -> None:
+        super().__init__(reason)
+        self.retryable = retryable
+
+    def receipt(self, delivery_id: str, metadata: dict[str, Any] | None = None) -> Receipt:
+        return Receipt(
+            "failed",
+            delivery_id,
+            retryable=self.retryable,
+            reason=str(self),
+            metadata=dict(metadata or {}),
+        )
+
+
 def check_seconds(harness: str, options: dict[str, str], *keys: str) -> None:
     """Timeouts and delays given as adapter options must be non-negative numbers."""
     for key in keys:
@@ -88,6 +121,18 @@ def check_seconds(harness: str, options: dict[str, str], *keys: str) -> None:
             seconds = -1.0
         if not seconds >= 0:
             raise AdapterError(f"{harness} {key} must be a number of seconds (>= 0)")
+
+
+def option_seconds(options: dict[str, str], key: str, default: float) -> float:
+    """A seconds option (already checked by `check_seconds`), else its default."""
+    return float(options.get(key, default))
+
+
+def elapsed_ms(started: float) -> float:
+    """Milliseconds since `started` (time.monotonic), as receipts report stage timings."""
+    import time
+
+    return round((time.monotonic() - started) * 1000, 1)
 
 
 def processed_timeout(options: dict[str, str]) -> float:

@@ -224,7 +224,7 @@ class DeliveryRunner:
             *_split(session.get("options", {}).get("fallback")),
         ]
         receipt = Receipt("failed", ident, reason="no adapter tried")
-        body = _write_body(paths, ident, envelope)  # once per attempt, for any adapter in the chain
+        body = write_body(paths, ident, envelope)  # once per attempt, for any adapter in the chain
         for harness in chain:
             context = DeliveryContext(
                 delivery_id=ident,
@@ -351,8 +351,9 @@ def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> lis
     return unread
 
 
-def _write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
-    """The full follow-up as a file an agent can read (adapters that type a pointer use it)."""
+def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
+    """The full follow-up as a file an agent can read: adapters that type a pointer, and
+    boundary hooks that hand a follow-up over, name it in the text they give the model."""
     import json
 
     path = paths.body(delivery_id)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import actors
-from actors.cli.hooks import CONTEXT_BUDGET
+from runtime.delivery.boundary import CONTEXT_BUDGET
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
@@ -450,7 +450,6 @@ def test_claude_install_adds_the_boundary_hooks_and_uninstall_removes_exactly_th
 
 
 def test_the_hooks_final_states_are_the_runners() -> None:
-    from actors.cli import hooks
-    from runtime.delivery import engine as delivery
+    from runtime.delivery import boundary as hooks, engine as delivery
 
     assert hooks._FINAL == delivery.FINAL

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-import adapters.claude_code.teams as ct
+import adapters.claude_code.mailbox as ct
 from adapters.claude_code.teams import ClaudeTeamsAdapter, msg_id_for
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.store.layout import StateRoot

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import actors
-from actors.cli.hooks import CONTEXT
+from adapters.claude_code.hooks import CONTEXT
 from runtime.core.ids import parse_iso
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
@@ -30,7 +30,7 @@ from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
 from tests.peers.run_claude import ClaudeSession, Event, claude_session
 
 DOORBELL = re.compile(r"ACTORS: (\d+) unread follow-up\(s\); first: (.*?)\. Read them all with: ")
-WAKE_PREFIX = "actors follow-ups arrived: "  # our rewakeMessage (see actors/install.py)
+WAKE_PREFIX = "actors follow-ups arrived: "  # our rewakeMessage (see adapters/claude_code/install.py)
 """What asyncRewake puts before the hook's stderr (no `rewakeMessage` is configured)."""
 
 

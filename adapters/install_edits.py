@@ -1,0 +1,122 @@
+"""The merge edits `actors install` makes to a harness's config files, as pieces each
+harness's install module (adapters/<harness>/install.py) builds its plan from.
+
+An `Edit` is a pair of pure text transforms on one file: `add` merges our entries in
+(returning the text unchanged when they are already there, so a second install changes
+no bytes) and `remove` takes only our entries out. Reading, backing up and writing the
+files is actors/install.py's business, the same for every harness.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.core.errors import BadInput
+
+TOML_BEGIN = "# >>> actors (managed by `actors install`; `actors uninstall` removes it)\n"
+TOML_END = "# <<< actors\n"
+
+Change = Callable[[dict[str, Any]], None]
+"""An in-place change to a parsed JSON config (put our entries in, or take them out)."""
+
+
+@dataclass
+class Edit:
+    path: Path
+    add: Callable[[str | None], str]
+    remove: Callable[[str], str]
+
+
+def actors_command() -> list[str]:
+    """How a harness should start us: the installed script, else this interpreter."""
+    found = shutil.which("actors")
+    return [found] if found else [sys.executable, "-m", "actors"]
+
+
+def _load_json(path: Path, text: str | None) -> dict[str, Any]:
+    if not text or not text.strip():
+        return {}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInput(
+            f"{path} is not valid JSON (line {exc.lineno}): fix it first; nothing was changed"
+        ) from None
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} does not hold a JSON object; nothing was changed")
+    return data
+
+
+def _dump(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+def json_edit(path: Path, put: Change, take: Change) -> Edit:
+    """A JSON config file: `put` / `take` our entries; unchanged data keeps its bytes."""
+
+    def add(text: str | None) -> str:
+        data = _load_json(path, text)
+        before = json.dumps(data, sort_keys=True)
+        put(data)
+        if text and json.dumps(data, sort_keys=True) == before:
+            return text  # already installed: keep the bytes as they are
+        return _dump(data)
+
+    def remove(text: str) -> str:
+        data = _load_json(path, text)
+        before = json.dumps(data, sort_keys=True)
+        take(data)
+        return text if json.dumps(data, sort_keys=True) == before else _dump(data)
+
+    return Edit(path, add, remove)
+
+
+def mcp_entry(container: str, entry: dict[str, Any]) -> tuple[Change, Change]:
+    """Our MCP server as `<container>.actors` (the container goes when it empties)."""
+
+    def put(data: dict[str, Any]) -> None:
+        data.setdefault(container, {})["actors"] = entry
+
+    def take(data: dict[str, Any]) -> None:
+        servers = data.get(container)
+        if isinstance(servers, dict) and "actors" in servers:
+            del servers["actors"]
+            if not servers:
+                del data[container]
+
+    return put, take
+
+
+def toml_edit(path: Path, block: str) -> Edit:
+    """A TOML config file: our `block` between marker lines (no TOML parser needed, and
+    uninstall removes exactly what install appended)."""
+
+    def add(text: str | None) -> str:
+        text = text or ""
+        if TOML_BEGIN in text:
+            return text
+        if "[mcp_servers.actors]" in text:
+            raise BadInput(
+                f"{path} already defines [mcp_servers.actors] (not ours); remove it first"
+            )
+        sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+        return text + sep + TOML_BEGIN + block + TOML_END
+
+    def remove(text: str) -> str:
+        start = text.find(TOML_BEGIN)
+        end = text.find(TOML_END, start)
+        if start < 0 or end < 0:
+            return text
+        return (
+            text[:start].rstrip("\n")
+            + ("\n" if text[:start].strip() else "")
+            + text[end + len(TOML_END) :]
+        )
+
+    return Edit(path, add, remove)
