@@ -1,0 +1,108 @@
+"""The layout's rules, held by tests: layers point downward, no module imports itself back
+through others, and modules and functions stay small enough to read.
+
+The import graph is built by grimp (import-linter's engine) from the source. It counts
+imports made inside functions as well: a function-level import may save start-up time,
+but if it closed a cycle, the cycle test below would name it.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("actors", "runtime", "adapters", "recipes")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+def _sources() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (REPO / package).rglob("*.py"))
+
+
+def test_layer_contract_holds() -> None:
+    """`lint-imports` checks the `layers` contract of pyproject.toml (also run by
+    `make check`): an upward import anywhere fails here with the offending line."""
+    linter = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert linter is not None, "import-linter is a test dependency (pip install -e '.[test]')"
+    proc = subprocess.run(
+        [linter, "--no-cache", "--no-logo"], cwd=REPO, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm: the groups of modules that reach each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                group.append(top)
+                if top == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return groups
+
+
+def test_no_import_cycles_between_modules() -> None:
+    """No module reaches itself again through its imports, function-level ones included.
+
+    A package's `__init__` is left out: it re-exports its modules lazily (by name, on
+    first use), which is not a dependency of theirs on it.
+    """
+    built = grimp.build_graph(*PACKAGES, exclude_type_checking_imports=True)
+    packages = {m for m in built.modules if (REPO / m.replace(".", "/") / "__init__.py").exists()}
+    graph = {
+        module: {m for m in built.find_modules_directly_imported_by(module) if m not in packages}
+        for module in built.modules
+        if module not in packages
+    }
+    assert _strongly_connected(graph) == []
+
+
+def _function_lengths(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            assert node.end_lineno is not None
+            found.append((f"{node.name} (line {node.lineno})", node.end_lineno - node.lineno + 1))
+    return found
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_modules_and_functions_stay_readable(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{lines} lines: split it along a real seam"
+    long = [(name, n) for name, n in _function_lengths(path) if n > MAX_FUNCTION_LINES]
+    assert long == [], f"functions over {MAX_FUNCTION_LINES} lines: {long}"
