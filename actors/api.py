@@ -15,8 +15,8 @@ from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.store.reads import read_json, read_text_tail
 
 if TYPE_CHECKING:  # imported for real only when a sender is made
+    from runtime.messaging.entries import MailboxEntry
     from runtime.messaging.envelope import Envelope
-    from runtime.messaging.mailbox import MailboxEntry
     from runtime.routing.outcomes import SendOutcome
     from runtime.routing.sender import Sender
     from runtime.store.records import ListedRun, ResultRecord, RunRecord, RunStatus

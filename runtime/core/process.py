@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
-import signal
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal, NamedTuple
 
 _PROC = Path("/proc")
@@ -198,7 +197,7 @@ def send_verified(identity: dict[str, Any], sig: int) -> tuple[Verdict, str]:
             return verdict, reason
         try:
             if fd is not None:
-                signal.pidfd_send_signal(fd, sig)
+                _signals().pidfd_send_signal(fd, sig)
             else:
                 os.kill(pid, sig)
         except ProcessLookupError:
@@ -244,6 +243,14 @@ def session_members(sid: int, *, also_descendants_of: int | None = None) -> dict
     return members
 
 
+def _signals() -> ModuleType:
+    """The signal module, imported on first use: it costs ~0.8 ms (it builds its enums)
+    and most callers of this module (every `actors message`) only read identities."""
+    import signal
+
+    return signal
+
+
 def _signal_exact(pid: int, start_ticks: int, sig: int) -> bool:
     """Signal pid only while it is still the process first seen with these ticks."""
     fd = pidfd_open(pid)
@@ -252,7 +259,7 @@ def _signal_exact(pid: int, start_ticks: int, sig: int) -> bool:
         if stat is None or stat.start_ticks != start_ticks:
             return False
         if fd is not None:
-            signal.pidfd_send_signal(fd, sig)
+            _signals().pidfd_send_signal(fd, sig)
         else:
             os.kill(pid, sig)
         return True
@@ -276,9 +283,9 @@ def kill_session(sid: int, *, root_pid: int | None = None, rounds: int = 20) -> 
         if not members:
             break
         for pid, ticks in members.items():
-            _signal_exact(pid, ticks, signal.SIGSTOP)
+            _signal_exact(pid, ticks, _signals().SIGSTOP)
         for pid, ticks in members.items():
-            if _signal_exact(pid, ticks, signal.SIGKILL):
+            if _signal_exact(pid, ticks, _signals().SIGKILL):
                 killed += 1
         wait_gone(list(members), timeout=1.0)
     return killed
@@ -311,6 +318,8 @@ def wait_gone(pids: list[int], timeout: float) -> bool:
                 return False
             fd = fds.get(alive[0])
             if fd is not None:
+                import select  # only waiting for an exit polls
+
                 poller = select.poll()
                 poller.register(fd, select.POLLIN)
                 poller.poll(min(remaining, 0.25) * 1000)

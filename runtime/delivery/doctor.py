@@ -17,14 +17,17 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core import config
-from runtime.delivery.engine import DeliveryRecord, DeliveryRunner
+from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.registry import adapter_class
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
 from runtime.messaging.envelope import build_envelope
 from runtime.store.layout import SessionPaths, StateRoot
+
+if TYPE_CHECKING:
+    from runtime.delivery.records import DeliveryRecord
 
 
 def _consumer_attached(doorbells: Any) -> bool:

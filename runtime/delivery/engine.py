@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config
 from runtime.core.faults import pause_point
@@ -38,6 +38,7 @@ from runtime.store.reads import read_jsonl
 from runtime.store.writes import ensure_dir, write_bytes_atomic
 
 if TYPE_CHECKING:
+    from runtime.delivery.records import DeliveryRecord
     from runtime.messaging.envelope import Envelope
 
 HELD_MODES = ("manual", "next-message", "next-tool-call")
@@ -47,30 +48,8 @@ BACKOFF_CAP_S = 300.0
 MAX_ATTEMPTS = 12
 
 
-class DeliveryRecord(TypedDict, total=False):
-    """One line of a session's deliveries.jsonl (`created`, an attempt's receipt, or
-    `closed`), and a delivery's current state: its latest line, keeping the `mode` and
-    `type` its `created` line said (`DeliveryRunner.states`). The receipt's own fields
-    (`Receipt.to_dict`, without `delivery_id`) are spread into an attempt's line."""
 
-    ts: str
-    id: Required[str]
-    event: str
-    state: str
-    mode: str | None
-    type: str | None
-    attempts: int
-    harness: str
-    status: str
-    retryable: bool
-    available_at: str
-    reason: str
-    metadata: dict[str, Any]
-    observed: list[str]
-    next_attempt_at: str | None
-
-
-Listener = Callable[[DeliveryRecord], None]
+Listener = Callable[["DeliveryRecord"], None]
 _listeners: list[Listener] = []
 
 

@@ -20,7 +20,7 @@ messages in the parent run's inbox instead.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
@@ -30,7 +30,7 @@ from runtime.store.reads import read_json, tail_jsonl
 from runtime.store.writes import publish_json_once
 
 if TYPE_CHECKING:
-    from runtime.delivery.engine import DeliveryRecord
+    from runtime.delivery.records import Handover
     from runtime.messaging.envelope import Envelope
     from runtime.store.records import ResultRecord, RunRecord
 
@@ -41,19 +41,7 @@ MAX_ARTIFACTS = 4
 _INTERNAL_TYPES = ("command.done", "run.done", "run.failed")
 
 
-class ParentHandover(TypedDict, total=False):
-    """How a follow-up for a run owned by another run went into that run's inbox."""
 
-    id: str
-    state: str
-    duplicate: bool
-    route: str
-    reason: str
-
-
-if TYPE_CHECKING:
-    Handover = DeliveryRecord | ParentHandover
-    """What `deliver` returns: the session's delivery state, or the parent-run hand-over."""
 
 
 def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
@@ -23,41 +23,10 @@ from runtime.store.reads import fold, read_json, read_jsonl
 from runtime.store.writes import ensure_dir, write_json_atomic
 
 if TYPE_CHECKING:
+    from runtime.delivery.records import SessionEntry
     from runtime.messaging.envelope import Envelope
 
 
-class SessionRecord(TypedDict, total=False):
-    """session.json as `actors session register` and the SessionStart hooks write it; an
-    owner that never registered reads as `{id, harness: "file", options: {},
-    registered: False}` (plus `damaged` when the file is unusable). `load_session` and
-    `list_sessions` still return plain dicts: the harness hooks and `actors session`
-    commands (actors/cli/hooks.py, actors/cli/delivery.py) update them with keys of their
-    own and hand them to the adapter contract's dict-typed `session`."""
-
-    id: Required[str]
-    harness: Required[str]
-    options: dict[str, Any]
-    """Adapter options as given with `-o key=value` (strings), plus hook-found ones."""
-    registered: bool
-    capabilities: dict[str, Any]
-    cwd: str | None
-    created_at: str
-    last_seen: str
-    transcript_path: str | None
-    damaged: str
-
-
-class SessionEntry(TypedDict, total=False):
-    """A session inbox entry: the line `SessionInbox.append` writes, updated by its read
-    line (`state: read`, `read_at`) when folded."""
-
-    id: Required[str]
-    """The delivery id (the envelope's `idempotency_key`, else its `id`)."""
-    state: Required[str]
-    mode: str
-    queued_at: str
-    read_at: str
-    envelope: Envelope
 
 
 def session_key(owner: str) -> str:

@@ -25,7 +25,7 @@ from runtime.store.journals import LOG
 from runtime.store.layout import StateRoot
 
 if TYPE_CHECKING:
-    from runtime.messaging.mailbox import Holder, MailboxEntry
+    from runtime.messaging.entries import Holder, MailboxEntry
     from runtime.routing.outcomes import SendOutcome
 
 

@@ -24,8 +24,6 @@ from runtime.core.faults import pause_point
 from runtime.messaging.addresses import Address, parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, accepted_types, branch_mailbox, run_mailbox
 from runtime.messaging.envelope import make_envelope
-from runtime.routing.in_run import emit
-from runtime.routing.rooms import post_room
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store.appends import append_jsonl, encode_line
@@ -70,6 +68,8 @@ def send(
     """Validate, persist and wake; returns what happened (`state` says where it went)."""
     address = parse_address(to)
     if address.kind in ("coordinator", "session"):
+        from runtime.routing.in_run import emit  # deferred: only coordinator and session
+
         return emit(root, kind, body, principal, to=to, summary=summary)
     if address.kind == "tool":
         make_envelope(
@@ -83,6 +83,8 @@ def send(
     )
     check_control(run, principal, force=force, action="message")
     if address.kind == "room":
+        from runtime.routing.rooms import post_room  # deferred: rooms are the rare case
+
         return post_room(paths, run, envelope)
     if address.kind == "branch" and kind.startswith("control."):
         raise BadInput(

@@ -17,7 +17,7 @@ import trio
 
 from runtime.messaging.boxes import CONTROL_TYPES, run_mailbox
 from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell
-from runtime.messaging.mailbox import Mailbox, MailboxEntry
+from runtime.messaging.mailbox import Mailbox
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.events import record_event
 from runtime.runs.executor import run_node
@@ -26,6 +26,7 @@ from runtime.runs.status import TERMINAL
 from runtime.store.layout import RunPaths, StateRoot
 
 if TYPE_CHECKING:
+    from runtime.messaging.entries import MailboxEntry
     from runtime.store.records import ListedRun, RunRecord
 
 CONTROL_COALESCE_S = 0.002

@@ -76,3 +76,36 @@ def test_hot_commands_never_import_click(home: object, argv: list[str]) -> None:
     assert "actors: " in out.stderr  # it ran (and refused: no such run / not in a run)
     unwanted = {"click", "threading", *HEAVY}
     assert not loaded & unwanted, sorted(loaded & unwanted)
+
+
+TYPE_ONLY = (
+    "runtime.store.records",
+    "runtime.messaging.entries",
+    "runtime.delivery.records",
+    "runtime.routing.outcomes",
+)
+"""Typed records for the type checker: a TypedDict class body costs ~0.5 ms at import
+(its postponed annotations are compiled), so no command loads them at run time."""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["message", "run:ghost", "x.y"],
+        ["status", "ghost"],
+        ["ls"],
+        ["kill", "run:ghost"],
+        ["spawn", "-t", "true"],
+    ],
+)
+def test_hot_commands_leave_type_only_records_unloaded(home: object, argv: list[str]) -> None:
+    probe = (
+        f"import sys; sys.argv=['actors', *{argv!r}]\n"
+        "from actors.cli import main\n"
+        "try: main()\nexcept SystemExit: pass\n"
+        "print('LOADED', sorted(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    assert "runtime.core.config" in loaded  # it ran through the CLI
+    assert not loaded & set(TYPE_ONLY), sorted(loaded & set(TYPE_ONLY))
