@@ -1,9 +1,10 @@
-"""Harness delivery adapters and the delivery runner.
+"""Harness adapters: one place per harness (its adapter, protocol client, hooks, install
+edits, doctor judgement).
 
-Adapters depend on the runtime's file primitives and session store, never the reverse:
-the runtime reaches delivery only through `runtime.delivery.followups`' hook (`runtime.delivery.engine`
-by default), and adapters are looked up by harness name in the registry (built-ins plus
-the `actors.adapters` entry point group). Names are loaded on first use.
+Adapters import the runtime (the contract in `runtime.delivery.contract`, the store),
+never the reverse: the delivery engine finds an adapter by harness name in the registry
+(`actors.adapters` entry points, built-ins declared the same way). The names below are
+the contract re-exported for third-party adapters, loaded on first use.
 """
 
 from __future__ import annotations
