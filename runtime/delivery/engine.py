@@ -355,7 +355,7 @@ def submit(
     mode: str = "immediate",
     budget_s: float = 0.0,
 ) -> DeliveryRecord:
-    """Module-level entry the runtime calls through its delivery hook."""
+    """Deliver one follow-up (what `runtime.delivery.followups.deliver` calls)."""
     return DeliveryRunner(root).submit(
         owner, envelope, delivery_id=delivery_id, mode=mode, budget_s=budget_s
     )
