@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors._version import __version__ as __version__
 from runtime.core.lazy import lazy_getattr
 
 _EXPORTS = {
@@ -35,8 +34,10 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+_EXPORTS["__version__"] = "actors._version"  # loaded on first use, like the verbs
 
 if TYPE_CHECKING:
+    from actors._version import __version__ as __version__
     from actors.api import (
         ack as ack,
         cancel as cancel,

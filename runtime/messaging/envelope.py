@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from runtime.core.errors import BadInput
 from runtime.core.ids import new_id, now_iso
@@ -26,35 +26,36 @@ LEVELS = ("info", "warning", "error")
 MODES = ("immediate", "next-message", "next-tool-call", "on-idle", "manual")
 _TYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,127}")
 
-Envelope = TypedDict(
-    "Envelope",
-    {
-        "id": str,
-        "type": str,
-        "to": str,
-        "session": NotRequired[str | None],
-        "from": str,
-        "summary": str,
-        "level": str,
-        "ts": str,
-        "body": Any,
-        "mode": NotRequired[str],
-        "reason": NotRequired[str],
-        "priority": NotRequired[int],
-        "deadline": NotRequired[str],
-        "idempotency_key": NotRequired[str],
-        "reply_to": NotRequired[str],
-        "run": NotRequired[str],
-        "run_instance_id": NotRequired[str],
-        "delivery": NotRequired[str],
-        "received_at": NotRequired[str],
-    },
-)
-"""One message, as `build_envelope` assembles it and every journal stores it. `body` is
-the sender's arbitrary JSON. The optional keys: `session` (a follow-up's owner), the
-routing hints `make_envelope` takes, `run` / `run_instance_id` (sent from inside a run),
-`delivery` (outbox lines) and `received_at` (room timeline lines). Functional syntax
-because `from` is a keyword."""
+if TYPE_CHECKING:  # type-only: building the TypedDict costs time on every `message`
+    Envelope = TypedDict(
+        "Envelope",
+        {
+            "id": str,
+            "type": str,
+            "to": str,
+            "session": NotRequired[str | None],
+            "from": str,
+            "summary": str,
+            "level": str,
+            "ts": str,
+            "body": Any,
+            "mode": NotRequired[str],
+            "reason": NotRequired[str],
+            "priority": NotRequired[int],
+            "deadline": NotRequired[str],
+            "idempotency_key": NotRequired[str],
+            "reply_to": NotRequired[str],
+            "run": NotRequired[str],
+            "run_instance_id": NotRequired[str],
+            "delivery": NotRequired[str],
+            "received_at": NotRequired[str],
+        },
+    )
+    """One message, as `build_envelope` assembles it and every journal stores it. `body` is
+    the sender's arbitrary JSON. The optional keys: `session` (a follow-up's owner), the
+    routing hints `make_envelope` takes, `run` / `run_instance_id` (sent from inside a run),
+    `delivery` (outbox lines) and `received_at` (room timeline lines). Functional syntax
+    because `from` is a keyword."""
 
 
 def check_type(value: str) -> str:
@@ -155,7 +156,7 @@ def build_envelope(
     envelope["body"] = body
     if extra:
         envelope.update(extra)
-    return cast(Envelope, envelope)  # `extra` carries only the optional keys above
+    return cast("Envelope", envelope)  # `extra` carries only the optional keys above
 
 
 def encode_envelope(envelope: Envelope) -> str:

@@ -16,7 +16,7 @@ from runtime.core.ids import new_id
 from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, accepted_types
 from runtime.messaging.doorbells import open_bell
-from runtime.messaging.envelope import Envelope, check_body, encode_envelope, make_envelope
+from runtime.messaging.envelope import check_body, encode_envelope, make_envelope
 from runtime.routing.router import check_accepts
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
@@ -26,6 +26,8 @@ from runtime.store.layout import StateRoot
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+    from runtime.messaging.envelope import Envelope
 
 
 BATCH_BYTES = 1 << 20
