@@ -19,10 +19,12 @@ from bench import (
     bench_message,
     bench_scale,
     bench_spawn,
+    bench_startup,
 )
 from bench._stats import emit, machine
 
 BENCHMARKS: dict[str, Callable[[bool], None]] = {
+    "startup": bench_startup.main,
     "spawn": bench_spawn.main,
     "message": bench_message.main,
     "followup": bench_followup.main,
