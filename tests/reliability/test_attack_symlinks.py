@@ -29,8 +29,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import actors
+import runtime.core.faults
 from tests.conftest import cli, isolate, make_fifo, read_fifo_line, wait_for_change, write_recipe
 from tests.reliability._attack import Canary, clean_or_refused, plant, release
+
+# This process imported the fault hook before any test armed the environment (the
+# spawn below sets it only for the runner it starts): it never pauses itself.
+assert not runtime.core.faults.ARMED
 
 SESSION = "ses"
 REPORT_TEXT = b"report body\n"
@@ -236,6 +241,7 @@ RUN_STAGES = ["running", "message", "result", "tail", "archive", "prune", "recon
 
 
 def _run_stage(world: World, stage: str, path: str, kind: str) -> None:
+    world.run_id = "victim"
     link = world.run_dir / path
     if stage == "running":
         world.start(before_first_command=lambda: plant(link, world.target(kind)))
