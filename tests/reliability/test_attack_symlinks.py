@@ -76,6 +76,7 @@ class World:
         self.run_id = ""
         self.go: Path | None = None
         self.outputs = ""
+        self.aborted = False
 
     @property
     def run_dir(self) -> Path:
@@ -93,7 +94,7 @@ class World:
         if before_first_command is not None:
             os.environ.update(armed)  # a plain-file barrier: spawn itself may wait for the runner
         try:
-            actors.spawn(
+            record = actors.spawn(
                 str(self.recipe),
                 as_=run_id,
                 session=SESSION,
@@ -109,15 +110,19 @@ class World:
             _wait_stopped(pid)
             before_first_command()
             os.kill(pid, signal.SIGCONT)
-        assert read_fifo_line(ready) == "ready"
+        self.aborted = not _ready_or_ended(ready, int(record["pid"]))
 
     def finish(self) -> None:
+        if self.aborted:  # the runner refused its state and ended before any command
+            self.wait()
+            return
         assert self.go is not None
         release(self.go)
         self.wait()
 
     def wait(self) -> None:
-        self.op(["wait", self.run_id, "--timeout", "60"], allowed_codes=True)
+        proc = cli("wait", self.run_id, "--timeout", "60")
+        assert "Traceback" not in proc.stderr and proc.returncode != 75, proc.stderr
 
     def op(self, args: list[str], *, allowed_codes: bool = False) -> None:
         proc = cli(*args, env={"ACTORS_SESSION": SESSION})
@@ -386,6 +391,32 @@ def test_no_root_path_is_followed_at_any_stage(
             world.check()
         finally:
             _reap(world)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in (b"Z", b"X")
+
+
+def _ready_or_ended(ready: Path, runner_pid: int, timeout: float = 60.0) -> bool:
+    """True once the gated command said `ready` on its FIFO; False if the run ended
+    first (a runner that refused a planted file fails cleanly, before any command)."""
+    import select
+
+    fd = os.open(ready, os.O_RDONLY | os.O_NONBLOCK)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0] and os.read(fd, 64):
+                return True
+            if _gone(runner_pid):
+                return select.select([fd], [], [], 0)[0] != [] and bool(os.read(fd, 64))
+        raise TimeoutError(f"run {run_id} neither got ready nor ended")
+    finally:
+        os.close(fd)
 
 
 def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
