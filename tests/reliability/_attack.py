@@ -31,7 +31,7 @@ def gated_run(tmp_path: Path, name: str, script: str, **spawn: Any) -> tuple[dic
         name,
         {
             "mailbox": {"accepts": ["job.go"]},
-            "template": "sh -c 'echo ready > \"$1\"; read x < \"$2\"; " + script + "' g {r} {g}",
+            "template": 'sh -c \'echo ready > "$1"; read x < "$2"; ' + script + "' g {r} {g}",
         },
     )
     spawned = actors.spawn(str(recipe), values={"r": str(ready), "g": str(go)}, **spawn)
@@ -85,7 +85,9 @@ class Canary:
     def diff(self) -> dict[str, Any]:
         now = self.state()
         keys = set(now) | set(self.before)
-        return {k: (self.before.get(k), now.get(k)) for k in keys if self.before.get(k) != now.get(k)}
+        return {
+            k: (self.before.get(k), now.get(k)) for k in keys if self.before.get(k) != now.get(k)
+        }
 
 
 def plant(link: Path, target: Path) -> None:

@@ -27,7 +27,12 @@ from tests.reliability._checks import assert_clean, refused, tree
 )
 @pytest.mark.parametrize(
     "args",
-    [["emit", "note.x"], ["kill", "{r}"], ["message", "run:{r}", "job.item"], ["recv", "--timeout", "0.1"]],
+    [
+        ["emit", "note.x"],
+        ["kill", "{r}"],
+        ["message", "run:{r}", "job.item"],
+        ["recv", "--timeout", "0.1"],
+    ],
     ids=["emit", "kill", "message", "recv"],
 )
 @pytest.mark.parametrize("token", ["é", "tok\u2603en"], ids=["e-acute", "snowman"])
@@ -81,7 +86,14 @@ def test_a_malformed_kill_grace_is_refused_or_harmless(home: StateRoot) -> None:
 )
 @pytest.mark.parametrize(
     "args",
-    [["ls"], ["ls", "--json"], ["reconcile"], ["session", "ls"], ["inbox", "read"], ["status", "--line"]],
+    [
+        ["ls"],
+        ["ls", "--json"],
+        ["reconcile"],
+        ["session", "ls"],
+        ["inbox", "read"],
+        ["status", "--line"],
+    ],
     ids=["ls", "ls-json", "reconcile", "session-ls", "inbox-read", "status-line"],
 )
 def test_an_actors_home_that_is_a_file_is_refused_in_one_line(
@@ -208,7 +220,9 @@ SURROGATE_REQUESTS = {
     reason="issue 17 #11: an MCP request holding a lone surrogate is never answered",
     strict=True,
 )
-@pytest.mark.parametrize("request_line", list(SURROGATE_REQUESTS.values()), ids=list(SURROGATE_REQUESTS))
+@pytest.mark.parametrize(
+    "request_line", list(SURROGATE_REQUESTS.values()), ids=list(SURROGATE_REQUESTS)
+)
 def test_every_mcp_request_with_a_lone_surrogate_gets_a_response(
     home: StateRoot, request_line: str
 ) -> None:

@@ -38,7 +38,7 @@ def _printer(tmp_path: Path, name: str, code: str) -> tuple[dict[str, object], P
         {
             "template": [
                 f"{sys.executable} -c {{code}}",
-                "sh -c 'echo ready > \"$1\"; read x < \"$2\"' g {r} {g}",
+                'sh -c \'echo ready > "$1"; read x < "$2"\' g {r} {g}',
             ]
         },
     )
@@ -95,7 +95,9 @@ def test_disk_use_of_a_run_is_capped(home: StateRoot, tmp_path: Path, stream: st
         "block = (b'x' * 99 + b'\\n') * 10000\n"
         f"for _ in range({n} // len(block)): sys.{stream}.buffer.write(block)\n"
     )
-    record = actors.spawn(template=f"{sys.executable} -c {{code}}", as_="big", values={"code": code})
+    record = actors.spawn(
+        template=f"{sys.executable} -c {{code}}", as_="big", values={"code": code}
+    )
     assert finished(record, timeout=600)["status"] == "done"
     used = 0
     for dirpath, _dirs, files in os.walk(home.run("big").dir):
@@ -130,7 +132,9 @@ def test_unread_messages_do_not_grow_the_runner(
     before = rss_kb(pid, "VmRSS")
     with actors.sender("run:idle", fsync=False) as out:
         for start in range(0, count, 500):
-            out.send_many("job.item", [{"n": i, "pad": "p" * pad} for i in range(start, start + 500)])
+            out.send_many(
+                "job.item", [{"n": i, "pad": "p" * pad} for i in range(start, start + 500)]
+            )
     # control.stop makes the runner read its inbox past every unread message; its peak
     # RSS is sampled until it exits (woken by its pidfd, not a sleep)
     actors.message("run:idle", "control.stop")

@@ -114,7 +114,9 @@ def _idle(tmp_path: Path, run_id: str) -> dict[str, object]:
     recipe = write_recipe(
         tmp_path,
         f"idle-{run_id}",
-        {"template": "sh -c 'printf %s \"$ACTORS_RUN_TOKEN\" > \"$2\"; echo ready > \"$1\"; exec sleep 300' i {f} {o}"},
+        {
+            "template": 'sh -c \'printf %s "$ACTORS_RUN_TOKEN" > "$2"; echo ready > "$1"; exec sleep 300\' i {f} {o}'
+        },
     )
     spawned = actors.spawn(str(recipe), as_=run_id, values={"f": str(fifo), "o": str(out)})
     assert read_fifo_line(fifo) == "ready"
@@ -139,7 +141,9 @@ def test_a_child_of_another_run_cannot_act_as_a_run_by_reading_its_token_file(
     stolen = (home.run("a").dir / "token").read_text().strip()
     env = {"ACTORS_RUN_ID": "a", "ACTORS_RUN_TOKEN": stolen}
     proc = cli(*verb, env=env)
-    assert proc.returncode == 2, f"acting as run:a with its token file worked: {proc.stdout}{proc.stderr}"
+    assert proc.returncode == 2, (
+        f"acting as run:a with its token file worked: {proc.stdout}{proc.stderr}"
+    )
     assert actors.status("a")["status"] == "running"
 
 

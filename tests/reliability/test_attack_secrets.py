@@ -18,7 +18,7 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, finished
+from tests.conftest import cli
 from tests.reliability._checks import refused
 
 
@@ -35,10 +35,11 @@ def _files_holding(root: Path, needle: str, *, skip: tuple[str, ...] = ("run.jso
     return sorted(hits)
 
 
-def _spawn_secret(value: str, *, name: str = "pw", script: str = "exit 0") -> "subprocess.CompletedProcess[str]":
+def _spawn_secret(
+    value: str, *, name: str = "pw", script: str = "exit 0"
+) -> subprocess.CompletedProcess[str]:
     args = ["spawn", "-t", f"sh -c '{script}' x {{{name}}}", "-v", f"{name}={value}"]
     return cli(*args, "--secret", name, "--as", "run:sec", "--wait")
-
 
 
 def _strings(data: object) -> list[str]:
@@ -97,9 +98,9 @@ def test_a_declared_secret_too_short_to_mask_is_refused_at_spawn(
     strict=True,
 )
 def test_the_api_refuses_a_declared_secret_too_short_to_mask(home: StateRoot) -> None:
-    with pytest.raises(actors.ActorsError if hasattr(actors, "ActorsError") else Exception):
-        record = actors.spawn(template="echo {k}", values={"k": "ab"}, secret_names=["k"])
-        finished(record)
+    with pytest.raises(actors.ActorsError):
+        actors.spawn(template="echo {k}", values={"k": "ab"}, secret_names=["k"], as_="short")
+    assert not (home.runs / "short").exists()
 
 
 @pytest.mark.xfail(

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import actors
 import runtime.core.faults
@@ -62,11 +61,11 @@ class World:
                 "mailbox": {"accepts": ["job.go"]},
                 "artifacts": {"report": "{rep}"},
                 "template": [
-                    "sh -c 'echo ready > \"$1\"; read x < \"$2\"' g {r} {g}",
+                    'sh -c \'echo ready > "$1"; read x < "$2"\' g {r} {g}',
                     {
                         "parallel": True,
                         "template": [
-                            "sh -c 'echo OUT-LINE; printf \"report body\\n\" > \"$1\"' a {rep}",
+                            'sh -c \'echo OUT-LINE; printf "report body\\n" > "$1"\' a {rep}',
                             "sh -c 'echo ERR-LINE >&2; env -u ACTORS_PAUSE_AT actors emit note.x hi --to room' b",
                         ],
                     },
@@ -105,7 +104,9 @@ class World:
                 os.environ.pop(key, None)
         self.run_id = run_id
         if before_first_command is not None:
-            wait_for_change(self.base, lambda: barrier.exists() and barrier.read_text().endswith("\n"))
+            wait_for_change(
+                self.base, lambda: barrier.exists() and barrier.read_text().endswith("\n")
+            )
             pid = int(barrier.read_text().split()[0])
             _wait_stopped(pid)
             before_first_command()
@@ -131,7 +132,9 @@ class World:
             problem = clean_or_refused(args, proc)
             assert problem is None, problem
         else:
-            assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, proc.stderr
+            assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr, (
+                proc.stderr
+            )
 
     def target(self, kind: str) -> Path:
         return self.canary.dir if kind == "dir" else self.canary.file
@@ -414,7 +417,7 @@ def _ready_or_ended(ready: Path, runner_pid: int, timeout: float = 60.0) -> bool
                 return True
             if _gone(runner_pid):
                 return select.select([fd], [], [], 0)[0] != [] and bool(os.read(fd, 64))
-        raise TimeoutError(f"run {run_id} neither got ready nor ended")
+        raise TimeoutError(f"runner {runner_pid} neither got its command ready nor ended")
     finally:
         os.close(fd)
 

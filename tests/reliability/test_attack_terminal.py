@@ -36,7 +36,11 @@ class Pane:
 
     def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["tmux", "-L", self.socket, *args], capture_output=True, text=True, timeout=10, check=False
+            ["tmux", "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
         )
 
     def screen(self) -> str:
@@ -102,7 +106,9 @@ def test_a_summary_with_control_characters_cannot_run_a_command_in_a_shell_pane(
     _register(shell_pane)
     _run_with_summary(summary)
     shell_pane.settle()
-    assert not (shell_pane.workdir / "PWNED").exists(), "the run's summary ran a command in the pane"
+    assert not (shell_pane.workdir / "PWNED").exists(), (
+        "the run's summary ran a command in the pane"
+    )
 
 
 @pytest.mark.xfail(

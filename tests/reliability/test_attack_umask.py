@@ -53,7 +53,9 @@ def test_output_both_is_private_under_umask_000(
     home: StateRoot, tmp_path: Path, umask_000: None, shape: str
 ) -> None:
     leaf = {"template": "sh -c 'echo out; echo err >&2'", "output": "both"}
-    template = [leaf, "cat"] if shape == "leaf" else [{"parallel": True, "template": [leaf, "true"]}]
+    template = (
+        [leaf, "cat"] if shape == "leaf" else [{"parallel": True, "template": [leaf, "true"]}]
+    )
     recipe = write_recipe(tmp_path, "both", {"template": template})
     summary = finished(actors.spawn(str(recipe), as_="both"))
     assert summary["status"] == "done", summary

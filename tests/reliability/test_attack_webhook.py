@@ -17,7 +17,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -29,9 +29,9 @@ SECRET = "whsec-attack-0123456789"
 
 
 class _Hook(http.server.BaseHTTPRequestHandler):
-    received: list[tuple[dict[str, str], bytes]] = []
+    received: ClassVar[list[tuple[dict[str, str], bytes]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         type(self).received.append(({k.lower(): v for k, v in self.headers.items()}, body))
         self.send_response(200)
@@ -43,7 +43,7 @@ class _Hook(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
-    received: list[tuple[dict[str, str], bytes]] = []
+    received: ClassVar[list[tuple[dict[str, str], bytes]]] = []
     handler = type("Hook", (_Hook,), {"received": received})
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -55,7 +55,9 @@ def receiver() -> Iterator[tuple[str, list[tuple[dict[str, str], bytes]]]]:
         server.server_close()
 
 
-def _one_delivery(url: str, received: list[tuple[dict[str, str], bytes]]) -> tuple[dict[str, str], bytes]:
+def _one_delivery(
+    url: str, received: list[tuple[dict[str, str], bytes]]
+) -> tuple[dict[str, str], bytes]:
     reg = cli("session", "register", "--harness", "webhook", "--id", "wh",
               "-o", f"url={url}", "-o", f"secret={SECRET}")  # fmt: skip
     assert reg.returncode == 0, reg.stderr
