@@ -21,6 +21,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,16 @@ from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import actors
 import runtime.core.faults
-from tests.conftest import cli, isolate, make_fifo, read_fifo_line, wait_for_change, write_recipe
+from runtime.store.layout import StateRoot
+from tests.conftest import (
+    _reap_runs,
+    cli,
+    isolate,
+    make_fifo,
+    read_fifo_line,
+    wait_for_change,
+    write_recipe,
+)
 from tests.reliability._attack import Canary, clean_or_refused, plant, release
 
 # This process imported the fault hook before any test armed the environment (the
@@ -146,8 +156,10 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
-    return World(tmp_path / "w", monkeypatch)
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    made = World(tmp_path / "w", monkeypatch)
+    yield made
+    _reap_runs(StateRoot(made.root))
 
 
 # -- the instances of the issue ------------------------------------------------------------------
@@ -437,6 +449,7 @@ def _reap(world: World) -> None:
     """Kill what a failed example left running (by the CLI, as the owner)."""
     if world.run_id and world.run_dir.exists():
         cli("kill", world.run_id, "--session", SESSION)
+    _reap_runs(StateRoot(world.root))
 
 
 _ = (Any, sys)
