@@ -1,0 +1,259 @@
+"""Issue 17 #10 (legal input never crashes a run) and #11 (bad input: one line, exit 2,
+nothing written; every JSON-RPC request answered).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import actors
+from runtime.store.layout import StateRoot
+from tests.conftest import cli, finished, idle_run, write_recipe
+from tests.reliability._checks import assert_clean, refused, tree
+
+# -- #11 bad environment ----------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #11: a non-ASCII ACTORS_RUN_TOKEN is an internal error (exit 1), not a refusal",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["emit", "note.x"],
+        ["kill", "{r}"],
+        ["message", "run:{r}", "job.item"],
+        ["recv", "--timeout", "0.1"],
+    ],
+    ids=["emit", "kill", "message", "recv"],
+)
+@pytest.mark.parametrize("token", ["é", "tok\u2603en"], ids=["e-acute", "snowman"])
+def test_a_non_ascii_run_token_is_refused_in_one_line(
+    home: StateRoot, tmp_path: Path, args: list[str], token: str
+) -> None:
+    run = idle_run(tmp_path)
+    args = [a.replace("{r}", run["run"]) for a in args]
+    before = tree(home.path)
+    refused(args, cli(*args, env={"ACTORS_RUN_ID": run["run"], "ACTORS_RUN_TOKEN": token}))
+    assert tree(home.path) == before
+    assert actors.status(run["run"])["status"] == "running"
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #11: ACTORS_JOURNAL_CAP_BYTES=abc is an internal error (exit 1), not a refusal",
+    strict=True,
+)
+@pytest.mark.parametrize("cap", ["abc", "1e3", "4MiB"])
+@pytest.mark.parametrize("verb", ["spawn", "message"])
+def test_a_malformed_journal_cap_is_refused_in_one_line(
+    home: StateRoot, tmp_path: Path, cap: str, verb: str
+) -> None:
+    if verb == "message":
+        run = idle_run(tmp_path)
+        args = ["message", f"run:{run['run']}", "job.item"]
+    else:
+        args = ["spawn", "hello", "--as", "run:capped"]
+    before = tree(home.path)
+    refused(args, cli(*args, env={"ACTORS_JOURNAL_CAP_BYTES": cap}), "ACTORS_JOURNAL_CAP_BYTES")
+    assert tree(home.path) == before
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #11/#10: ACTORS_KILL_GRACE=abc is accepted by spawn and then kills the runner (exited)",
+    strict=True,
+)
+def test_a_malformed_kill_grace_is_refused_or_harmless(home: StateRoot) -> None:
+    args = ["spawn", "-t", "true", "--as", "run:grace", "--wait"]
+    proc = cli(*args, env={"ACTORS_KILL_GRACE": "abc"})
+    assert_clean(args, proc, allowed=(0, 2))
+    if proc.returncode == 0:
+        assert actors.status("grace")["status"] == "done"
+    else:
+        assert not (home.runs / "grace").exists()
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #11: ACTORS_HOME naming a file is an internal error for ls (exit 1)",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["ls"],
+        ["ls", "--json"],
+        ["reconcile"],
+        ["session", "ls"],
+        ["inbox", "read"],
+        ["status", "--line"],
+    ],
+    ids=["ls", "ls-json", "reconcile", "session-ls", "inbox-read", "status-line"],
+)
+def test_an_actors_home_that_is_a_file_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    afile = tmp_path / "not-a-dir"
+    afile.write_text("x")
+    monkeypatch.setenv("ACTORS_HOME", str(afile))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    for name in ("ACTORS_SESSION", "ACTORS_RUN_ID", "ACTORS_RUN_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    refused(args, cli(*args), str(afile))
+    assert afile.read_text() == "x"
+
+
+# -- #11 a runner that cannot be started --------------------------------------------------------
+
+
+@pytest.fixture
+def no_fork_cgroup() -> Iterator[Path]:
+    """A pids cgroup (v1) that holds one process: whatever runs in it cannot fork. (Tests
+    run as root, which RLIMIT_NPROC does not bind; the pids controller does.)"""
+    base = Path("/sys/fs/cgroup/pids")
+    if not (base / "cgroup.procs").exists() or not os.access(base, os.W_OK):
+        pytest.skip("no writable pids cgroup to make fork fail")
+    group = base / f"actors-attack-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    (group / "pids.max").write_text("1")
+    yield group
+    group.rmdir()
+
+
+def _cli_without_fork(group: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    def enter() -> None:
+        with open(group / "cgroup.procs", "w") as procs:
+            procs.write(str(os.getpid()))
+
+    return subprocess.run(
+        [sys.executable, "-m", "actors", *args],
+        preexec_fn=enter,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #11: a spawn whose runner cannot fork exits 1 (internal error) and leaves a phantom run",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["spawn", "hello", "--as", "run:phantom"],
+        ["spawn", "-t", "sleep 1", "--as", "run:phantom"],
+    ],
+    ids=["recipe", "template"],
+)
+def test_a_spawn_whose_runner_cannot_fork_refuses_and_leaves_no_run(
+    home: StateRoot, no_fork_cgroup: Path, args: list[str]
+) -> None:
+    proc = _cli_without_fork(no_fork_cgroup, *args)
+    refused(args, proc)
+    assert not (home.runs / "phantom").exists(), "a phantom run was left behind"
+    assert actors.runs() == []
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #11: a tool: message whose runner cannot fork is an internal error and leaves a phantom run",
+    strict=True,
+)
+def test_a_tool_message_whose_runner_cannot_fork_refuses_and_leaves_no_run(
+    home: StateRoot, no_fork_cgroup: Path
+) -> None:
+    args = ["message", "tool:hello", "tool.invoke", '{"name": "x"}', "--json"]
+    proc = _cli_without_fork(no_fork_cgroup, *args)
+    refused(args, proc)
+    assert actors.runs() == [], "a phantom run was left behind"
+
+
+# -- #11 MCP: every request gets a response -----------------------------------------------------
+
+
+def _mcp(lines: list[str]) -> dict[int, dict[str, object]]:
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "attack", "version": "1"},
+        },
+    }
+    payload = "\n".join(
+        [json.dumps(init), '{"jsonrpc":"2.0","method":"notifications/initialized"}', *lines]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "actors", "mcp"],
+        input=payload + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    answers = {}
+    for line in proc.stdout.splitlines():
+        message = json.loads(line)
+        if "id" in message:
+            answers[message["id"]] = message
+    return answers
+
+
+SURROGATE_REQUESTS = {
+    "tool-argument": '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"message","arguments":{"to":"run:x","type":"a.b","body":"\\ud800"}}}',
+    "target": '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"inspect","arguments":{"target":"run:\\ud800"}}}',
+    "spawn-value": '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"spawn","arguments":{"template":"echo {v}","values":{"v":"\\udfff"}}}}',
+    "method": '{"jsonrpc":"2.0","id":7,"method":"ping\\ud800"}',
+}
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #11: an MCP request holding a lone surrogate is never answered",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    "request_line", list(SURROGATE_REQUESTS.values()), ids=list(SURROGATE_REQUESTS)
+)
+def test_every_mcp_request_with_a_lone_surrogate_gets_a_response(
+    home: StateRoot, request_line: str
+) -> None:
+    answers = _mcp([request_line, '{"jsonrpc":"2.0","id":8,"method":"ping"}'])
+    assert 8 in answers, "the server stopped answering"
+    assert 7 in answers, "the request with a lone surrogate got no response"
+    assert "error" in answers[7] or answers[7].get("result", {}).get("isError")  # type: ignore[union-attr]
+
+
+# -- #10 legal input never crashes a run --------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    reason="issue 17 #10: arguments that pass validation make the runner die (event line over the 1 MiB cap)",
+    strict=True,
+)
+@pytest.mark.parametrize(
+    ("count", "size"), [(9, 120_000), (300, 4_000)], ids=["nine-120KB-args", "300-4KB-args"]
+)
+def test_large_legal_arguments_never_crash_the_runner(
+    home: StateRoot, tmp_path: Path, count: int, size: int
+) -> None:
+    names = [f"a{i}" for i in range(count)]
+    recipe = write_recipe(
+        tmp_path, "big", {"template": "true " + " ".join(f"{{{n}}}" for n in names)}
+    )
+    values = {n: "x" * size for n in names}
+    try:
+        record = actors.spawn(str(recipe), as_="big", values=values)
+    except actors.ActorsError:
+        assert not (home.runs / "big").exists()  # refused up front: acceptable
+        return
+    summary = finished(record)
+    assert summary["status"] == "done", summary
