@@ -21,10 +21,6 @@ from tests.reliability._checks import assert_clean, refused, tree
 # -- #11 bad environment ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #11: a non-ASCII ACTORS_RUN_TOKEN is an internal error (exit 1), not a refusal",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "args",
     [
@@ -47,10 +43,6 @@ def test_a_non_ascii_run_token_is_refused_in_one_line(
     assert actors.status(run["run"])["status"] == "running"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #11: ACTORS_JOURNAL_CAP_BYTES=abc is an internal error (exit 1), not a refusal",
-    strict=True,
-)
 @pytest.mark.parametrize("cap", ["abc", "1e3", "4MiB"])
 @pytest.mark.parametrize("verb", ["spawn", "message"])
 def test_a_malformed_journal_cap_is_refused_in_one_line(
@@ -66,10 +58,6 @@ def test_a_malformed_journal_cap_is_refused_in_one_line(
     assert tree(home.path) == before
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #11/#10: ACTORS_KILL_GRACE=abc is accepted by spawn and then kills the runner (exited)",
-    strict=True,
-)
 def test_a_malformed_kill_grace_is_refused_or_harmless(home: StateRoot) -> None:
     args = ["spawn", "-t", "true", "--as", "run:grace", "--wait"]
     proc = cli(*args, env={"ACTORS_KILL_GRACE": "abc"})
@@ -80,10 +68,6 @@ def test_a_malformed_kill_grace_is_refused_or_harmless(home: StateRoot) -> None:
         assert not (home.runs / "grace").exists()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #11: ACTORS_HOME naming a file is an internal error for ls (exit 1)",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "args",
     [
