@@ -27,6 +27,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reliability_promises import THREAT_MODEL, render_promises
+
 REPO = Path(__file__).resolve().parent.parent
 OUTPUT = REPO / "docs" / "reliability.md"
 
@@ -51,13 +54,16 @@ def run_suites(rows_file: Path, junit: Path, slow: bool) -> tuple[int, float]:
     return code, time.monotonic() - started
 
 
-def outcomes(junit: Path) -> tuple[dict[str, Counter[str]], list[tuple[str, str]]]:
-    """Per test file: passed / failed / skipped / xfailed counts; and the expected
-    failures (known bugs) with their reasons."""
+def outcomes(
+    junit: Path,
+) -> tuple[dict[str, Counter[str]], list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """Per test file: passed / failed / skipped / xfailed counts; the expected failures
+    (known bugs) with their reasons; and every case as (file, test name, outcome)."""
     per_file: dict[str, Counter[str]] = defaultdict(Counter)
     known: list[tuple[str, str]] = []
+    cases: list[tuple[str, str, str]] = []
     if not junit.exists():
-        return per_file, known
+        return per_file, known, cases
     for case in ET.parse(junit).getroot().iter("testcase"):
         name = case.get("classname", "").rsplit(".", 1)[-1]
         children = {child.tag for child in case}
@@ -73,7 +79,8 @@ def outcomes(junit: Path) -> tuple[dict[str, Counter[str]], list[tuple[str, str]
         else:
             outcome = "passed"
         per_file[name][outcome] += 1
-    return per_file, known
+        cases.append((name, case.get("name", ""), outcome))
+    return per_file, known, cases
 
 
 def _cell(text: Any) -> str:
@@ -84,6 +91,7 @@ def render(
     rows: list[dict[str, Any]],
     per_file: dict[str, Counter[str]],
     known: list[tuple[str, str]],
+    cases: list[tuple[str, str, str]],
     code: int,
     seconds: float,
     slow: bool,
@@ -123,6 +131,8 @@ def render(
         f"- Result: {outcome} in {seconds:.0f} s (pytest exit status {code})",
         f"- Suites: {', '.join(sorted({r['suite'] for r in rows})) or 'none recorded'}",
         "",
+        THREAT_MODEL,
+        *render_promises([c for c in cases if c[0].startswith("test_attack_")]),
     ]
     by_suite: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in sorted(rows, key=lambda r: r.get("ts", 0)):
@@ -172,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
         rows_file.touch()
         code, seconds = run_suites(rows_file, junit, args.slow)
         rows = [json.loads(line) for line in rows_file.read_text().splitlines() if line.strip()]
-        per_file, known = outcomes(junit)
-        text = render(rows, per_file, known, code, seconds, args.slow)
+        per_file, known, cases = outcomes(junit)
+        text = render(rows, per_file, known, cases, code, seconds, args.slow)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(text)
     print(f"wrote {args.output} ({len(rows)} rows)")
