@@ -14,7 +14,7 @@ from actors.cli._format import emit_json, summary_line
 from actors.cli._options import json_option
 from runtime.core.errors import Conflict
 from runtime.runs.status import TERMINAL
-from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.store.layout import StateRoot, parse_run_ref, rotated
 from runtime.store.reads import read_bytes, read_jsonl, read_text_tail, tail_jsonl
 
 
@@ -67,6 +67,7 @@ def _follow(
     runner = runner_identity(paths, record)
     pidfd = pidfd_open(int(runner["pid"])) if runner else None
     offset = os.stat(path).st_size if os.path.exists(path) else 0
+    inode = os.stat(path).st_ino if os.path.exists(path) else None
     journal = read_jsonl(path, offset=offset).identity if events else None
     last_id = max([""] + [str(e.get("id", "")) for e in tail_jsonl(path, 1)]) if events else ""
     ended = False
@@ -81,11 +82,7 @@ def _follow(
                 last_id = max([last_id, *(str(e.get("id", "")) for e in fresh)])
                 text = "".join(_event_line(e) + "\n" for e in fresh)
             else:
-                size = os.stat(path).st_size if os.path.exists(path) else 0
-                data = (
-                    read_bytes(path, offset=offset, limit=size - offset) if size > offset else b""
-                )
-                offset = max(offset, size)
+                data, offset, inode = _log_since(path, offset, inode)
                 text = data.decode(errors="replace")
             if text:
                 sys.stdout.write(redact_text(text, secrets or []))
@@ -107,6 +104,31 @@ def _follow(
     finally:
         if pidfd is not None:
             os.close(pidfd)
+
+
+_FOLLOW_STEP = 4 * 1024 * 1024
+
+
+def _log_since(path: Any, offset: int, inode: int | None) -> tuple[bytes, int, int | None]:
+    """(new bytes of a run log, next offset, its inode), a bounded step at a time; after
+    a rotation the rest of the previous file (`<name>.1`) comes first."""
+    try:
+        now = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return b"", offset, inode
+    if inode is not None and now.st_ino != inode:
+        old = rotated(path)
+        try:
+            before = os.stat(old, follow_symlinks=False)
+        except FileNotFoundError:
+            before = None
+        if before is not None and before.st_ino == inode and before.st_size > offset:
+            step = min(before.st_size - offset, _FOLLOW_STEP)
+            return read_bytes(old, offset=offset, limit=step), offset + step, inode
+        offset = 0
+    step = min(max(0, now.st_size - offset), _FOLLOW_STEP)
+    data = read_bytes(path, offset=offset, limit=step) if step else b""
+    return data, offset + step, now.st_ino
 
 
 @click.command("result")

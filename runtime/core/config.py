@@ -92,6 +92,15 @@ JOURNAL_CAP_BYTES = Setting(
     "Size past which an append-only journal (events, outbox, inboxes) is compacted.",
     USER,
 )
+LOG_CAP_BYTES = Setting(
+    "ACTORS_LOG_CAP_BYTES",
+    "bytes",
+    "67108864",
+    "Size at which a run's `stdout.log` / `stderr.log` rotates to one previous file "
+    "(`stdout.log.1`), and how much of a command's capture is kept once no later step "
+    "reads it (docs/state-files.md).",
+    USER,
+)
 LEASE_S = Setting(
     "ACTORS_LEASE_S",
     "seconds",
@@ -214,6 +223,7 @@ SETTINGS = (
     XDG_CONFIG_HOME,
     SESSION,
     JOURNAL_CAP_BYTES,
+    LOG_CAP_BYTES,
     LEASE_S,
     KILL_GRACE,
     DELIVERY_BUDGET,

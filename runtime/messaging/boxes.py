@@ -22,6 +22,12 @@ def run_mailbox(paths: RunPaths) -> Mailbox:
     return mailbox_for(paths.inbox, paths.doorbells, paths.wake)
 
 
+def control_mailbox(paths: RunPaths) -> Mailbox:
+    """The run's inbox as its runner sees it: a fold of the `control.*` entries only, so
+    unread data messages cost the runner no memory (a fresh object, not the shared one)."""
+    return Mailbox(paths.inbox, paths.doorbells, paths.wake, types=CONTROL_TYPES)
+
+
 def branch_mailbox(paths: RunPaths, branch: str) -> Mailbox:
     return mailbox_for(paths.branch_inbox(branch), paths.branch_doorbells(branch), paths.wake)
 

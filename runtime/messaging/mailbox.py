@@ -37,11 +37,27 @@ if TYPE_CHECKING:
     from runtime.messaging.envelope import Envelope
 
 
-class Mailbox:
-    """One inbox journal plus its doorbell directory; keeps an incremental fold."""
+READ_STEP = 1 << 20
+"""How much of an inbox a fold reads at a time: its memory is this plus what it keeps."""
 
-    def __init__(self, inbox: Path, doorbells: Path, wake_log: Path | None = None) -> None:
+
+class Mailbox:
+    """One inbox journal plus its doorbell directory; keeps an incremental fold.
+
+    With `types`, the fold keeps only entries of those types (and their state lines): a
+    consumer that wants a few types (the runner: `control.*`) holds no copy of the rest,
+    however many of them wait unread."""
+
+    def __init__(
+        self,
+        inbox: Path,
+        doorbells: Path,
+        wake_log: Path | None = None,
+        *,
+        types: tuple[str, ...] | None = None,
+    ) -> None:
         self.inbox, self.doorbells, self.wake_log = inbox, doorbells, wake_log
+        self.types = types
         self._offset = 0
         self._identity: tuple[int, int] | None = None
         self._entries: dict[str, MailboxEntry] = {}
@@ -110,13 +126,22 @@ class Mailbox:
     # -- reading -----------------------------------------------------------------------
     def refresh(self) -> dict[str, MailboxEntry]:
         """Fold lines appended since the last call into the current entry states (all
-        again from the start when the journal was compacted since)."""
-        chunk = read_jsonl(self.inbox, offset=self._offset, identity=self._identity)
-        if chunk.reset:
-            self._entries.clear()
-            self._open.clear()
-        self._offset, self._identity = chunk.next_offset, chunk.identity
-        for record in chunk.records:
+        again from the start when the journal was compacted since), a bounded step at a
+        time."""
+        while True:
+            chunk = read_jsonl(
+                self.inbox, offset=self._offset, identity=self._identity, limit=READ_STEP
+            )
+            if chunk.reset:
+                self._entries.clear()
+                self._open.clear()
+            self._offset, self._identity = chunk.next_offset, chunk.identity
+            self._fold(chunk.records)
+            if not chunk.more:
+                return self._entries
+
+    def _fold(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
             ident = record.get("id")
             if not isinstance(ident, str):
                 continue
@@ -126,6 +151,8 @@ class Mailbox:
                 envelope = record.get("envelope")
                 if not (isinstance(envelope, dict) and isinstance(envelope.get("type"), str)):
                     continue
+                if self.types is not None and envelope["type"] not in self.types:
+                    continue  # not wanted here: its state lines are skipped the same way
                 current = self._entries[ident] = cast("MailboxEntry", dict(record))
             elif "envelope" not in record:
                 current.update(cast("MailboxEntry", record))  # a state line: no envelope
@@ -135,7 +162,6 @@ class Mailbox:
                 self._open.setdefault(ident)
             else:
                 self._open.pop(ident, None)
-        return self._entries
 
     def entries(self) -> list[MailboxEntry]:
         return list(self.refresh().values())

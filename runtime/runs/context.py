@@ -7,7 +7,6 @@ context and reads it back for the result.
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,7 +16,8 @@ from typing import Any, Literal
 import trio
 
 from runtime.compiler.redact import redact_text
-from runtime.runs.events import write_progress
+from runtime.runs.events import preview_text, write_progress
+from runtime.runs.output import LogFile
 from runtime.store.layout import RunPaths
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
@@ -61,7 +61,7 @@ class RunContext:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
     _commands: int = 0
-    _log_fds: dict[str, int] = field(default_factory=dict)
+    _logs: dict[str, LogFile] = field(default_factory=dict)
     on_command_done: Callable[[dict[str, Any]], None] | None = None
 
     def stop(self, reason: str) -> None:
@@ -84,18 +84,19 @@ class RunContext:
             branches=self.branches,
         )
 
-    def log_fd(self, stream: str) -> int:
-        fd = self._log_fds.get(stream)
-        if fd is None:
+    def log(self, stream: str) -> LogFile:
+        """The run's `stdout.log` / `stderr.log`, shared by all its commands."""
+        log = self._logs.get(stream)
+        if log is None:
             path = self.paths.stdout if stream == "stdout" else self.paths.stderr
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-            fd = self._log_fds[stream] = os.open(path, flags, 0o600)
-        return fd
+            log = self._logs[stream] = LogFile(path)
+        return log
 
     def close(self) -> None:
-        for fd in self._log_fds.values():
-            os.close(fd)
-        self._log_fds.clear()
+        for log in self._logs.values():
+            log.close()
+        self._logs.clear()
 
     def display(self, argv: list[str]) -> str:
-        return redact_text(shlex.join(argv), self.secrets)
+        """The command line as recorded: secrets masked, cut to a bounded preview."""
+        return preview_text(redact_text(shlex.join(argv), self.secrets))

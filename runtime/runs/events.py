@@ -16,14 +16,40 @@ from runtime.store.writes import write_json_atomic
 
 TERMINAL_EVENTS = {"run.done", "run.failed", "run.cancelled", "run.killed", "run.exited"}
 STOP_EVENTS = {"run.kill": "killed", "run.cancel": "cancelled"}
+PREVIEW_CHARS = 4096
+"""The longest text an event keeps of one field (a command line, a reason)."""
+PREVIEW_ITEMS = 100
+"""The most items an event keeps of one list."""
+
+
+def preview_text(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """`text`, or its first `limit` characters and a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters cut]"
+
+
+def preview_fields(value: Any) -> Any:
+    """JSON-like data with every text and list cut to a bounded preview, so a record of
+    legal input (a huge argument, many branches) always fits a journal line."""
+    if isinstance(value, str):
+        return preview_text(value)
+    if isinstance(value, dict):
+        return {k: preview_fields(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        kept = [preview_fields(v) for v in value[:PREVIEW_ITEMS]]
+        if len(value) > PREVIEW_ITEMS:
+            kept.append(f"... [{len(value) - PREVIEW_ITEMS} more items cut]")
+        return kept
+    return value
 
 
 def record_event(
     events_file: Path, instance: str, event: str, *, fsync: bool = False, **fields: Any
 ) -> dict[str, Any]:
-    """Append one lifecycle event and return it."""
+    """Append one lifecycle event (every field a bounded preview) and return it."""
     record = {"id": new_id(), "ts": now_iso(), "event": event, "run_instance_id": instance}
-    record.update(fields)
+    record.update(preview_fields(fields))
     append_jsonl(events_file, record, fsync=fsync, compactor=LOG)
     return record
 

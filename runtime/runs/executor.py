@@ -15,7 +15,6 @@ Semantics (docs/recipes.md has the user-facing version):
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from runtime.compiler.placeholders import MAX_REPEAT, substitute_word, truthy
 from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.leaf import run_leaf
+from runtime.runs.output import LOG_CAP_BYTES, Capture, trim
 from runtime.store.writes import ensure_dir
 
 TIMEOUT_CODE = 124
@@ -39,9 +39,12 @@ async def run_node(
     node: dict[str, Any],
     stdin: Path | None,
     values: dict[str, Any] | None = None,
+    *,
+    feeds: bool = False,
 ) -> Outcome:
     """Run a node with its when / repeat / delay / retry / recover / timeout / failure
-    policy applied. `values` carries the enclosing repeat's index variables."""
+    policy applied. `values` carries the enclosing repeat's index variables; `feeds`
+    says a later step reads this node's output (so it is kept whole)."""
     values = {
         **(node.get("scope_defaults") or {}),  # an imported recipe's defaults
         **(values if values is not None else ctx.values),
@@ -65,13 +68,13 @@ async def run_node(
         group = _repeat_group(node, values)
         if isinstance(group, Outcome):
             return group
-        return await run_node(ctx, group, stdin, values)
+        return await run_node(ctx, group, stdin, values, feeds=feeds)
     if node.get("delay_ms"):
         await trio.sleep(node["delay_ms"] / 1000)
     outcome = Outcome("cancelled", 143, None)
     attempts = int(node.get("retry") or 1)
     for attempt in range(1, attempts + 1):
-        outcome = await _attempt(ctx, node, stdin, attempt, values)
+        outcome = await _attempt(ctx, node, stdin, attempt, values, feeds)
         if outcome.ok or ctx.stop_reason is not None or outcome.status == "cancelled":
             break
         if attempt < attempts and node.get("recover"):
@@ -161,30 +164,39 @@ def _repeat_group(node: dict[str, Any], values: dict[str, Any]) -> dict[str, Any
 
 
 async def _attempt(
-    ctx: RunContext, node: dict[str, Any], stdin: Path | None, attempt: int, values: dict[str, Any]
+    ctx: RunContext,
+    node: dict[str, Any],
+    stdin: Path | None,
+    attempt: int,
+    values: dict[str, Any],
+    feeds: bool,
 ) -> Outcome:
     timeout_ms = node.get("timeout_ms")
     with trio.move_on_after(timeout_ms / 1000 if timeout_ms else float("inf")) as scope:
         if node["kind"] == "leaf":
-            outcome = await run_leaf(ctx, node, node["words"], stdin, attempt, values)
+            outcome = await run_leaf(ctx, node, node["words"], stdin, attempt, values, feeds=feeds)
         elif node["kind"] == "sequence":
-            outcome = await _run_sequence(ctx, node, stdin, values)
+            outcome = await _run_sequence(ctx, node, stdin, values, feeds)
         else:
-            outcome = await _run_parallel(ctx, node, stdin, values)
+            outcome = await _run_parallel(ctx, node, stdin, values, feeds)
     if scope.cancelled_caught:
         return Outcome("timeout", TIMEOUT_CODE, None, reason=f"timed out after {timeout_ms:g} ms")
     return outcome
 
 
 async def _run_sequence(
-    ctx: RunContext, node: dict[str, Any], stdin: Path | None, values: dict[str, Any]
+    ctx: RunContext, node: dict[str, Any], stdin: Path | None, values: dict[str, Any], feeds: bool
 ) -> Outcome:
     current = stdin
     last: Outcome | None = None
     failed: Outcome | None = None
     degraded = False
-    for child in node["children"]:
-        last = await run_node(ctx, child, current, values)
+    children = node["children"]
+    for index, child in enumerate(children):
+        later = feeds or index < len(children) - 1  # a later step reads this one's output
+        last = await run_node(ctx, child, current, values, feeds=later)
+        if current is not stdin and current != last.output:
+            trim(current)  # read by the step that just ended, and by no other
         degraded = degraded or last.degraded
         if not last.ok:
             if last.status == "cancelled":
@@ -207,7 +219,7 @@ async def _run_sequence(
 
 
 async def _run_parallel(
-    ctx: RunContext, node: dict[str, Any], stdin: Path | None, values: dict[str, Any]
+    ctx: RunContext, node: dict[str, Any], stdin: Path | None, values: dict[str, Any], feeds: bool
 ) -> Outcome:
     children = node["children"]
     results: list[Outcome | None] = [None] * len(children)
@@ -217,7 +229,7 @@ async def _run_parallel(
     async def branch(index: int) -> None:
         async with limiter:
             ctx.branches[labels[index]] = "running"
-            result = await run_node(ctx, children[index], stdin, values)
+            result = await run_node(ctx, children[index], stdin, values, feeds=True)
             results[index] = result
             ctx.branches[labels[index]] = result.status
 
@@ -225,7 +237,7 @@ async def _run_parallel(
         for index in range(len(children)):
             nursery.start_soon(branch, index)
     final = [r or Outcome("cancelled", 143, None) for r in results]
-    output = _join_outputs(ctx, node, labels, final)
+    output = _join_outputs(ctx, node, labels, final, (stdin, feeds))
     successes = sum(1 for r in final if r.ok)
     usable = sum(1 for r in final if _usable(r))
     counted_failures = [r for r in final if not r.ok and r.escalation != "branch"]
@@ -248,12 +260,19 @@ def _usable(outcome: Outcome) -> bool:
 
 
 def _join_outputs(
-    ctx: RunContext, node: dict[str, Any], labels: list[str], results: list[Outcome]
+    ctx: RunContext,
+    node: dict[str, Any],
+    labels: list[str],
+    results: list[Outcome],
+    flow: tuple[Path | None, bool],
 ) -> Path:
+    """The branches' outputs under their headers, streamed; the branch captures are then
+    read by no one and cut to the cap (as is the join when no later step reads it)."""
     path = ctx.paths.node_output(node["id"])
     ensure_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    with os.fdopen(fd, "wb") as out:
+    stdin, feeds = flow
+    out = Capture(path, None if feeds else LOG_CAP_BYTES)
+    try:
         minimum = node.get("min_successful")
         if minimum is not None:
             usable = sum(1 for r in results if _usable(r))
@@ -271,6 +290,20 @@ def _join_outputs(
         for label, result in zip(labels, results, strict=True):
             out.write(f"--- branch: {label} status: {result.status} ---\n".encode())
             if result.output and result.output.exists():
-                data = result.output.read_bytes()
-                out.write(data if data.endswith(b"\n") or not data else data + b"\n")
+                _copy_into(out, result.output)
+                if result.output != stdin:  # a skipped branch passes the stdin through
+                    trim(result.output)
+    finally:
+        out.close()
     return path
+
+
+def _copy_into(out: Capture, source: Path) -> None:
+    """Append a file, ending it with a newline when it has none (never whole in memory)."""
+    last = b"\n"
+    with open(source, "rb") as src:
+        while block := src.read(1024 * 1024):
+            out.write(block)
+            last = block[-1:]
+    if last != b"\n":
+        out.write(b"\n")

@@ -1,7 +1,8 @@
 """One leaf of the graph: a command in its own process group, its output captured.
 
-The command runs without a shell; its stdout and stderr are copied whole to its capture
-files and, line by line, to the run's logs. When the command exits, anything it left in
+The command runs without a shell; its stdout and stderr are copied, secrets masked, to
+its capture files and, line by line, to the run's logs (`runtime.runs.output` bounds
+both). When the command exits, anything it left in
 its group is stopped too; a cancel (timeout, stop) terminates the whole group (SIGTERM,
 grace, SIGKILL). Every command is journalled as `command.start` / `command.done`.
 Its own module because it is the process side of the executor; `executor` only walks
@@ -21,13 +22,12 @@ import trio
 from runtime.compiler.placeholders import render_argv
 from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext, Status
-from runtime.runs.events import record_event
+from runtime.runs.events import preview_fields, preview_text, record_event
+from runtime.runs.output import LOG_CAP_BYTES as LOG_CAP, Capture, concatenate, pump, trim
 from runtime.store.layout import CapturePaths
 from runtime.store.writes import ensure_dir
 
-_READ_SIZE = 65536
 _PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
-_CAPTURE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
 
 
 @dataclass
@@ -47,21 +47,24 @@ async def run_leaf(
     stdin: Path | None,
     attempt: int,
     values: dict[str, Any] | None = None,
+    *,
+    feeds: bool = False,
 ) -> Outcome:
-    """Run one command to completion; the caller's cancel scope stops its whole group."""
+    """Run one command to completion; the caller's cancel scope stops its whole group.
+    `feeds`: a later step reads this node's output, so that capture is kept whole."""
     try:
         argv = _resolve_command(render_argv(words, values if values is not None else ctx.values))
     except BadInput as exc:  # e.g. an index past an array's end: this node fails, clearly
         record_event(
             ctx.paths.events, ctx.instance, "node.error", node=node["id"], reason=exc.message
         )
-        return Outcome("failed", 2, None, reason=exc.message)
+        return Outcome("failed", 2, None, reason=preview_text(exc.message))
     command_id = ctx.next_command_id()
     capture = ctx.paths.capture(command_id)
     ensure_dir(capture.dir)
-    out_path, err_path = capture.stdout, capture.stderr
-    out_fd = os.open(out_path, _CAPTURE_FLAGS, 0o600)
-    err_fd = os.open(err_path, _CAPTURE_FLAGS, 0o600)
+    kind = node.get("output") or "stdout"
+    out = Capture(capture.stdout, None if feeds and kind in ("stdout", "both") else LOG_CAP)
+    err = Capture(capture.stderr, None if feeds and kind in ("stderr", "both") else LOG_CAP)
     common = {"command_id": command_id, "node": node["id"], "label": node.get("label")}
     record_event(
         ctx.paths.events,
@@ -79,19 +82,18 @@ async def run_leaf(
         os.open(stdin, os.O_RDONLY | os.O_CLOEXEC) if stdin else os.open(os.devnull, os.O_RDONLY)
     )
     try:
-        await _launch(ctx, argv, stdin_fd, out_fd, err_fd, ended)
+        await _launch(ctx, argv, stdin_fd, out, err, ended)
     finally:
         os.close(stdin_fd)
-        os.close(out_fd)
-        os.close(err_fd)
-        done = _command_done(ctx, argv, ended, common, attempt, started, capture)
-    return Outcome(
-        ended.status, done["code"], _node_output(node, out_path, err_path), reason=ended.reason
-    )
+        out.close()
+        err.close()
+        done = _command_done(ctx, argv, ended, common, attempt, started, (out, err))
+    output = _node_output(kind, capture, feeds)
+    return Outcome(ended.status, done["code"], output, reason=ended.reason)
 
 
 async def _launch(
-    ctx: RunContext, argv: list[str], stdin_fd: int, out_fd: int, err_fd: int, ended: _Exit
+    ctx: RunContext, argv: list[str], stdin_fd: int, out: Capture, err: Capture, ended: _Exit
 ) -> None:
     """Start the command and wait for it, keeping `ended` current (a cancel may cut in)."""
     try:
@@ -106,13 +108,13 @@ async def _launch(
         )
     except OSError as exc:
         message = f"actors: cannot start {argv[0]!r}: {exc.strerror}\n".encode()
-        os.write(err_fd, message)
-        os.write(ctx.log_fd("stderr"), message)
+        err.write(message)
+        ctx.log("stderr").write(message)
         ended.code = 127 if isinstance(exc, FileNotFoundError) else 126
         ended.reason = exc.strerror
         return
     ended.status = "cancelled"  # stays so unless _supervise returns normally
-    ended.code, ended.status = await _supervise(ctx, proc, out_fd, err_fd)
+    ended.code, ended.status = await _supervise(ctx, proc, out, err)
     ended.reason = None if ended.status == "done" else f"exit code {ended.code}"
 
 
@@ -123,7 +125,7 @@ def _command_done(
     common: dict[str, Any],
     attempt: int,
     started: float,
-    capture: CapturePaths,
+    captures: tuple[Capture, Capture],
 ) -> dict[str, Any]:
     """Count the command's end, journal `command.done` and hand it to the runner."""
     ctx.active -= 1
@@ -132,17 +134,17 @@ def _command_done(
         ctx.completed += 1
     elif ended.status == "failed":
         ctx.failed += 1
-    out_path, err_path = capture.stdout, capture.stderr
+    out, err = captures
     done = {
         "code": ended.code if ended.code is not None else 143,
         "status": ended.status,
         "attempt": attempt,
         "duration_ms": duration_ms,
-        "stdout_file": str(out_path),
-        "stderr_file": str(err_path),
-        "stdout_bytes": out_path.stat().st_size,
-        "stderr_bytes": err_path.stat().st_size,
-        **common,
+        "stdout_file": str(out.path),
+        "stderr_file": str(err.path),
+        "stdout_bytes": out.total,  # produced; the file may keep only the first part
+        "stderr_bytes": err.total,
+        **preview_fields(common),
     }
     record_event(ctx.paths.events, ctx.instance, "command.done", command=ctx.display(argv), **done)
     ctx.progress()
@@ -158,44 +160,29 @@ def _kill_group(pgid: int, sig: int) -> None:
         pass
 
 
-async def _pump(stream: trio.abc.ReceiveStream, capture_fd: int, log_fd: int) -> None:
-    """Copy a leaf's stream to its capture file and, whole lines at a time, to the log."""
-    pending = b""
-    try:
-        while chunk := await stream.receive_some(_READ_SIZE):
-            os.write(capture_fd, chunk)
-            pending += chunk
-            cut = pending.rfind(b"\n")
-            if cut >= 0:
-                os.write(log_fd, pending[: cut + 1])
-                pending = pending[cut + 1 :]
-    finally:
-        if pending:
-            os.write(log_fd, pending + b"\n")
-
-
 def _resolve_command(argv: list[str]) -> list[str]:
     if argv and argv[0].startswith("~"):
         argv = [os.path.expanduser(argv[0]), *argv[1:]]
     return argv
 
 
-def _node_output(node: dict[str, Any], out_path: Path, err_path: Path) -> Path | None:
+def _node_output(kind: str, capture: CapturePaths, feeds: bool) -> Path | None:
     """The stream that is this node's result (and the next step's stdin): `output`."""
-    kind = node.get("output") or "stdout"
     if kind == "stdout":
-        return out_path
+        return capture.stdout
     if kind == "stderr":
-        return err_path
+        return capture.stderr
     if kind == "none":
         return None
-    both = CapturePaths(out_path.parent).both
-    both.write_bytes(out_path.read_bytes() + err_path.read_bytes())
+    both = capture.both
+    concatenate(both, [capture.stdout, capture.stderr], None if feeds else LOG_CAP)
+    trim(capture.stdout)  # both.log is what a later step reads: the halves need no more
+    trim(capture.stderr)
     return both
 
 
 async def _supervise(
-    ctx: RunContext, proc: trio.Process, out_fd: int, err_fd: int
+    ctx: RunContext, proc: trio.Process, out: Capture, err: Capture
 ) -> tuple[int, Status]:
     """Wait for the leaf, then stop whatever it left in its group; on cancel, stop it all."""
     pgid = proc.pid
@@ -203,8 +190,8 @@ async def _supervise(
     try:
         async with trio.open_nursery() as nursery:
             assert proc.stdout is not None and proc.stderr is not None
-            nursery.start_soon(_pump, proc.stdout, out_fd, ctx.log_fd("stdout"))
-            nursery.start_soon(_pump, proc.stderr, err_fd, ctx.log_fd("stderr"))
+            nursery.start_soon(pump, proc.stdout, out, ctx.log("stdout"), ctx.secrets)
+            nursery.start_soon(pump, proc.stderr, err, ctx.log("stderr"), ctx.secrets)
             if pidfd is not None:
                 # Exited but not yet reaped: its pid (= the group id) cannot be reused yet,
                 # so stopping the leftovers of the group here can hit no stranger.

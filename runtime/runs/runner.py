@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from runtime.compiler.redact import secret_texts
+from runtime.compiler.redact import redact_deep, secret_texts
 from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
@@ -115,7 +115,8 @@ async def _execute(paths: RunPaths, run: RunRecord, deliveries: Deliveries) -> R
     }
     result.update(_verdict(ctx, outcome))
     _add_artifacts_and_output(run, ctx, outcome, result)
-    return cast("ResultRecord", result)  # every key assembled above
+    # a reason or output head may quote a secret (the captures are masked already)
+    return cast("ResultRecord", redact_deep(result, ctx.secrets))  # every key assembled above
 
 
 def _verdict(ctx: RunContext, outcome: Outcome | None) -> dict[str, Any]:
@@ -173,7 +174,7 @@ def _crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
         "run_instance_id": run["run_instance_id"],
         "status": "failed",
         "code": 1,
-        "reason": f"runner error: {type(exc).__name__}: {exc}",
+        "reason": f"runner error: {type(exc).__name__}: {str(exc)[:4000]}",
         "ended_at": now_iso(),
         "degraded": False,
         "killed": False,

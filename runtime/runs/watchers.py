@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from runtime.messaging.boxes import CONTROL_TYPES, run_mailbox
+from runtime.messaging.boxes import CONTROL_TYPES, control_mailbox, run_mailbox
 from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell
 from runtime.messaging.mailbox import Mailbox
 from runtime.runs.context import Outcome, RunContext
@@ -65,7 +65,7 @@ async def _consume_controls(
     ctx: RunContext, paths: RunPaths, task_status: Any = trio.TASK_STATUS_IGNORED
 ) -> None:
     """Apply control.* messages from the run's inbox (woken by its doorbell)."""
-    box = run_mailbox(paths)
+    box = control_mailbox(paths)
     with doorbell(box.doorbells, topic="control") as fd:
         task_status.started()
         while True:

@@ -26,6 +26,11 @@ def default_root() -> Path:
     return Path(config.state_root())
 
 
+def rotated(log: Path) -> Path:
+    """The previous file of a rotated run log (`stdout.log` -> `stdout.log.1`)."""
+    return log.with_name(log.name + ".1")
+
+
 def check_id(value: str, what: str = "run id") -> str:
     """Return `value` if it is a safe id, else raise a BadInput naming the rule."""
     if not is_valid_id(value):

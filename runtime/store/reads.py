@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.errors import StateDamaged
+from runtime.store.layout import rotated
 from runtime.store.writes import O_CLOEXEC, O_NOFOLLOW
 
 
@@ -75,6 +76,7 @@ class JsonlChunk:
         "bad_lines",
         "compaction",
         "identity",
+        "more",
         "next_offset",
         "records",
         "reset",
@@ -93,6 +95,8 @@ class JsonlChunk:
         `next_offset` to read on incrementally."""
         self.reset = reset
         """The journal was replaced (compacted) since `identity`: this read started at 0."""
+        self.more = False
+        """A read with a `limit` stopped early: read again from `next_offset`."""
 
     def __repr__(self) -> str:
         return (
@@ -191,12 +195,18 @@ def _identity(fd: int) -> tuple[int, int]:
 
 
 def read_jsonl(
-    path: Path, *, offset: int = 0, identity: tuple[int, int] | None = None
+    path: Path,
+    *,
+    offset: int = 0,
+    identity: tuple[int, int] | None = None,
+    limit: int | None = None,
 ) -> JsonlChunk:
     """Read records from `offset`; a missing file is an empty journal.
 
     An incremental reader passes back the `identity` of its last read: when the journal
     has been replaced by a compaction since, it is read again from the start (`reset`).
+    With a `limit`, about that many bytes are read (whole lines; one longer line whole)
+    and `more` says whether the journal goes on, so a reader's memory stays bounded.
     """
     try:
         fd = open_nofollow(path)
@@ -212,18 +222,22 @@ def read_jsonl(
             offset = 0
         chunks = []
         position = offset
+        more = False
         while True:
             chunk = os.pread(fd, 1 << 20, position)
             if not chunk:
                 break
             chunks.append(chunk)
             position += len(chunk)
+            if limit is not None and position - offset >= limit and b"\n" in chunk:
+                more = True
+                break
     except OSError as exc:
         raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
     finally:
         os.close(fd)
     out = parse_jsonl(b"".join(chunks), base_offset=offset)
-    out.identity, out.reset = current, reset
+    out.identity, out.reset, out.more = current, reset, more
     return out
 
 
@@ -263,14 +277,25 @@ def fold(records: Iterable[dict[str, Any]], key: str = "id") -> dict[str, dict[s
 
 
 def read_text_tail(path: Path, lines: int, *, window: int = 256 * 1024) -> list[str]:
-    """The last `lines` lines of a log file (decoded leniently)."""
+    """The last `lines` lines of a log file (decoded leniently); a log that rotated a
+    moment ago (few lines yet) is continued from its previous file (`<name>.1`)."""
+    if lines <= 0:
+        return []
+    parts, whole = _tail_lines(path, window)
+    if len(parts) < lines and whole:
+        parts = _tail_lines(rotated(path), window)[0] + parts
+    return parts[-lines:]
+
+
+def _tail_lines(path: Path, window: int) -> tuple[list[str], bool]:
+    """(the lines of the file's last `window` bytes, whether that was the whole file)."""
     try:
         size = os.stat(path, follow_symlinks=False).st_size
     except FileNotFoundError:
-        return []
+        return [], True
     start = max(0, size - window)
     text = read_bytes(path, offset=start).decode("utf-8", errors="replace")
     parts = text.splitlines()
     if start and parts:
         parts = parts[1:]
-    return parts[-lines:] if lines > 0 else []
+    return parts, start == 0

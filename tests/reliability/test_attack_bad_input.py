@@ -219,10 +219,6 @@ def test_every_mcp_request_with_a_lone_surrogate_gets_a_response(
 # -- #10 legal input never crashes a run --------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #10: arguments that pass validation make the runner die (event line over the 1 MiB cap)",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("count", "size"), [(9, 120_000), (300, 4_000)], ids=["nine-120KB-args", "300-4KB-args"]
 )

@@ -60,10 +60,6 @@ def _timed(tmp_path: Path, name: str, code: str) -> tuple[float, int]:
     return elapsed, peak
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #8: output without newlines is quadratic in the runner's pump (and its RSS grows with it)",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "shape",
     [
@@ -83,10 +79,6 @@ def test_output_without_newlines_is_linear(home: StateRoot, tmp_path: Path, shap
     assert peak <= base_peak + 20_000, f"runner peak RSS {peak} kB vs {base_peak} kB with newlines"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #8: logs have no size cap: output is stored twice, whole (N MB of output -> 2N MB on disk)",
-    strict=True,
-)
 @pytest.mark.parametrize("stream", ["stdout", "stderr"])
 def test_disk_use_of_a_run_is_capped(home: StateRoot, tmp_path: Path, stream: str) -> None:
     n = 256 * MB
@@ -107,10 +99,6 @@ def test_disk_use_of_a_run_is_capped(home: StateRoot, tmp_path: Path, stream: st
     assert used < n, f"{n // MB} MB of output left {used // MB} MB on disk"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #9: unread data messages grow the runner's memory with their number",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("count", "pad"), [(40_000, 64), (2_000, 16_000)], ids=["many-small", "fewer-large"]
 )

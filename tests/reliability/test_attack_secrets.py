@@ -126,10 +126,6 @@ def test_session_listings_mask_adapter_secrets(home: StateRoot, option: str) -> 
     assert leaking == [], f"{value} printed by {leaking}"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #5: stdout.log, stderr.log, captures and result.json hold a printed secret in clear",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("name", "declared"),
     [("plain", True), ("api_token", False)],
