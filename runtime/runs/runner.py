@@ -218,7 +218,7 @@ def _end(paths: RunPaths, run: RunRecord) -> None:
         follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
     except Exception:
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
-    kill_session(os.getpid())
+    kill_session(os.getpid())  # proven: we are alive and lead this session
 
 
 def main(argv: list[str] | None = None) -> int:

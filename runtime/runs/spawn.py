@@ -198,7 +198,16 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
     argv = runner_argv(paths)
     env = dict(os.environ)
     env[config.HOME.name] = str(root.path)
-    for setting in (config.RUN_ID, config.RUN_TOKEN, config.BRANCH):
+    # A run started from inside another must not carry that run's marks: they prove
+    # membership of the parent run when its orphans are stopped (runtime.core.members).
+    for setting in (
+        config.RUN_ID,
+        config.RUN_TOKEN,
+        config.BRANCH,
+        config.RUN_INSTANCE,
+        config.STATE_DIR,
+        config.ADDRESS,
+    ):
         env.pop(setting.name, None)
     log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     actions = [
