@@ -119,10 +119,6 @@ def _recv_api(env: dict[str, str]) -> str:
     return proc.stdout if proc.stdout.strip() != "null" else ""
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #7: a FIFO sender killed after its FIFO write, before the `sent` mark, gets the entry requeued and received twice",
-    strict=True,
-)
 @pytest.mark.parametrize("receiver", [_recv_cli, _recv_api], ids=["actors-recv", "actors.recv"])
 def test_a_fifo_sender_killed_after_writing_is_not_received_again(
     home: StateRoot, tmp_path: Path, receiver: Any
