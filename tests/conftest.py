@@ -210,3 +210,25 @@ def finished(record: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
     summary = actors.wait(record["run"], timeout=timeout)
     assert wait_gone([int(record["pid"])], timeout=timeout), "runner did not exit"
     return summary
+
+
+def run_token(run_dir: Path) -> str:
+    """A live run's token, as its processes get it: from the environment of the run's
+    processes (the state directory holds only a verifier). Same-user processes can read
+    each other's /proc/<pid>/environ; that is the documented limit of run tokens."""
+    import json
+
+    runner = json.loads((run_dir / "run.json").read_text())["pid"]
+    pids = [runner]
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+                if int(stat[stat.rindex(b")") + 2 :].split()[3]) == runner:
+                    pids.append(int(name))
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+                if item.startswith(b"ACTORS_RUN_TOKEN="):
+                    return item.split(b"=", 1)[1].decode()
+    raise AssertionError(f"no process of {run_dir.name} carries its token")

@@ -46,6 +46,34 @@ def new_token() -> str:
     return base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode("ascii")
 
 
+TOKEN_VERIFIER_PREFIX = "sha256:"
+
+
+def token_verifier(token: str) -> str:
+    """What a run's `token` file holds: `sha256:<hex>` of the token, never the token.
+
+    CPython's builtin SHA-256 when present (hashlib imports OpenSSL, ~6 ms), hashlib
+    otherwise. Only spawn and a process presenting a token pay for it."""
+    for name in ("_sha256", "_sha2", "hashlib"):  # CPython <= 3.11, 3.12+, anything
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        return TOKEN_VERIFIER_PREFIX + str(module.sha256(token.encode()).hexdigest())
+    raise ImportError("no SHA-256 implementation")
+
+
+def token_matches(stored: str, token: str) -> bool:
+    """Whether `token` is the one whose verifier is `stored`, in constant time. A file
+    that holds anything but a verifier (a clear token, from an older version) matches
+    nothing: it would be a token any same-user process could read."""
+    if not stored.startswith(TOKEN_VERIFIER_PREFIX):
+        return False
+    import hmac  # only when a token is checked
+
+    return hmac.compare_digest(stored.encode(), token_verifier(token).encode())
+
+
 def short_suffix(length: int = 6) -> str:
     """Lowercase base36 suffix for generated run ids (`hello-k3x9fq`)."""
     alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"

@@ -197,7 +197,7 @@ def send_verified(identity: dict[str, Any], sig: int) -> tuple[Verdict, str]:
             return verdict, reason
         try:
             if fd is not None:
-                _signals().pidfd_send_signal(fd, sig)
+                signals().pidfd_send_signal(fd, sig)
             else:
                 os.kill(pid, sig)
         except ProcessLookupError:
@@ -243,7 +243,7 @@ def session_members(sid: int, *, also_descendants_of: int | None = None) -> dict
     return members
 
 
-def _signals() -> ModuleType:
+def signals() -> ModuleType:
     """The signal module, imported on first use: it costs ~0.8 ms (it builds its enums)
     and most callers of this module (every `actors message`) only read identities."""
     import signal
@@ -251,7 +251,7 @@ def _signals() -> ModuleType:
     return signal
 
 
-def _signal_exact(pid: int, start_ticks: int, sig: int) -> bool:
+def signal_exact(pid: int, start_ticks: int, sig: int) -> bool:
     """Signal pid only while it is still the process first seen with these ticks."""
     fd = pidfd_open(pid)
     try:
@@ -259,7 +259,7 @@ def _signal_exact(pid: int, start_ticks: int, sig: int) -> bool:
         if stat is None or stat.start_ticks != start_ticks:
             return False
         if fd is not None:
-            _signals().pidfd_send_signal(fd, sig)
+            signals().pidfd_send_signal(fd, sig)
         else:
             os.kill(pid, sig)
         return True
@@ -283,9 +283,9 @@ def kill_session(sid: int, *, root_pid: int | None = None, rounds: int = 20) -> 
         if not members:
             break
         for pid, ticks in members.items():
-            _signal_exact(pid, ticks, _signals().SIGSTOP)
+            signal_exact(pid, ticks, signals().SIGSTOP)
         for pid, ticks in members.items():
-            if _signal_exact(pid, ticks, _signals().SIGKILL):
+            if signal_exact(pid, ticks, signals().SIGKILL):
                 killed += 1
         wait_gone(list(members), timeout=1.0)
     return killed

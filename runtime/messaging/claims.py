@@ -10,6 +10,7 @@ mechanics of `mailbox`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config
@@ -40,11 +41,24 @@ def me() -> Holder:
     return cast("Holder", dict(_my_identity))
 
 
-def settle(entry: MailboxEntry, now: float) -> tuple[str, InboxLine | None]:
-    """The entry's effective state, and the line that requeues it when whoever held it
-    (a fast-path sender, a claim holder) is gone or out of lease; None if it stands."""
+def settle(
+    entry: MailboxEntry, now: float, committed: Callable[[str], bool] = lambda _id: False
+) -> tuple[str, InboxLine | None]:
+    """The entry's effective state, and the line that settles it when whoever held it
+    (a fast-path sender, a claim holder) is gone or out of lease; None if it stands.
+
+    A dead fast-path sender's entry is requeued only if the sender never committed to
+    its FIFO write (`committed(id)` false): once committed, the FIFO may hold it, and
+    handing it to `recv` as well could deliver it twice, so it is settled `sent`."""
     state = entry.get("state")
     if state == "sending" and _sender_gone(entry, now):
+        if committed(entry["id"]):
+            return "sent", {
+                "id": entry["id"],
+                "state": "sent",
+                "sent_at": now_iso(),
+                "settled": "sender died after committing to its FIFO write",
+            }
         why = "sender vanished mid fast path"
     elif state == "claimed" and not _claim_live(entry, now):
         why = "claim holder gone or lease expired"

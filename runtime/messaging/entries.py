@@ -38,6 +38,8 @@ class InboxLine(TypedDict, total=False):
     failed_at: str
     error: str | None
     sent_at: str
+    settled: str
+    """Why a dead fast-path sender's entry was settled `sent` rather than requeued."""
     requeued: str
 
 

@@ -27,6 +27,7 @@ from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, me, settle
 from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell, ring
 from runtime.store.appends import append_jsonl, append_line, encode_line, locked
 from runtime.store.journals import INBOX, LOG, OPEN_STATES
+from runtime.store.layout import FIFO_COMMITS
 from runtime.store.reads import read_jsonl
 from runtime.store.writes import DiskWriteError, ensure_dir
 
@@ -58,6 +59,7 @@ class Mailbox:
     ) -> None:
         self.inbox, self.doorbells, self.wake_log = inbox, doorbells, wake_log
         self.types = types
+        self.commits = inbox.with_name(FIFO_COMMITS)
         self._offset = 0
         self._identity: tuple[int, int] | None = None
         self._entries: dict[str, MailboxEntry] = {}
@@ -123,6 +125,23 @@ class Mailbox:
             compactor=INBOX,
         )
 
+    # -- the FIFO fast path (see docs/messaging.md, The FIFO fast path) ------------------
+    def commit_fifo(self, entry_id: str) -> None:
+        """Record, without the journal's lock, that this live sender is about to write
+        the `sending` entry to the FIFO: from now on its death settles the entry `sent`
+        (it may be in the FIFO), never `queued` (which could deliver it twice)."""
+        ensure_dir(self.commits)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        os.close(os.open(self.commits / entry_id, flags, 0o600))
+
+    def uncommit_fifo(self, entry_id: str) -> None:
+        """The write is settled (marked `sent`, or failed before `queued` is marked)."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.commits / entry_id)
+
+    def _committed(self, entry_id: str) -> bool:
+        return os.path.lexists(self.commits / entry_id)
+
     # -- reading -----------------------------------------------------------------------
     def refresh(self) -> dict[str, MailboxEntry]:
         """Fold lines appended since the last call into the current entry states (all
@@ -182,14 +201,17 @@ class Mailbox:
         with locked(self.lock_path):
             now = time.time()
             lines = []
+            done_commits: list[str] = []
             entries = self.refresh()
             for ident in self._open:
                 if len(claimed) >= limit:
                     break  # later entries are newer; a stale claim among them waits its turn
                 entry = entries[ident]
-                state, requeue = settle(entry, now)
-                if requeue is not None:
-                    lines.append(requeue)
+                state, settled = settle(entry, now, self._committed)
+                if settled is not None:
+                    lines.append(settled)
+                    if state == "sent":
+                        done_commits.append(ident)
                 if state not in CLAIMABLE:
                     continue
                 kind = str(entry["envelope"].get("type", ""))
@@ -203,6 +225,8 @@ class Mailbox:
                 append_line(
                     self.inbox, b"".join(encode_line(line) for line in lines), compactor=INBOX
                 )
+            for ident in done_commits:  # settled `sent` in the journal: the marker is spent
+                self.uncommit_fifo(ident)
         if claimed:
             pause_point("mailbox.claim.after_lease")
         self.refresh()

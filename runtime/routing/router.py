@@ -15,6 +15,7 @@ The in-run verbs (`emit`, `recv`, `finish`) live in `in_run`, the streaming `Sen
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -29,10 +30,11 @@ from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.journals import INBOX
 from runtime.store.layout import RunPaths, StateRoot
-from runtime.store.writes import ensure_dir
+from runtime.store.writes import DiskWriteError, ensure_dir
 
 if TYPE_CHECKING:
     from runtime.messaging.envelope import Envelope
+    from runtime.messaging.mailbox import Mailbox
     from runtime.routing.outcomes import SendOutcome
     from runtime.store.records import RunRecord
 
@@ -117,33 +119,69 @@ def send(
     entry = box.deliver(
         envelope, fsync=fsync, instance=instance, state="sending" if fifo else "queued"
     )
-    state = "queued"
-    if fifo:
-        pause_point("messaging.fifo.before_write")
-        if _write_fifo(paths.control_fifo, envelope):
-            box.mark(entry["id"], "sent")
-            state = "sent"
-        else:  # no reader attached: the message waits in the inbox for `actors recv`
-            box.mark(entry["id"], "queued")
-            box.wake(envelope)
+    state = (
+        "sent" if fifo and _fast_path(box, paths.control_fifo, entry["id"], envelope) else "queued"
+    )
     return {"to": to, "type": kind, "id": entry["id"], "state": state, "route": "run"}
 
 
-def _write_fifo(path: Path, envelope: Envelope) -> bool:
-    """Fast path: one atomic write of the envelope line to a reader that is attached now."""
+def _fast_path(box: Mailbox, fifo: Path, entry_id: str, envelope: Envelope) -> bool:
+    """Write a `sending` entry to the FIFO, or leave it to `recv`; True when written.
+
+    The order makes a kill at any step deliver at most once (docs/messaging.md, The FIFO
+    fast path): the commit marker exists before the write, so a dead sender's entry is
+    requeued only if the FIFO cannot hold it; after a failed write the marker goes
+    before the entry is requeued.
+    """
     line = encode_line(envelope)
-    if len(line) > PIPE_BUF:
-        return False
+    pause_point("messaging.fifo.before_write")
+    fd = _open_fifo(fifo) if len(line) <= PIPE_BUF else None
+    written = False
+    if fd is not None:
+        try:
+            if _commit(box, entry_id):
+                pause_point("messaging.fifo.after_commit")
+                written = _write_all(fd, line)
+        finally:
+            os.close(fd)
+    if written:
+        pause_point("messaging.fifo.after_write")
+        with contextlib.suppress(DiskWriteError):  # it is in the FIFO: never report failure
+            box.mark(entry_id, "sent")
+            box.uncommit_fifo(entry_id)
+        return True
+    if fd is not None:
+        pause_point("messaging.fifo.after_failed_write")
+    box.uncommit_fifo(entry_id)  # the write did not happen: `queued` is safe again
+    pause_point("messaging.fifo.before_requeue")
+    box.mark(entry_id, "queued")  # no reader attached: it waits for `actors recv`
+    box.wake(envelope)
+    return False
+
+
+def _commit(box: Mailbox, entry_id: str) -> bool:
+    """The commit marker, or False when it cannot be made (a full disk): then the FIFO is
+    not written and the entry goes to the inbox path instead."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        box.commit_fifo(entry_id)
+    except (OSError, DiskWriteError):
+        return False
+    return True
+
+
+def _open_fifo(path: Path) -> int | None:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
-        return False  # ENXIO: nobody is reading; ENOENT: no endpoint
+        return None  # ENXIO: nobody is reading; ENOENT: no endpoint
+
+
+def _write_all(fd: int, line: bytes) -> bool:
+    """One atomic write (at most PIPE_BUF bytes to a pipe: all or nothing)."""
     try:
         return os.write(fd, line) == len(line)
     except OSError:
         return False
-    finally:
-        os.close(fd)
 
 
 def _apply_terminal_control(root: StateRoot, paths: RunPaths, kind: str, body: Any) -> SendOutcome:

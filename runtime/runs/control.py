@@ -3,7 +3,10 @@
 Both verify the caller may control the run, then that the recorded runner is still the
 same process (pidfd + start ticks + argv + cwd). A mismatch is refused and nothing is
 signalled. The stop request is journaled before the signal, and the terminal record is
-published (once) after every process of the run's session is gone.
+published (once) after every process of the run's session is gone. Which processes are
+the run's is proven at the instant of each signal (runtime.core.members): the session of
+the verified, frozen runner, or, once the runner has exited, only members whose
+environment carries the run's marks; never the session id recorded in run.json.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import Conflict, Refused, StateDamaged
 from runtime.core.ids import now_iso
-from runtime.core.process import kill_session, send_verified, verify, wait_gone
+from runtime.core.members import kill_orphans, kill_tree, run_marks
+from runtime.core.process import send_verified, verify, wait_gone
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run, runner_identity
@@ -80,14 +84,20 @@ def _publish(paths: RunPaths, run: RunRecord, status: str, code: int, reason: st
     publish_json_once(paths.result, short)
 
 
-def _kill_everything(identity: dict[str, Any]) -> int:
-    """Freeze the runner (so its descendants stay linked to it), then kill the whole tree."""
-    pid = int(identity["pid"])
-    send_verified(identity, signal.SIGSTOP)
-    count = kill_session(int(identity.get("sid") or pid), root_pid=pid)
-    send_verified(identity, signal.SIGKILL)
-    wait_gone([pid], timeout=2.0)
-    return count
+def _kill_everything(paths: RunPaths, run: RunRecord, identity: dict[str, Any]) -> int:
+    """Freeze the runner (so its descendants stay linked to it), kill the whole tree,
+    then whatever proven orphan of the run is left (the runner died under us)."""
+    return kill_tree(identity) + _kill_orphans(paths, run, identity)
+
+
+def _kill_orphans(paths: RunPaths, run: RunRecord, identity: dict[str, Any]) -> int:
+    """The runner is gone: stop only the members proven to be this run's now."""
+    ticks = identity.get("start_ticks")
+    return kill_orphans(
+        int(identity["pid"]),
+        run_marks(run["run_instance_id"], str(paths.dir)),
+        since_ticks=ticks if isinstance(ticks, int) else None,
+    )
 
 
 def kill(root: StateRoot, run_id: str, principal: Principal, *, force: bool = False) -> RunStatus:
@@ -102,7 +112,7 @@ def kill(root: StateRoot, run_id: str, principal: Principal, *, force: bool = Fa
         signal_target="session",
         by=principal.id,
     )
-    _kill_everything(identity)
+    _kill_everything(paths, run, identity)
     _publish(paths, run, "killed", 137, f"killed by {principal.id}")
     return derive(paths, run)
 
@@ -128,8 +138,8 @@ def cancel(
     )
     verdict, _ = send_verified(identity, signal.SIGTERM)
     if verdict == "valid" and wait_gone([int(identity["pid"])], timeout=grace + 2.0):
-        kill_session(int(identity.get("sid") or identity["pid"]))
+        _kill_orphans(paths, run, identity)
     else:
-        _kill_everything(identity)
+        _kill_everything(paths, run, identity)
     _publish(paths, run, "cancelled", 143, f"cancelled by {principal.id}")
     return derive(paths, run)

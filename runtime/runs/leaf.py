@@ -154,6 +154,8 @@ def _command_done(
 
 
 def _kill_group(pgid: int, sig: int) -> None:
+    """Signal a leaf's group; called only while the leaf (its leader, our child) is not
+    reaped, so the group id cannot have been recycled for a stranger."""
     try:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
@@ -206,8 +208,12 @@ async def _supervise(
             with trio.CancelScope(shield=True):
                 _kill_group(pgid, signal.SIGTERM)
                 with trio.move_on_after(ctx.grace):
-                    await proc.wait()
-                _kill_group(pgid, signal.SIGKILL)
+                    if pidfd is not None:  # exited, still unreaped: the group id stays ours
+                        await trio.lowlevel.wait_readable(pidfd)
+                    else:
+                        await proc.wait()
+                if proc.returncode is None:  # never signal a group whose leader we reaped
+                    _kill_group(pgid, signal.SIGKILL)
                 await proc.wait()
         if pidfd is not None:
             os.close(pidfd)

@@ -2,7 +2,8 @@
 
 A caller is either a session (`--session`, else `$ACTORS_SESSION`, else `user:<login>`
 for a plain shell) or a run acting through its capability token (`$ACTORS_RUN_ID` plus
-`$ACTORS_RUN_TOKEN`, set by the runner for every child it starts). Children never borrow
+`$ACTORS_RUN_TOKEN`, set by the runner for every child it starts; the run's `token` file
+holds only its verifier, sha256, so reading the file does not give the token). Children never borrow
 a session id, so a process inside one run cannot act on a sibling run. A run belongs to
 the principal that spawned it; others are refused unless they pass `--force`.
 """
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from runtime.core import config
 from runtime.core.errors import BadInput, Refused
-from runtime.core.ids import is_valid_id
+from runtime.core.ids import is_valid_id, token_matches
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_bytes
 
@@ -64,15 +65,13 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
         if not is_valid_id(run_id) or not token:
             raise Refused("ACTORS_RUN_ID is set without a valid ACTORS_RUN_TOKEN")
         try:
-            expected = read_bytes(root.run(run_id).token).decode().strip()
+            stored = read_bytes(root.run(run_id).token).decode(errors="replace").strip()
         except OSError:
             raise Refused(
                 f"ACTORS_RUN_ID={run_id} names no run in {root.path}",
                 hint="unset ACTORS_RUN_ID, or set ACTORS_HOME to the run's state root",
             ) from None
-        import hmac  # only when a token is checked: it pulls in hashlib (~4 ms)
-
-        if not hmac.compare_digest(expected, token):
+        if not token_matches(stored, token):
             raise Refused(f"ACTORS_RUN_TOKEN does not match run {run_id}")
         return Principal(f"run:{run_id}", via_run_token=True)
     chosen = session or config.text(config.SESSION)

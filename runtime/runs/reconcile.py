@@ -1,8 +1,9 @@
 """The reconciler: finish what dead runners could not, deliver what is still owed.
 
-For each run whose runner is gone without a result and without a stop request: stop any
-survivor of its session (only when the recorded runner is verifiably dead, never when its
-pid now belongs to someone else), publish `exited` once, and follow up. For each terminal
+For each run whose runner is gone without a result and without a stop request: stop the
+survivors of its session that are proven to be the run's now (runtime.core.members: their
+environment carries the run's instance and state directory; the dead runner's recorded
+session id alone proves nothing), publish `exited` once, and follow up. For each terminal
 run without a follow-up marker: follow up (deduplicated by delivery id). Then retry due
 deliveries of every session. Safe to run from any number of processes at once.
 """
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.ids import now_iso
-from runtime.core.process import is_gone, kill_session, verify
+from runtime.core.members import kill_orphans, run_marks
+from runtime.core.process import is_gone, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.index import list_runs
 from runtime.runs.status import TERMINAL, load_run, runner_identity
@@ -32,6 +34,18 @@ def _sweep_dead_writers(directory: Path) -> None:
             if writer is not None and is_gone(writer):
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)
+
+
+def _kill_orphans(run_dir: Path, run: Any, identity: dict[str, Any]) -> int:
+    """Stop what the dead runner left behind: only members proven to be this run's."""
+    sid = identity.get("sid") or identity.get("pid")
+    ticks = identity.get("start_ticks")
+    return kill_orphans(
+        sid if isinstance(sid, int) else None,
+        run_marks(str(run.get("run_instance_id")), str(run_dir)),
+        since_ticks=ticks if isinstance(ticks, int) else None,
+        boot=identity.get("boot_id") if isinstance(identity.get("boot_id"), str) else None,
+    )
 
 
 def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
@@ -51,7 +65,7 @@ def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
             identity = runner_identity(paths, run)
             verdict, reason = verify(identity) if identity else ("unverifiable", "no identity")
             if verdict == "dead" and identity is not None:
-                kill_session(int(identity.get("sid") or identity["pid"]))
+                _kill_orphans(paths.dir, run, identity)
             instance = run["run_instance_id"]
             result = {
                 "run": run["run"],

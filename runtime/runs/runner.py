@@ -37,16 +37,20 @@ DELIVERY_BUDGET_S = config.seconds(config.DELIVERY_BUDGET)
 OUTPUT_PREVIEW_CHARS = 4000
 
 
+_token = ""
+"""The run's token, from spawn through this process's environment (the state directory
+holds only its verifier); main() takes it out of os.environ, so only children get it."""
+
+
 def _child_env(paths: RunPaths, run: RunRecord) -> dict[str, str]:
     env = dict(os.environ)
     env.pop(config.SESSION.name, None)  # children act through the run token, never a session
     # Children find the same `actors` installation as the runner (a venv's bin directory).
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    token = read_bytes(paths.token).decode().strip()
     env.update(
         {
             config.RUN_ID.name: run["run"],
-            config.RUN_TOKEN.name: token,
+            config.RUN_TOKEN.name: _token,
             config.STATE_DIR.name: str(paths.dir),
             config.ADDRESS.name: f"run:{run['run']}",
             config.RUN_INSTANCE.name: run["run_instance_id"],
@@ -219,7 +223,7 @@ def _end(paths: RunPaths, run: RunRecord) -> None:
         follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
     except Exception:
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
-    kill_session(os.getpid())
+    kill_session(os.getpid())  # proven: we are alive and lead this session
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m runtime.runs.runner STATE_DIR", file=sys.stderr)
         return 2
     paths = RunPaths(Path(args[0]))
+    global _token
+    _token = os.environ.pop(config.RUN_TOKEN.name, "")
     try:
         os.setsid()
     except OSError:

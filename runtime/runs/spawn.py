@@ -25,7 +25,14 @@ from runtime.compiler.placeholders import (
 from runtime.compiler.values import apply_args
 from runtime.core import config
 from runtime.core.errors import BadInput, Conflict
-from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
+from runtime.core.ids import (
+    is_valid_name,
+    new_id,
+    new_token,
+    now_iso,
+    short_suffix,
+    token_verifier,
+)
 from runtime.core.process import capture
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import current_principal
@@ -194,12 +201,24 @@ def runner_argv(paths: RunPaths) -> list[str]:
     return [sys.executable, "-P", "-m", "runtime.runs.runner", str(paths.dir)]
 
 
-def _start_runner(paths: RunPaths, root: StateRoot) -> int:
+def _start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
     argv = runner_argv(paths)
     env = dict(os.environ)
     env[config.HOME.name] = str(root.path)
-    for setting in (config.RUN_ID, config.RUN_TOKEN, config.BRANCH):
+    # A run started from inside another must not carry that run's marks: they prove
+    # membership of the parent run when its orphans are stopped (runtime.core.members).
+    for setting in (
+        config.RUN_ID,
+        config.RUN_TOKEN,
+        config.BRANCH,
+        config.RUN_INSTANCE,
+        config.STATE_DIR,
+        config.ADDRESS,
+    ):
         env.pop(setting.name, None)
+    # The token reaches the run only through its processes' environment: the state
+    # directory keeps its verifier (runtime.core.ids.token_verifier).
+    env[config.RUN_TOKEN.name] = token
     log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -234,8 +253,8 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     cwd = Path.cwd()
     record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
     record["parent"] = principal.id if principal.via_run_token else None
-    _claim(root, paths, record)
-    pid = _start_runner(paths, root)
+    token = _claim(root, paths, record)
+    pid = _start_runner(paths, root, token)
     identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
     record.update({"pid": pid, "argv": runner_argv(paths), "process_identity": identity})
     write_json_atomic(paths.run_json, record)
@@ -336,8 +355,9 @@ def _run_record(
     }
 
 
-def _claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> None:
-    """Write the state dir under tmp/, then rename it into runs/ (fails if taken)."""
+def _claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
+    """Write the state dir under tmp/, then rename it into runs/ (fails if taken).
+    Returns the run's token (the directory holds only its verifier)."""
     ensure_dir(root.path)
     ensure_dir(root.runs)
     ensure_dir(root.tmp)
@@ -349,7 +369,8 @@ def _claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> None:
     try:
         instance = record["run_instance_id"]
         write_json_atomic(stage.run_json, record)
-        write_bytes_atomic(stage.token, (new_token() + "\n").encode())
+        token = new_token()
+        write_bytes_atomic(stage.token, (token_verifier(token) + "\n").encode())
         write_json_atomic(stage.communication, _communication(record["run"], record["owner_id"]))
         write_progress(stage.progress, instance, phase="starting", active=0, completed=0, failed=0)
         for log in (stage.stdout, stage.stderr, stage.runner_log):
@@ -363,6 +384,7 @@ def _claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> None:
                 f"run id {paths.run_id} is already in use",
                 hint="choose another --as, or archive/prune the old run first",
             ) from exc
+        return token
     except BaseException:
         import shutil  # only on this failure path: its import costs ~5 ms of every spawn
 

@@ -16,6 +16,9 @@ RUN_JSON = "run.json"
 INBOX = "inbox.jsonl"
 DOORBELLS = "doorbells"
 """A directory of wake-up FIFOs; named here because walkers skip it (`inspect --view files`)."""
+FIFO_COMMITS = "fifo-commits"
+"""Beside an inbox: one empty file per entry a live sender is about to write to the
+run's control.fifo (runtime.messaging.mailbox, `commit_fifo`)."""
 MAIN_ROOM = "main"
 """The name of a run's one room: its directory under `rooms/` and its communication.json entry."""
 _STDOUT, _STDERR = "stdout.log", "stderr.log"
@@ -224,6 +227,10 @@ class RunPaths(_Place):
     @property
     def communication(self) -> Path:
         return self.dir / "communication.json"
+
+    @property
+    def fifo_commits(self) -> Path:
+        return self.dir / FIFO_COMMITS
 
     @property
     def token(self) -> Path:

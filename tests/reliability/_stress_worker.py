@@ -28,7 +28,9 @@ from typing import Any
 def _as_run(run_id: str, home: Path) -> None:
     """Act through `run_id`'s capability token (as its own scripts do)."""
     os.environ["ACTORS_RUN_ID"] = run_id
-    os.environ["ACTORS_RUN_TOKEN"] = (home / "runs" / run_id / "token").read_text().strip()
+    from tests.conftest import run_token
+
+    os.environ["ACTORS_RUN_TOKEN"] = run_token(home / "runs" / run_id)
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change, write_recipe
+from tests.conftest import cli, make_fifo, read_fifo_line, run_token, wait_for_change, write_recipe
 
 FIFO_READER = """
 import os, sys
@@ -119,10 +119,6 @@ def _recv_api(env: dict[str, str]) -> str:
     return proc.stdout if proc.stdout.strip() != "null" else ""
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #7: a FIFO sender killed after its FIFO write, before the `sent` mark, gets the entry requeued and received twice",
-    strict=True,
-)
 @pytest.mark.parametrize("receiver", [_recv_cli, _recv_api], ids=["actors-recv", "actors.recv"])
 def test_a_fifo_sender_killed_after_writing_is_not_received_again(
     home: StateRoot, tmp_path: Path, receiver: Any
@@ -131,8 +127,8 @@ def test_a_fifo_sender_killed_after_writing_is_not_received_again(
     token = uuid.uuid4().hex
     _kill_after_fifo_write(tmp_path, home, token)
     assert got.read_text().count(token) == 1  # the run's reader has it, once
-    run_token = (home.run("fast").dir / "token").read_text().strip()
-    again = receiver({"ACTORS_RUN_ID": "fast", "ACTORS_RUN_TOKEN": run_token})
+    token_of_run = run_token(home.run("fast").dir)
+    again = receiver({"ACTORS_RUN_ID": "fast", "ACTORS_RUN_TOKEN": token_of_run})
     cli("kill", "fast")
     assert token not in again, "the envelope the FIFO already delivered was received again"
     _ = (run, time)

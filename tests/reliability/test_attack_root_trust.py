@@ -123,10 +123,6 @@ def _idle(tmp_path: Path, run_id: str) -> dict[str, object]:
     return spawned
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #6: the token file holds the token, so a child of another run acts as the run",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "verb",
     [["kill", "a"], ["cancel", "a", "--grace", "0"], ["message", "run:a", "control.stop"]],
@@ -147,10 +143,6 @@ def test_a_child_of_another_run_cannot_act_as_a_run_by_reading_its_token_file(
     assert actors.status("a")["status"] == "running"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #6: the token a run's commands get is stored verbatim under the state root",
-    strict=True,
-)
 def test_the_run_token_is_stored_nowhere_under_the_root(home: StateRoot, tmp_path: Path) -> None:
     spawned = _idle(tmp_path, "t")
     token = (tmp_path / "t.token").read_text()

@@ -105,10 +105,6 @@ def _reconcile_then_status(run_id: str) -> str:
     return proc.stdout + proc.stderr
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #1: reconcile SIGKILLs the recorded session of a dead runner without proving it is the run's",
-    strict=True,
-)
 def test_reconcile_spares_an_unrelated_session_named_in_an_edited_run_json(
     home: StateRoot, setsid_sleep: tuple[Victim, subprocess.Popen[bytes]]
 ) -> None:
@@ -120,10 +116,6 @@ def test_reconcile_spares_an_unrelated_session_named_in_an_edited_run_json(
     assert victim.alive(), "reconcile killed an unrelated process (setsid sleep)"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #1: reconcile kills a recycled session id (its leader dead) that now holds an unrelated program",
-    strict=True,
-)
 def test_reconcile_spares_an_unrelated_program_in_a_recycled_session_id(
     home: StateRoot, orphaned_session: tuple[Victim, int]
 ) -> None:
@@ -138,10 +130,6 @@ def test_reconcile_spares_an_unrelated_program_in_a_recycled_session_id(
     assert victim.alive(), "reconcile killed an unrelated program that reused the session id"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #1: with no sid recorded, reconcile kills the session named by the dead runner pid",
-    strict=True,
-)
 def test_reconcile_spares_a_session_named_only_by_a_dead_pid(
     home: StateRoot, orphaned_session: tuple[Victim, int]
 ) -> None:
@@ -156,10 +144,6 @@ def test_reconcile_spares_a_session_named_only_by_a_dead_pid(
     assert victim.alive(), "reconcile killed the session of a pid it could not prove"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #1: a run.json forged by another user makes the victim's reconcile kill its own process",
-    strict=True,
-)
 def test_a_run_forged_by_another_user_cannot_aim_the_victims_reconcile(
     home: StateRoot, setsid_sleep: tuple[Victim, subprocess.Popen[bytes]]
 ) -> None:

@@ -23,7 +23,15 @@ import pytest
 import actors
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
-from tests.conftest import cli, finished, isolate, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import (
+    cli,
+    finished,
+    isolate,
+    make_fifo,
+    read_fifo_line,
+    run_token,
+    write_recipe,
+)
 from tests.reliability._checks import assert_clean, fast_cli, fast_cli_all, file_bytes, refused
 from tests.reliability._report import record
 
@@ -253,7 +261,7 @@ class Live:
         self.dir = Path(self.record["state_dir"])
         self.child = {
             "ACTORS_RUN_ID": "live",
-            "ACTORS_RUN_TOKEN": (self.dir / "token").read_text().strip(),
+            "ACTORS_RUN_TOKEN": run_token(self.dir),
         }
         self.session_dir = home.sessions / SESSION
 

@@ -27,7 +27,7 @@ import pytest
 
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
-from tests.conftest import _reap_runs, cli, idle_run
+from tests.conftest import _reap_runs, cli, idle_run, run_token
 from tests.reliability._checks import journals_parse
 from tests.reliability._report import record
 
@@ -210,7 +210,7 @@ def test_spawn_on_a_full_disk_leaves_no_partial_run(disk: StateRoot, tmp_path: P
 def test_emit_on_a_full_disk_is_refused_whole(disk: StateRoot, tmp_path: Path) -> None:
     run = idle_run(tmp_path)
     paths = disk.run(str(run["run"]))
-    token = paths.token.read_text().strip()
+    token = run_token(paths.dir)
     inside = {"ACTORS_RUN_ID": str(run["run"]), "ACTORS_RUN_TOKEN": token}
     assert cli("emit", "note.x", "one", env=inside).returncode == 0
     if _mounted(disk):

@@ -31,7 +31,7 @@ from runtime.routing.in_run import finish, recv
 from runtime.routing.router import send
 from runtime.runs.ownership import Principal, current_principal
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import cli, finished, make_fifo, read_fifo_line, run_token, write_recipe
 from tests.reliability._checks import assert_clean, fast_cli, fast_cli_all, refused, tree
 from tests.reliability._report import record
 
@@ -287,7 +287,7 @@ def sink(home: StateRoot, tmp_path: Path) -> Iterator[dict[str, Any]]:
         str(write_recipe(tmp_path, "sink", SINK)), as_="sink", values={"ready": str(fifo)}
     )
     assert read_fifo_line(fifo) == "ready"
-    token = (Path(record_["state_dir"]) / "token").read_text().strip()
+    token = run_token(Path(record_["state_dir"]))
     yield {"ACTORS_RUN_ID": "sink", "ACTORS_RUN_TOKEN": token}
     if actors.status("sink")["status"] == "running":
         actors.kill("sink")

@@ -24,7 +24,15 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, finished, isolate, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import (
+    cli,
+    finished,
+    isolate,
+    make_fifo,
+    read_fifo_line,
+    run_token,
+    write_recipe,
+)
 from tests.reliability._checks import (
     assert_clean,
     fast_cli,
@@ -59,7 +67,7 @@ class Runs:
 
     def child(self, run_id: str) -> dict[str, str]:
         """The environment the runner gives every command of `run_id`."""
-        token = self.home.run(run_id).token.read_text().strip()
+        token = run_token(self.home.run(run_id).dir)
         return {"ACTORS_RUN_ID": run_id, "ACTORS_RUN_TOKEN": token}
 
     def status(self, run_id: str) -> str:
