@@ -9,6 +9,8 @@ in a new session (it leads its own process group) and is never waited on by the 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 from pathlib import Path
@@ -24,7 +26,7 @@ from runtime.compiler.placeholders import (
 )
 from runtime.compiler.values import apply_args
 from runtime.core import config
-from runtime.core.errors import BadInput, Conflict
+from runtime.core.errors import BadInput, Conflict, Refused
 from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
 from runtime.core.process import capture
 from runtime.runs.events import record_event, write_progress
@@ -206,9 +208,28 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
         (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),
         (os.POSIX_SPAWN_DUP2, 1, 2),
     ]
-    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    try:
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    except OSError as exc:  # EAGAIN (a process limit), ENOMEM, EPERM, a missing interpreter
+        _unclaim(root, paths)
+        why = f"{errno.errorcode.get(exc.errno or 0, 'OSError')}: {exc.strerror or exc}"
+        raise Refused(
+            f"could not start the runner of run {paths.run_id} ({why}); nothing was kept",
+            hint="free processes or memory (ulimit -u, a pids cgroup) and spawn again",
+        ) from None
     _spawned_pids.append(pid)
     return pid
+
+
+def _unclaim(root: StateRoot, paths: RunPaths) -> None:
+    """Take back a claimed run whose runner never started: out of `runs/` in one rename
+    (until then it is `starting` and owed nothing), then deleted."""
+    import shutil  # only on this failure path
+
+    gone = root.spawn_stage(new_id())
+    with contextlib.suppress(OSError):
+        os.rename(paths.dir, gone)
+    shutil.rmtree(gone if gone.exists() else paths.dir, ignore_errors=True)
 
 
 def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
