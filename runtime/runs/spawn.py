@@ -222,10 +222,9 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
 
 
 def _unclaim(root: StateRoot, paths: RunPaths) -> None:
-    """Take back a claimed run whose runner never started: out of `runs/` in one rename
-    (until then it is `starting` and owed nothing), then deleted."""
+    """Take back a run whose runner never started (`starting`, owed nothing): out of
+    `runs/` in one rename, then deleted."""
     import shutil  # only on this failure path
-
     gone = root.spawn_stage(new_id())
     with contextlib.suppress(OSError):
         os.rename(paths.dir, gone)
@@ -252,6 +251,10 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     compiled = recipe.data
     paths = _free_run_paths(root, req, source, compiled)
     values = _checked_values(req, source, compiled, paths)
+    if compiled.get("precheck"):
+        from runtime.runs.precheck import precheck
+
+        precheck(source.name or "run", compiled["precheck"], values)
     cwd = Path.cwd()
     record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
     record["parent"] = principal.id if principal.via_run_token else None
