@@ -2,8 +2,11 @@
 
 Each edit is a merge, never a rewrite: other MCP servers, hooks and settings stay as they
 are, a second install changes nothing, and the file's bytes before the first install are
-kept as `<file>.actors-backup`. `uninstall` restores those exact bytes when the file is
-still what we wrote; if someone edited it since, it removes only our entries.
+kept as `<file>.actors-backup`. `uninstall` restores those exact bytes (and the file's
+mode, and a symlink) when the file is still what we wrote; if someone edited it since, it
+removes only our entries. Install touches nothing it does not own (actors.install_files):
+a file keeps its mode, a symlinked one is written through, only missing directories are
+created. A write that fails takes back the files this install already wrote.
 
 What is written, per harness and scope, is the harness's own business: PLANS names the
 `plan(scope, wake, command)` of each adapter package (adapters/<harness>/install.py),
@@ -13,14 +16,18 @@ recording the files (`installs.json`) is the same for all of them, here.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import os
+import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from actors.install_files import make_dirs, read_config, remove_dirs, restore_config, write_config
 from adapters.install_edits import Edit, actors_command
-from runtime.core.errors import BadInput
+from runtime.core.errors import ActorsError, BadInput
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
@@ -58,39 +65,70 @@ def install(
 ) -> list[dict[str, Any]]:
     if wake not in ("hook", "watcher"):
         raise BadInput(f"unknown wake {wake!r}", hint="use --wake hook or --wake watcher")
-    edits = plan(harness, scope, wake)
-    results = []
     staged = []
-    for edit in edits:  # compute everything first: a bad file aborts before any write
-        original = edit.path.read_text() if edit.path.exists() else None
-        staged.append((edit, original, edit.add(original)))
+    for edit in plan(harness, scope, wake):  # everything first: a bad file aborts before any write
+        original, st = read_config(edit.path)
+        staged.append((edit, original, st, edit.add(original)))
     records = _records(root)
-    for edit, original, new in staged:
-        changed = new != (original or "")
-        results.append(
-            {"path": str(edit.path), "changed": changed, "content": new if dry_run else None}
-        )
-        if dry_run or not changed:
-            continue
-        backup = edit.path.with_name(edit.path.name + ".actors-backup")
-        key = str(edit.path)
-        if key not in records:
-            if original is not None:
-                write_bytes_atomic(backup, original.encode())
-            records[key] = {
-                "harness": harness,
-                "scope": scope,
-                "existed": original is not None,
-                "backup": str(backup) if original is not None else None,
-            }
-        ensure_dir(edit.path.parent)
-        write_bytes_atomic(edit.path, new.encode())
-        os.chmod(edit.path, 0o600)
-        records[key]["written_sha"] = _sha(new)
-    if not dry_run:
+    results = [
+        {"path": str(e.path), "changed": new != (old or ""), "content": new if dry_run else None}
+        for e, old, _, new in staged
+    ]
+    if dry_run:
+        return results
+    undo: list[Callable[[], None]] = []
+    try:
+        for edit, original, st, new in staged:
+            if new != (original or ""):
+                _install_one(records, edit.path, original, st, new, (harness, scope), undo)
         ensure_dir(root.path)
         write_json_atomic(root.installs, records)
+    except (OSError, ActorsError) as exc:
+        for step in reversed(undo):
+            with contextlib.suppress(OSError):
+                step()
+        if isinstance(exc, ActorsError):
+            raise
+        raise BadInput(
+            f"cannot write {exc.filename or 'a config file'}: {exc.strerror or exc}",
+            hint="nothing was changed",
+        ) from None
     return results
+
+
+def _install_one(
+    records: dict[str, Any],
+    path: Path,
+    original: str | None,
+    st: os.stat_result | None,
+    new: str,
+    owner: tuple[str, str],
+    undo: list[Callable[[], None]],
+) -> None:
+    """Write one config file (and its backup and record), noting how to take it back."""
+    key = str(path)
+    created = make_dirs(path.parent)
+    undo.append(lambda: remove_dirs(created))
+    if key not in records:
+        backup = path.with_name(path.name + ".actors-backup")
+        if original is not None:
+            write_bytes_atomic(backup, original.encode())
+            undo.append(lambda: backup.unlink(missing_ok=True))
+        records[key] = {
+            "harness": owner[0],
+            "scope": owner[1],
+            "existed": original is not None,
+            "backup": str(backup) if original is not None else None,
+            "mode": stat.S_IMODE(st.st_mode) if st is not None else None,
+            "link": os.readlink(path) if path.is_symlink() else None,
+        }
+    records[key]["created_dirs"] = [*records[key].get("created_dirs", []), *created]
+    write_config(path, new.encode(), st)
+    if original is None:
+        undo.append(lambda: path.unlink(missing_ok=True))
+    else:
+        undo.append(lambda: write_config(path, original.encode(), st))
+    records[key]["written_sha"] = _sha(new)
 
 
 def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]:
@@ -99,23 +137,9 @@ def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]
     for edit in plan(harness, scope):
         key = str(edit.path)
         record = records.get(key)
-        current = edit.path.read_text() if edit.path.exists() else None
-        if current is None:
-            results.append({"path": key, "action": "absent"})
-        elif record and record.get("written_sha") == _sha(current):
-            if record.get("existed") and record.get("backup"):
-                original = Path(record["backup"]).read_bytes()
-                write_bytes_atomic(edit.path, original)
-            else:
-                edit.path.unlink()
-            results.append({"path": key, "action": "restored"})
-        else:
-            cleaned = edit.remove(current)
-            if cleaned != current:
-                write_bytes_atomic(edit.path, cleaned.encode())
-            results.append(
-                {"path": key, "action": "removed entries" if cleaned != current else "unchanged"}
-            )
+        current, st = read_config(edit.path)
+        action = _uninstall_one(edit, record, current, st)
+        results.append({"path": key, "action": action})
         if record:
             if record.get("backup"):
                 Path(record["backup"]).unlink(missing_ok=True)
@@ -123,3 +147,32 @@ def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]
     if root.path.exists():
         write_json_atomic(root.installs, records)
     return results
+
+
+def _uninstall_one(
+    edit: Edit, record: dict[str, Any] | None, current: str | None, st: os.stat_result | None
+) -> str:
+    """Put one file back: the original bytes, mode and link when the file is still what
+    install wrote; else only our entries out (the file keeps its mode)."""
+    path = edit.path
+    backup = Path(record["backup"]) if record and record.get("backup") else None
+    if current is None:
+        action = "absent"
+    elif (
+        record
+        and record.get("written_sha") == _sha(current)
+        and (backup is None or backup.is_file())
+    ):
+        if backup is not None:
+            restore_config(path, backup.read_bytes(), record.get("mode"), record.get("link"))
+        else:
+            path.unlink()
+        action = "restored"
+    else:
+        cleaned = edit.remove(current)
+        if cleaned != current:
+            write_config(path, cleaned.encode(), st)
+        action = "removed entries" if cleaned != current else "unchanged"
+    if record and action != "removed entries":
+        remove_dirs(record.get("created_dirs") or [])
+    return action

@@ -44,6 +44,16 @@ def _text(data: Any) -> str:
     return json.dumps(data, default=str)
 
 
+def _utf8(text: str) -> str:
+    """`text` as valid UTF-8: a lone surrogate (an undecodable file name, say) becomes
+    `?`, since the response could not be written at all otherwise."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 class ActorsTools:
     """The tool implementations, bound to one state root and one coordinator session."""
 
@@ -152,11 +162,11 @@ def build_server(root: StateRoot, session: str) -> Server[Any]:
             )
         except ActorsError as exc:
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=str(exc))], isError=True
+                content=[types.TextContent(type="text", text=_utf8(str(exc)))], isError=True
             )
-        structured = json.loads(json.dumps(data, default=str))
+        structured = json.loads(_utf8(json.dumps(data, default=str, ensure_ascii=False)))
         return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
+            content=[types.TextContent(type="text", text=_utf8(text))],
             structuredContent=structured if isinstance(structured, dict) else None,
         )
 
@@ -186,14 +196,20 @@ def build_server(root: StateRoot, session: str) -> Server[Any]:
 
 
 def serve(root: StateRoot, session: str) -> None:
-    """Serve MCP on stdin/stdout until the client closes it."""
+    """Serve MCP on stdin/stdout until the client closes it (every request answered)."""
+    from typing import cast
+
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from actors.mcp_wire import Wire, claim_stdio
+
     server = build_server(root, session)
+    fd_in, fd_out = claim_stdio()
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
+        wire = Wire(fd_in, fd_out)
+        async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     anyio.run(main, backend="trio")

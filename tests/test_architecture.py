@@ -109,7 +109,8 @@ def test_modules_and_functions_stay_readable(path: Path) -> None:
 
 
 def test_architecture_doc_lists_every_module() -> None:
-    """docs/architecture.md is the layout's truth: a new module is named there."""
+    """docs/architecture.md is the layout's truth: a new module is named there
+    (`python scripts/architecture_modules.py` rewrites the table)."""
     listed = (REPO / "docs" / "architecture.md").read_text()
     missing = [
         str(path.relative_to(REPO))

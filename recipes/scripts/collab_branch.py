@@ -24,8 +24,66 @@ from pathlib import Path
 from typing import Any
 
 
+class UserError(Exception):
+    """A mistake in the recipe's values: one line on stderr, exit 2, no traceback."""
+
+
 def _slug(scope: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", scope).strip("-.")[:60] or "scope"
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", scope)
+    slug = re.sub(r"\.{2,}", ".", slug).strip("-.")[:60].rstrip("-.")  # `..` is no ref name
+    return re.sub(r"\.lock$", "-lock", slug) or "scope"
+
+
+def _scope_list(text: str) -> list[str]:
+    try:
+        scopes = json.loads(text)
+    except ValueError:
+        scopes = [s.strip() for s in text.split(",") if s.strip()]
+    if not isinstance(scopes, list) or not scopes:
+        raise UserError('scopes must be a non-empty list, e.g. \'["api","ui"]\' or api,ui')
+    for scope in scopes:
+        if (
+            not isinstance(scope, str | int | float)
+            or isinstance(scope, bool)
+            or not str(scope).strip()
+        ):
+            raise UserError(f"scope {json.dumps(scope)} is not a name; give each scope as text")
+    return [str(s) for s in scopes]
+
+
+def _split(name: str, command: str) -> list[str]:
+    try:
+        return shlex.split(command)
+    except ValueError as exc:
+        raise UserError(f"{name} {command!r} cannot be split like a shell would ({exc})") from None
+
+
+def check(args: argparse.Namespace) -> int:
+    """The recipe's precheck, before anything exists: scopes that would share a branch
+    (or worktree) once made into names, a repo or base that is not there, commands that
+    cannot be split."""
+    seen: dict[str, str] = {}
+    for scope in _scope_list(args.scopes):
+        key = _slug(scope).casefold()  # one branch file on a case-insensitive disk
+        if key in seen and seen[key] == scope:
+            raise UserError(f"scope {scope!r} is given twice; remove one")
+        if key in seen:
+            branch = f"collab/{args.run}/{_slug(scope)}"
+            raise UserError(
+                f"scopes {seen[key]!r} and {scope!r} would share the branch {branch};"
+                " rename one of them"
+            )
+        seen[key] = scope
+    if not Path(args.repo).is_dir():
+        raise UserError(f"repo {args.repo} is not a directory")
+    if _git(
+        "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}", cwd=args.repo
+    ).returncode:
+        raise UserError(f"base {args.base!r} is not a commit in {args.repo}; pass -v base=BRANCH")
+    if not _split("agent_cmd", args.agent_cmd):
+        raise UserError("agent_cmd is empty; give the agent's command line")
+    _split("check_cmd", args.check_cmd)
+    return 0
 
 
 def _git(*args: str, cwd: str | Path) -> subprocess.CompletedProcess[str]:
@@ -77,15 +135,21 @@ def run(args: argparse.Namespace) -> int:
         made = _git("worktree", "add", "-B", branch, str(worktree), args.base, cwd=args.repo)
         if made.returncode != 0:
             return _fail(state, scope, record, f"git worktree add: {made.stderr.strip()}")
-    command = [*shlex.split(args.agent_cmd), scope]
-    agent = subprocess.run(command, cwd=worktree, check=False, capture_output=True, text=True)
+    command = [*_split("agent_cmd", args.agent_cmd), scope]
+    try:
+        agent = subprocess.run(command, cwd=worktree, check=False, capture_output=True, text=True)
+    except OSError as exc:
+        return _fail(state, scope, record, f"agent {command[0]!r} could not start: {exc.strerror}")
     # the agent's own words go to the run's stderr log; stdout stays this scope's result
     sys.stderr.write(agent.stdout + agent.stderr)
     if agent.returncode != 0:
         tail = (agent.stderr or agent.stdout).strip().splitlines()[-1:] or [""]
         return _fail(state, scope, record, f"agent exited {agent.returncode}: {tail[0]}")
     if args.check_cmd:
-        check = subprocess.run(shlex.split(args.check_cmd), cwd=worktree, check=False)
+        try:
+            check = subprocess.run(_split("check_cmd", args.check_cmd), cwd=worktree, check=False)
+        except OSError as exc:
+            return _fail(state, scope, record, f"check could not start: {exc.strerror}")
         if check.returncode != 0:
             return _fail(state, scope, record, f"check exited {check.returncode}")
     ahead = _git("rev-list", "--count", f"{record['base_commit']}..HEAD", cwd=worktree)
@@ -117,10 +181,7 @@ def reset(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     state = Path(args.state)
-    try:
-        scopes = json.loads(args.scopes)
-    except ValueError:
-        scopes = [s.strip() for s in args.scopes.split(",") if s.strip()]
+    scopes = _scope_list(args.scopes)
     ready, failed = [], []
     for scope in scopes:
         record = _load(state, str(scope))
@@ -160,8 +221,20 @@ def main() -> int:
     rep = sub.add_parser("report")
     rep.add_argument("--state", required=True)
     rep.add_argument("--scopes", required=True)
+    pre = sub.add_parser("check")
+    for flag in ("--scopes", "--repo", "--base", "--run", "--agent-cmd"):
+        pre.add_argument(flag, required=True)
+    pre.add_argument("--check-cmd", default="")
     args = parser.parse_args()
-    return {"run": run, "reset": reset, "report": report}[args.command](args)
+    commands = {"run": run, "reset": reset, "report": report, "check": check}
+    try:
+        return commands[args.command](args)
+    except UserError as exc:
+        print(f"collab-branches: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a repo or state directory that vanished, a full disk
+        print(f"collab-branches: {exc.filename or ''}: {exc.strerror}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -160,6 +160,7 @@ class Recipe(_Flags):
     artifacts: dict[str, str | Artifact] = Field(default_factory=dict)
     mailbox: Mailbox | None = None
     retire_when: Literal["children_terminal"] | None = None
+    precheck: str | None = Field(None, description="command run at spawn; non-zero refuses it")
     args: dict[str, ArgSpec] = Field(default_factory=dict)
     run_id: str | None = None
     name: str | None = Field(None, description="legacy; ignored for identity")
@@ -331,6 +332,7 @@ def compile_recipe(
             "endpoint": mailbox.endpoint,
         },
         "retire_when": recipe.retire_when,
+        "precheck": split_words(recipe.precheck) if recipe.precheck else None,
         "args": {name: spec.model_dump() for name, spec in recipe.args.items()},
         "run_id": recipe.run_id,
         "root": _compile_root(

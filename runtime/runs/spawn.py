@@ -10,7 +10,6 @@ in a new session (it leads its own process group) and is never waited on by the 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,22 +27,18 @@ from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import (
     is_valid_name,
     new_id,
-    new_token,
     now_iso,
     short_suffix,
-    token_verifier,
 )
 from runtime.core.process import capture
-from runtime.runs.events import record_event, write_progress
+from runtime.runs.events import record_event
+from runtime.runs.launch import claim, reap_spawned, runner_argv, start_runner
 from runtime.runs.ownership import current_principal
-from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot, check_id, parse_run_ref
-from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
+from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref
+from runtime.store.writes import write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
-
-_spawned_pids: list[int] = []
-
 
 class SpawnRequest:
     """What the caller asked for; exactly one of `recipe` and `template`.
@@ -174,62 +169,6 @@ def _resolve_artifacts(
     return resolved
 
 
-def _communication(run_id: str, owner: str) -> dict[str, Any]:
-    address = f"run:{run_id}"
-    return {
-        "self": address,
-        "root": address,
-        "parent": owner if owner.startswith("run:") else None,
-        "rooms": [{"address": f"room:{run_id}", "name": MAIN_ROOM, "members": [address]}],
-        "contacts": [{"address": "coordinator", "role": "coordinator", "session": owner}],
-        "updated_at": now_iso(),
-    }
-
-
-def _reap_spawned() -> None:
-    """Collect runners this process started that have exited (no zombies in servers)."""
-    for pid in list(_spawned_pids):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _spawned_pids.remove(pid)
-
-
-def runner_argv(paths: RunPaths) -> list[str]:
-    return [sys.executable, "-P", "-m", "runtime.runs.runner", str(paths.dir)]
-
-
-def _start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
-    argv = runner_argv(paths)
-    env = dict(os.environ)
-    env[config.HOME.name] = str(root.path)
-    # A run started from inside another must not carry that run's marks: they prove
-    # membership of the parent run when its orphans are stopped (runtime.core.members).
-    for setting in (
-        config.RUN_ID,
-        config.RUN_TOKEN,
-        config.BRANCH,
-        config.RUN_INSTANCE,
-        config.STATE_DIR,
-        config.ADDRESS,
-    ):
-        env.pop(setting.name, None)
-    # The token reaches the run only through its processes' environment: the state
-    # directory keeps its verifier (runtime.core.ids.token_verifier).
-    env[config.RUN_TOKEN.name] = token
-    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
-    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
-    _spawned_pids.append(pid)
-    return pid
-
-
 def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     """Start a run and return its run.json record (the runner is already running).
 
@@ -250,17 +189,21 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     compiled = recipe.data
     paths = _free_run_paths(root, req, source, compiled)
     values = _checked_values(req, source, compiled, paths)
+    if compiled.get("precheck"):
+        from runtime.runs.precheck import precheck
+
+        precheck(source.name or "run", compiled["precheck"], values)
     cwd = Path.cwd()
     record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
     record["parent"] = principal.id if principal.via_run_token else None
-    token = _claim(root, paths, record)
-    pid = _start_runner(paths, root, token)
+    token = claim(root, paths, record)
+    pid = start_runner(paths, root, token)
     identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
     record.update({"pid": pid, "argv": runner_argv(paths), "process_identity": identity})
     write_json_atomic(paths.run_json, record)
     record_event(paths.events, record["run_instance_id"], "run.start", run=paths.run_id, pid=pid)
     recipe.remember()  # fill the compile cache now that the spawn succeeded
-    _reap_spawned()
+    reap_spawned()
     return record
 
 
@@ -353,43 +296,6 @@ def _run_record(
         "argv": None,
         "process_identity": None,
     }
-
-
-def _claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
-    """Write the state dir under tmp/, then rename it into runs/ (fails if taken).
-    Returns the run's token (the directory holds only its verifier)."""
-    ensure_dir(root.path)
-    ensure_dir(root.runs)
-    ensure_dir(root.tmp)
-    from runtime.runs.retention import cleanup_tmp
-
-    cleanup_tmp(root)
-    stage = RunPaths(root.spawn_stage(new_id()))
-    ensure_dir(stage.dir)
-    try:
-        instance = record["run_instance_id"]
-        write_json_atomic(stage.run_json, record)
-        token = new_token()
-        write_bytes_atomic(stage.token, (token_verifier(token) + "\n").encode())
-        write_json_atomic(stage.communication, _communication(record["run"], record["owner_id"]))
-        write_progress(stage.progress, instance, phase="starting", active=0, completed=0, failed=0)
-        for log in (stage.stdout, stage.stderr, stage.runner_log):
-            write_bytes_atomic(log, b"", fsync=False)
-        if record["mailbox"].get("endpoint") == "fifo":
-            os.mkfifo(stage.control_fifo, 0o600)
-        try:
-            os.rename(stage.dir, paths.dir)
-        except OSError as exc:
-            raise Conflict(
-                f"run id {paths.run_id} is already in use",
-                hint="choose another --as, or archive/prune the old run first",
-            ) from exc
-        return token
-    except BaseException:
-        import shutil  # only on this failure path: its import costs ~5 ms of every spawn
-
-        shutil.rmtree(stage.dir, ignore_errors=True)
-        raise
 
 
 __all__ = ["INJECTED", "SpawnRequest", "spawn"]

@@ -125,10 +125,6 @@ def _cli_without_fork(group: Path, *args: str) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #11: a spawn whose runner cannot fork exits 1 (internal error) and leaves a phantom run",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "args",
     [
@@ -146,10 +142,6 @@ def test_a_spawn_whose_runner_cannot_fork_refuses_and_leaves_no_run(
     assert actors.runs() == []
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #11: a tool: message whose runner cannot fork is an internal error and leaves a phantom run",
-    strict=True,
-)
 def test_a_tool_message_whose_runner_cannot_fork_refuses_and_leaves_no_run(
     home: StateRoot, no_fork_cgroup: Path
 ) -> None:
@@ -200,10 +192,6 @@ SURROGATE_REQUESTS = {
 }
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #11: an MCP request holding a lone surrogate is never answered",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "request_line", list(SURROGATE_REQUESTS.values()), ids=list(SURROGATE_REQUESTS)
 )

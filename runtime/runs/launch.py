@@ -1,0 +1,140 @@
+"""Claiming a run's state directory and starting its runner: the part of spawn that
+writes, and takes everything back when the runner cannot start.
+
+The state directory is assembled in `<root>/tmp/` and renamed into `runs/<id>` in one
+step, which fails if the id is taken, so two spawns can never share or wipe a
+directory. The runner is started with posix_spawn in a new session (it leads its own
+process group) and is never waited on by the caller; a runner that cannot start leaves
+nothing behind (no run, no follow-up owed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from runtime.core import config
+from runtime.core.errors import Conflict, Refused
+from runtime.core.ids import new_id, new_token, now_iso, token_verifier
+from runtime.runs.events import write_progress
+from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
+from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
+
+_spawned_pids: list[int] = []
+
+
+def claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
+    """Write the state dir under tmp/, then rename it into runs/ (fails if taken).
+    Returns the run's token (the directory holds only its verifier)."""
+    ensure_dir(root.path)
+    ensure_dir(root.runs)
+    ensure_dir(root.tmp)
+    from runtime.runs.retention import cleanup_tmp
+
+    cleanup_tmp(root)
+    stage = RunPaths(root.spawn_stage(new_id()))
+    ensure_dir(stage.dir)
+    try:
+        instance = record["run_instance_id"]
+        write_json_atomic(stage.run_json, record)
+        token = new_token()
+        write_bytes_atomic(stage.token, (token_verifier(token) + "\n").encode())
+        write_json_atomic(stage.communication, communication(record["run"], record["owner_id"]))
+        write_progress(stage.progress, instance, phase="starting", active=0, completed=0, failed=0)
+        for log in (stage.stdout, stage.stderr, stage.runner_log):
+            write_bytes_atomic(log, b"", fsync=False)
+        if record["mailbox"].get("endpoint") == "fifo":
+            os.mkfifo(stage.control_fifo, 0o600)
+        try:
+            os.rename(stage.dir, paths.dir)
+        except OSError as exc:
+            raise Conflict(
+                f"run id {paths.run_id} is already in use",
+                hint="choose another --as, or archive/prune the old run first",
+            ) from exc
+        return token
+    except BaseException:
+        import shutil  # only on this failure path: its import costs ~5 ms of every spawn
+
+        shutil.rmtree(stage.dir, ignore_errors=True)
+        raise
+
+
+def communication(run_id: str, owner: str) -> dict[str, Any]:
+    address = f"run:{run_id}"
+    return {
+        "self": address,
+        "root": address,
+        "parent": owner if owner.startswith("run:") else None,
+        "rooms": [{"address": f"room:{run_id}", "name": MAIN_ROOM, "members": [address]}],
+        "contacts": [{"address": "coordinator", "role": "coordinator", "session": owner}],
+        "updated_at": now_iso(),
+    }
+
+
+def runner_argv(paths: RunPaths) -> list[str]:
+    return [sys.executable, "-P", "-m", "runtime.runs.runner", str(paths.dir)]
+
+
+def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
+    argv = runner_argv(paths)
+    env = dict(os.environ)
+    env[config.HOME.name] = str(root.path)
+    # A run started from inside another must not carry that run's marks: they prove
+    # membership of the parent run when its orphans are stopped (runtime.core.members).
+    for setting in (
+        config.RUN_ID,
+        config.RUN_TOKEN,
+        config.BRANCH,
+        config.RUN_INSTANCE,
+        config.STATE_DIR,
+        config.ADDRESS,
+    ):
+        env.pop(setting.name, None)
+    # The token reaches the run only through its processes' environment: the state
+    # directory keeps its verifier (runtime.core.ids.token_verifier).
+    env[config.RUN_TOKEN.name] = token
+    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),
+        (os.POSIX_SPAWN_DUP2, 1, 2),
+    ]
+    try:
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    except OSError as exc:  # EAGAIN (a process limit), ENOMEM, EPERM, a missing interpreter
+        _unclaim(root, paths)
+        why = f"{errno.errorcode.get(exc.errno or 0, 'OSError')}: {exc.strerror or exc}"
+        raise Refused(
+            f"could not start the runner of run {paths.run_id} ({why}); nothing was kept",
+            hint="free processes or memory (ulimit -u, a pids cgroup) and spawn again",
+        ) from None
+    _spawned_pids.append(pid)
+    return pid
+
+
+def _unclaim(root: StateRoot, paths: RunPaths) -> None:
+    """Take back a run whose runner never started (`starting`, owed nothing): out of
+    `runs/` in one rename, then deleted."""
+    import shutil  # only on this failure path
+    gone = root.spawn_stage(new_id())
+    with contextlib.suppress(OSError):
+        os.rename(paths.dir, gone)
+    shutil.rmtree(gone if gone.exists() else paths.dir, ignore_errors=True)
+
+
+def reap_spawned() -> None:
+    """Collect runners this process started that have exited (no zombies in servers)."""
+    for pid in list(_spawned_pids):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _spawned_pids.remove(pid)
