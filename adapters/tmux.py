@@ -1,6 +1,9 @@
 """`tmux`: the last resort for a harness with no delivery surface: type one line.
 
-Never a multi-line paste (TUIs split, swallow or auto-submit those): the body is written
+Never into a shell: a pane whose foreground program is a shell executes the line, so delivery fails there, not retryable, and
+the receipt says which program and what to do. Never a control character: the line is
+made inert first (runtime.core.terminal), so a run-written summary cannot edit the
+pane's input line. Never a multi-line paste (TUIs split, swallow or auto-submit those): the body is written
 to a file under the session directory, and one literal line pointing at it is typed with
 `send-keys -l`. Enter is sent separately after a delay (Ink-based TUIs drop an Enter that
 arrives in the same read as the text). A pane in copy mode is taken out of it first
@@ -13,11 +16,13 @@ seconds (default 2).
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.terminal import one_line
 from runtime.delivery.contract import (
     AdapterError,
     Capabilities,
@@ -28,6 +33,24 @@ from runtime.delivery.contract import (
 
 if TYPE_CHECKING:
     from runtime.delivery.doctor import Probe
+
+SHELLS = (
+    "sh", "bash", "zsh", "dash", "ash", "ksh", "mksh", "pdksh", "oksh", "loksh", "yash",
+    "posh", "fish", "tcsh", "csh", "nu", "nushell", "pwsh", "powershell", "xonsh",
+    "elvish", "ion", "osh", "oil", "ysh", "rc", "es", "busybox", "toybox", "murex",
+)  # fmt: skip
+"""Foreground programs that execute a typed line as a command. (A language REPL runs a
+typed line too, but is not detected: `python` is also how many TUIs show up. Never point
+the adapter at a REPL.)"""
+_VERSIONED = re.compile(r"^-?(?:.*/)?([a-z]+?)(?:-?[0-9][0-9.]*)?(?:\.exe)?$")
+
+
+def executing_program(command: str) -> str | None:
+    """The shell `command` (tmux `#{pane_current_command}`: `bash`, `-zsh`, `/bin/sh`,
+    `bash5.2`, `pwsh.exe`) is, or None for anything else."""
+    match = _VERSIONED.match(command.strip().lower())
+    name = match.group(1) if match else ""
+    return name if name in SHELLS else None
 
 
 class TmuxAdapter:
@@ -105,20 +128,42 @@ class TmuxAdapter:
 
     def pane_state(self) -> tuple[bool, str]:
         """(reachable, in_mode flag or the error)."""
-        probe = self._tmux("display-message", "-p", "-t", self.options["target"], "#{pane_in_mode}")
+        reachable, state = self._pane()
+        return reachable, state.partition(" ")[0]
+
+    def _pane(self) -> tuple[bool, str]:
+        """(reachable, "<in_mode flag> <foreground command>" or the error)."""
+        probe = self._tmux(
+            "display-message", "-p", "-t", self.options["target"],
+            "#{pane_in_mode} #{pane_current_command}",
+        )  # fmt: skip
         if probe.returncode != 0:
             return False, probe.stderr.strip() or "tmux target not found"
         return True, probe.stdout.strip()
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         target = self.options["target"]
-        reachable, mode = self.pane_state()
+        reachable, state = self._pane()
+        mode, _, command = state.partition(" ")
         if not reachable:
             return Receipt(
                 "failed",
                 context.delivery_id,
                 retryable=False,
-                reason=f"tmux target {target}: {mode}",
+                reason=f"tmux target {target}: {state}",
+            )
+        program = executing_program(command)
+        if program is not None:
+            return Receipt(
+                "failed",
+                context.delivery_id,
+                retryable=False,
+                reason=(
+                    f"tmux target {target} runs a shell ({one_line(command, 40)}),"
+                    " which would execute a typed line as a command; nothing was typed. Start"
+                    " the agent harness in that pane, or register -o target= with the pane"
+                    " that runs it; the follow-up waits in `actors inbox read`"
+                ),
             )
         if mode == "1":
             self._tmux("send-keys", "-t", target, "-X", "cancel")
@@ -152,6 +197,8 @@ class TmuxAdapter:
 
 def pointer_line(envelope: dict[str, Any], context: DeliveryContext) -> str:
     """One line an agent (or a person) can act on, pointing at the full body."""
-    summary = " ".join(str(envelope.get("summary") or envelope.get("type")).split())[:200]
-    where = f" - details: {context.body_file}" if context.body_file else ""
-    return f"[actors] {summary}{where}"
+    summary = one_line(str(envelope.get("summary") or envelope.get("type")), 200)
+    where = f" - details: {one_line(context.body_file)}" if context.body_file else ""
+    line = f"[actors] {summary}{where}"
+    # tmux reads an argument ending in `;` as a command separator (and drops the `;`)
+    return line + " ." if line.endswith(";") else line

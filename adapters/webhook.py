@@ -1,7 +1,9 @@
 """`webhook`: POST the envelope JSON to a URL, signed with HMAC-SHA256.
 
-Options: `url` (http or https), optional `secret` (signs the body: header
-`X-Actors-Signature: sha256=<hex>`), optional `timeout` seconds (default 5). A 2xx answer
+Options: `url` (http or https), optional `secret` (signs each request: header
+`X-Actors-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<delivery id>.<body>">`,
+the delivery id also in `X-Actors-Delivery`; a receiver rejects a stale `t` and dedupes
+by delivery id, see docs/adapters.md), optional `timeout` seconds (default 5). A 2xx answer
 is `delivered`; 429 is `deferred` until Retry-After; other 4xx are `failed` and not
 retried (the request itself is wrong); 5xx, timeouts and connection errors are `failed`
 and retryable.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
 from typing import Any
 from urllib.parse import urlparse
 
@@ -23,9 +26,39 @@ from runtime.delivery.contract import (
     check_seconds,
 )
 
+REPLAY_WINDOW_S = 300
+"""How old a signed timestamp a receiver should accept (documented; `verify` uses it)."""
 
-def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+def signature(secret: str, delivery_id: str, body: bytes, timestamp: int | None = None) -> str:
+    """`t=<unix>,v1=<hex>`: HMAC-SHA256 over the timestamp, the delivery id and the body,
+    so a captured request cannot be replayed later or under another delivery id."""
+    t = int(time.time()) if timestamp is None else timestamp
+    signed = f"{t}.{delivery_id}.".encode() + body
+    return f"t={t},v1=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+
+
+def verify(
+    secret: str,
+    header: str,
+    delivery_id: str,
+    body: bytes,
+    *,
+    now: float | None = None,
+    window_s: float = REPLAY_WINDOW_S,
+) -> bool:
+    """A receiver's check of `X-Actors-Signature` (the reference for docs/adapters.md):
+    well formed, fresh within `window_s` either way, and the HMAC matches. Deduping by
+    delivery id is the receiver's own (it alone knows what it has seen)."""
+    fields = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
+    try:
+        t = int(fields.get("t", ""))
+    except ValueError:
+        return False
+    if abs((time.time() if now is None else now) - t) > window_s:
+        return False
+    expected = signature(secret, delivery_id, body, t).partition(",v1=")[2]
+    return hmac.compare_digest(expected, fields.get("v1", ""))
 
 
 class WebhookAdapter:
@@ -58,7 +91,9 @@ class WebhookAdapter:
             "X-Actors-Attempt": str(context.attempt),
         }
         if self.options.get("secret"):
-            headers["X-Actors-Signature"] = signature(self.options["secret"], body)
+            headers["X-Actors-Signature"] = signature(
+                self.options["secret"], context.delivery_id, body
+            )
         try:
             response = httpx.post(
                 self.options["url"],

@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> Any:
     from runtime.core.errors import ActorsError
 
     args = sys.argv[1:] if argv is None else argv
+    streams = sys.stdout, sys.stderr
+    _guard_terminals()
     try:
         _check_utf8(args)
         if args[:1] != ["hook"]:  # hooks keep their own rule: never block the harness
@@ -44,6 +46,20 @@ def main(argv: list[str] | None = None) -> Any:
             "(rerun with ACTORS_DEBUG=1 for the traceback, and please report it)\n"
         )
         sys.exit(1)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _guard_terminals() -> None:
+    """On a terminal, every character written is made inert (runtime.core.terminal):
+    summaries, output lines and event fields are run-written and must not drive it."""
+    from runtime.core.terminal import TerminalStream
+
+    for name, keep in (("stdout", "\n\t"), ("stderr", "\n\t\r")):
+        stream = getattr(sys, name)
+        isatty = getattr(stream, "isatty", None)
+        if isatty is not None and not isinstance(stream, TerminalStream) and isatty():
+            setattr(sys, name, TerminalStream(stream, keep))
 
 
 def __getattr__(name: str) -> Any:

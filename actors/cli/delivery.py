@@ -97,7 +97,9 @@ def session_register(
         },
     )
     if as_json:
-        emit_json(record)
+        from runtime.compiler.redact import redact_session
+
+        emit_json(redact_session(record))
     else:
         click.echo(ident)
         if sys.stderr.isatty():
@@ -108,12 +110,13 @@ def session_register(
 @click.option("--json", "as_json", is_flag=True)
 def session_ls(as_json: bool) -> None:
     """List sessions with their harness and unread follow-ups."""
+    from runtime.compiler.redact import redact_session
     from runtime.delivery.sessions import SessionInbox, list_sessions, session_paths
 
     rows = []
     for record in list_sessions(_root()):
         unread = len(SessionInbox(session_paths(_root(), record["id"])).unread())
-        rows.append({**record, "unread": unread})
+        rows.append({**redact_session(record), "unread": unread})  # passwords, tokens
     if as_json:
         emit_json(rows)
         return
@@ -135,12 +138,13 @@ def session_show(session_id: str) -> None:
 
     if not session_paths(_root(), session_id).dir.is_dir():
         raise NotFound(f"no session {session_id}", hint="`actors session ls` lists them")
-    from runtime.compiler.redact import redact_values
+    from runtime.compiler.redact import redact_deep, redact_session, secret_texts
 
     record = load_session(_root(), session_id)
-    record["options"] = redact_values(record.get("options") or {})  # passwords, tokens
-    record["deliveries"] = DeliveryRunner(_root()).states(session_id)
-    emit_json(record)
+    masked = redact_session(record)  # passwords, tokens
+    states = DeliveryRunner(_root()).states(session_id)
+    masked["deliveries"] = redact_deep(states, secret_texts(record.get("options") or {}))
+    emit_json(masked)
 
 
 @session_group.command("forget")

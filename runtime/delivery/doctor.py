@@ -117,7 +117,10 @@ def probe(root: StateRoot, owner: str) -> list[str]:
         _judge_plain(seen, harness)
     inbox.mark_read([delivery_id])
     runner.close(owner, delivery_id, "doctor probe: never retried")
-    return seen.lines
+    from runtime.compiler.redact import redact_text, secret_texts
+
+    hidden = secret_texts(session.get("options") or {})  # an adapter's tokens, in a reason
+    return [redact_text(line, hidden) for line in seen.lines]
 
 
 _NATIVE = {

@@ -9,8 +9,9 @@ delivers into a run from outside; these read and write from inside one.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from runtime.compiler.redact import redact_deep, run_secrets
 from runtime.core import config
 from runtime.core.errors import BadInput, Conflict, Refused
 from runtime.core.faults import pause_point
@@ -26,6 +27,7 @@ from runtime.store.layout import StateRoot
 
 if TYPE_CHECKING:
     from runtime.messaging.entries import Holder, MailboxEntry
+    from runtime.messaging.envelope import Envelope
     from runtime.routing.outcomes import SendOutcome
 
 
@@ -82,6 +84,8 @@ def emit(
         level=level,
         extra={"run": run_id, "run_instance_id": run["run_instance_id"]},
     )
+    # the outbox, the room timeline and the follow-up never hold the run's secrets
+    envelope = cast("Envelope", redact_deep(envelope, run_secrets(run)))
     if address.kind == "room":
         if address.target != run_id:
             raise Refused(f"run {run_id} may only post to its own room room:{run_id}")

@@ -21,6 +21,7 @@ from runtime.compiler.placeholders import (
     references,
     substitute_word,
 )
+from runtime.compiler.redact import check_declared_secrets
 from runtime.compiler.values import apply_args
 from runtime.core import config
 from runtime.core.errors import BadInput, Conflict
@@ -189,6 +190,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     compiled = recipe.data
     paths = _free_run_paths(root, req, source, compiled)
     values = _checked_values(req, source, compiled, paths)
+    check_declared_secrets(values, req.secret_names)  # too short to mask: refused
     if compiled.get("precheck"):
         from runtime.runs.precheck import precheck
 

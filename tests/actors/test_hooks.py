@@ -54,7 +54,7 @@ def test_file_changed_wakes_only_when_something_is_unread(home: StateRoot) -> No
     finished(record)
     loud = cli("hook", "file-changed", input=event)
     assert loud.returncode == 2
-    assert loud.stderr.startswith("ACTORS: 1 unread follow-up(s); first: Run ")
+    assert loud.stderr.startswith('ACTORS: 1 unread follow-up(s); first: "Run ')
     assert f"actors inbox read --session {SESSION}" in loud.stderr
     cli("inbox", "read", "--session", SESSION)
     again = cli("hook", "file-changed", input=event)

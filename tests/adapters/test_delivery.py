@@ -16,7 +16,7 @@ from typing import ClassVar
 import pytest
 
 import actors
-from adapters.webhook import signature
+from adapters.webhook import verify
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
@@ -137,7 +137,10 @@ def test_webhook_retries_503_then_delivers_once_and_never_retries_400(
     assert finished(record)["status"] == "done"
     assert [entry["code"] for entry in hook.log] == [503, 503, 200]
     assert len({entry["delivery"] for entry in hook.log}) == 1
-    assert all(entry["sig"] == signature("s3cret", entry["raw"]) for entry in hook.log)
+    assert all(
+        verify("s3cret", str(entry["sig"]), str(entry["delivery"]), entry["raw"])  # type: ignore[arg-type]
+        for entry in hook.log
+    )
     states = DeliveryRunner(home).states(session)
     (state,) = states.values()
     assert state["state"] == "delivered" and state["attempts"] == 3

@@ -60,10 +60,6 @@ QUOTED = [
 ]
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #5: a secret holding a quote is shell-quoted in events.jsonl, so the mask misses it",
-    strict=True,
-)
 @pytest.mark.parametrize("value", [QUOTED[0], QUOTED[2], QUOTED[3]])
 def test_a_secret_holding_a_quote_is_masked_in_events_and_tail_events(
     home: StateRoot, value: str
@@ -80,10 +76,6 @@ def test_a_secret_holding_a_quote_is_masked_in_events_and_tail_events(
     assert leaked == [], f"secret fragments {leaked} in events.jsonl / tail --events"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #5: --secret with a value under 4 characters is accepted and never masked",
-    strict=True,
-)
 @pytest.mark.parametrize("value", ["abc", "7", ""], ids=["three-chars", "one-char", "empty"])
 def test_a_declared_secret_too_short_to_mask_is_refused_at_spawn(
     home: StateRoot, value: str
@@ -93,20 +85,12 @@ def test_a_declared_secret_too_short_to_mask_is_refused_at_spawn(
     assert not home.runs.exists() or not any(home.runs.iterdir()), "a run was written"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #5: actors.spawn(secret_names=...) accepts a 2-character secret it cannot mask",
-    strict=True,
-)
 def test_the_api_refuses_a_declared_secret_too_short_to_mask(home: StateRoot) -> None:
     with pytest.raises(actors.ActorsError):
         actors.spawn(template="echo {k}", values={"k": "ab"}, secret_names=["k"], as_="short")
     assert not (home.runs / "short").exists()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #5: `session ls --json` prints the webhook secret that `session show` masks",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "option", ["secret=WEBHOOK-SEKRET-1", "api_token=WEBHOOK-SEKRET-2"], ids=["secret", "api_token"]
 )
@@ -144,10 +128,6 @@ def test_a_printed_secret_is_masked_in_every_stored_file(
     assert _files_holding(home.path, secret) == []
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #5: a secret the run emits is stored in clear in outbox.jsonl",
-    strict=True,
-)
 def test_an_emitted_secret_is_masked_in_the_outbox_and_the_follow_up(home: StateRoot) -> None:
     secret = "SEKRET-EMITTED-77c1"
     script = 'actors emit note.x "emitted $1" --deliver followup --summary "got $1"'
