@@ -19,6 +19,7 @@ import trio
 from runtime.compiler.redact import redact_text
 from runtime.runs.events import write_progress
 from runtime.store.layout import RunPaths
+from runtime.store.writes import O_NOFOLLOW
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]
@@ -88,7 +89,7 @@ class RunContext:
         fd = self._log_fds.get(stream)
         if fd is None:
             path = self.paths.stdout if stream == "stdout" else self.paths.stderr
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | O_NOFOLLOW
             fd = self._log_fds[stream] = os.open(path, flags, 0o600)
         return fd
 

@@ -25,7 +25,7 @@ from runtime.compiler.placeholders import MAX_REPEAT, substitute_word, truthy
 from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.leaf import run_leaf
-from runtime.store.writes import ensure_dir
+from runtime.store.writes import O_NOFOLLOW, ensure_dir
 
 TIMEOUT_CODE = 124
 
@@ -252,7 +252,7 @@ def _join_outputs(
 ) -> Path:
     path = ctx.paths.node_output(node["id"])
     ensure_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as out:
         minimum = node.get("min_successful")
         if minimum is not None:

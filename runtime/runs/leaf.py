@@ -23,11 +23,11 @@ from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext, Status
 from runtime.runs.events import record_event
 from runtime.store.layout import CapturePaths
-from runtime.store.writes import ensure_dir
+from runtime.store.writes import O_NOFOLLOW, ensure_dir, write_bytes_atomic
 
 _READ_SIZE = 65536
 _PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
-_CAPTURE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+_CAPTURE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | O_NOFOLLOW
 
 
 @dataclass
@@ -190,7 +190,7 @@ def _node_output(node: dict[str, Any], out_path: Path, err_path: Path) -> Path |
     if kind == "none":
         return None
     both = CapturePaths(out_path.parent).both
-    both.write_bytes(out_path.read_bytes() + err_path.read_bytes())
+    write_bytes_atomic(both, out_path.read_bytes() + err_path.read_bytes(), fsync=False)
     return both
 
 

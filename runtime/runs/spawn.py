@@ -30,7 +30,7 @@ from runtime.core.process import capture
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import current_principal
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot, check_id, parse_run_ref
-from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
+from runtime.store.writes import O_NOFOLLOW, ensure_dir, write_bytes_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -200,7 +200,7 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
     env[config.HOME.name] = str(root.path)
     for setting in (config.RUN_ID, config.RUN_TOKEN, config.BRANCH):
         env.pop(setting.name, None)
-    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_NOFOLLOW
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),

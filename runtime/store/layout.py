@@ -6,10 +6,11 @@ validated before they become path components, so no id can name anything outside
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from runtime.core import config
-from runtime.core.errors import BadInput, StateDamaged
+from runtime.core.errors import BadInput, Refused, StateDamaged
 from runtime.core.ids import ID_PATTERN, is_valid_id
 
 RUN_JSON = "run.json"
@@ -80,7 +81,18 @@ class StateRoot(_Place):
 
     @classmethod
     def from_env(cls) -> StateRoot:
-        return cls(default_root())
+        """The root the environment names, checked as trusted (`verify`)."""
+        return cls(default_root()).verify()
+
+    def verify(self) -> StateRoot:
+        """Refuse a root that is not ours, or whose shared directories someone else could
+        have written (StrictModes, as ssh does for ~/.ssh): the root itself (followed: a
+        root may be a link the user made) and each of its top directories, one stat
+        each. Missing ones are fine: we create them 0700. Returns self."""
+        trusted_dir(self._at, root=self._at, follow=True)
+        for name in _TOP_DIRS:
+            trusted_dir(self._at / name, root=self._at)
+        return self
 
     @property
     def runs(self) -> Path:
@@ -143,15 +155,55 @@ class StateRoot(_Place):
         return paths
 
 
+_TOP_DIRS = ("runs", "sessions", "archive", "preserved", "tmp", "cache")
+"""The root's shared directories, checked once whenever the root is opened (`verify`)."""
+
+
 def refuse_symlinks(*paths: Path) -> None:
-    """State directories are never links: one planted there would lead readers and
-    writers outside the state root."""
+    """State directories are never links (one planted there would lead readers and
+    writers outside the state root), and are trusted only if ours (`trusted_dir`)."""
     for path in paths:
-        if path.is_symlink():
-            raise StateDamaged(
-                f"{path} is a symlink; refusing to follow it",
-                hint="state directories are never links; remove it",
-            )
+        trusted_dir(path)
+
+
+def trusted_dir(path: Path | str, *, root: Path | None = None, follow: bool = False) -> None:
+    """Refuse a state directory that is a link, is not owned by us (the effective uid),
+    or is group- or world-writable: someone else could have planted or removed files in
+    it (a forged run.json aims a kill). A missing directory passes (we create it 0700).
+    One stat; `root` makes the message name the directory within it."""
+    try:
+        st = os.stat(path, follow_symlinks=follow)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    refuse_untrusted(path, st.st_mode, st.st_uid, root=root)
+
+
+def refuse_untrusted(path: Path | str, mode: int, uid: int, *, root: Path | None = None) -> None:
+    """The checks of `trusted_dir` on a stat result already at hand (a scandir entry)."""
+    me = os.geteuid()
+    if uid == me and not mode & 0o022 and (mode & 0o170000) != 0o120000:
+        return
+    path = Path(path)
+    if path == root:
+        what = f"state root {path}"
+    elif root is not None:
+        what = f"{path.relative_to(root)}/ in state root {root}"
+    else:
+        what = f"state directory {path}"
+    if (mode & 0o170000) == 0o120000:
+        raise StateDamaged(
+            f"{path} is a symlink; refusing to follow it",
+            hint="state directories are never links; remove it",
+        )
+    if uid != me:
+        fix = (
+            "use your own ACTORS_HOME" if path == root else "remove it, or use your own ACTORS_HOME"
+        )
+        raise Refused(f"{what} is owned by uid {uid}, not you (uid {me})", hint=fix)
+    raise Refused(
+        f"{what} is writable by others (mode {mode & 0o777:o}), so its files cannot be trusted",
+        hint=f"run `chmod go-w {path}` (actors makes its directories 0700), or remove it",
+    )
 
 
 class RunPaths(_Place):

@@ -156,10 +156,6 @@ def test_reconcile_spares_a_session_named_only_by_a_dead_pid(
     assert victim.alive(), "reconcile killed the session of a pid it could not prove"
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #1: a run.json forged by another user makes the victim's reconcile kill its own process",
-    strict=True,
-)
 def test_a_run_forged_by_another_user_cannot_aim_the_victims_reconcile(
     home: StateRoot, setsid_sleep: tuple[Victim, subprocess.Popen[bytes]]
 ) -> None:
