@@ -17,8 +17,9 @@ from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.runs.status import TERMINAL, derive, load_run
 from runtime.store.appends import locked
-from runtime.store.layout import RUN_JSON, RunPaths, StateRoot, refuse_untrusted
+from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
 from runtime.store.reads import read_json
+from runtime.store.trust import refuse_untrusted
 from runtime.store.writes import write_json_atomic
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from runtime.core import config
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
 from runtime.core.process import capture
+from runtime.delivery.sessions import session_paths
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import current_principal
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot, check_id, parse_run_ref
@@ -220,6 +221,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     config.check_values()  # the runner inherits our environment: refuse a bad value here
     root = root or StateRoot.from_env()
     principal = current_principal(root, req.session)
+    session_paths(root, principal.id)  # its follow-ups' directory: refused unless ours
     if (req.recipe is None) == (req.template is None):
         raise BadInput("give a recipe (name or file) or --template, not both or neither")
     source = (

@@ -6,12 +6,12 @@ validated before they become path components, so no id can name anything outside
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from runtime.core import config
-from runtime.core.errors import BadInput, Refused, StateDamaged
+from runtime.core.errors import BadInput
 from runtime.core.ids import ID_PATTERN, is_valid_id
+from runtime.store.trust import trusted_dir
 
 RUN_JSON = "run.json"
 INBOX = "inbox.jsonl"
@@ -86,10 +86,10 @@ class StateRoot(_Place):
 
     def verify(self) -> StateRoot:
         """Refuse a root that is not ours, or whose shared directories someone else could
-        have written (StrictModes, as ssh does for ~/.ssh): the root itself (followed: a
-        root may be a link the user made) and each of its top directories, one stat
+        have written (StrictModes, as ssh does for ~/.ssh): the root itself (never a
+        link, as spawn has always required) and each of its top directories, one stat
         each. Missing ones are fine: we create them 0700. Returns self."""
-        trusted_dir(self._at, root=self._at, follow=True)
+        trusted_dir(self._at, root=self._at)
         for name in _TOP_DIRS:
             trusted_dir(self._at / name, root=self._at)
         return self
@@ -151,7 +151,7 @@ class StateRoot(_Place):
         """A run's paths; refused when the run directory (or runs/) is a planted symlink,
         so no reader or writer is ever led outside the state root through it."""
         paths = RunPaths(self.runs / check_id(run_id))
-        refuse_symlinks(self.runs, paths.dir)
+        refuse_symlinks(self.runs, paths.dir, root=self._at)
         return paths
 
 
@@ -159,51 +159,11 @@ _TOP_DIRS = ("runs", "sessions", "archive", "preserved", "tmp", "cache")
 """The root's shared directories, checked once whenever the root is opened (`verify`)."""
 
 
-def refuse_symlinks(*paths: Path) -> None:
+def refuse_symlinks(*paths: Path, root: Path | None = None) -> None:
     """State directories are never links (one planted there would lead readers and
     writers outside the state root), and are trusted only if ours (`trusted_dir`)."""
     for path in paths:
-        trusted_dir(path)
-
-
-def trusted_dir(path: Path | str, *, root: Path | None = None, follow: bool = False) -> None:
-    """Refuse a state directory that is a link, is not owned by us (the effective uid),
-    or is group- or world-writable: someone else could have planted or removed files in
-    it (a forged run.json aims a kill). A missing directory passes (we create it 0700).
-    One stat; `root` makes the message name the directory within it."""
-    try:
-        st = os.stat(path, follow_symlinks=follow)
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    refuse_untrusted(path, st.st_mode, st.st_uid, root=root)
-
-
-def refuse_untrusted(path: Path | str, mode: int, uid: int, *, root: Path | None = None) -> None:
-    """The checks of `trusted_dir` on a stat result already at hand (a scandir entry)."""
-    me = os.geteuid()
-    if uid == me and not mode & 0o022 and (mode & 0o170000) != 0o120000:
-        return
-    path = Path(path)
-    if path == root:
-        what = f"state root {path}"
-    elif root is not None:
-        what = f"{path.relative_to(root)}/ in state root {root}"
-    else:
-        what = f"state directory {path}"
-    if (mode & 0o170000) == 0o120000:
-        raise StateDamaged(
-            f"{path} is a symlink; refusing to follow it",
-            hint="state directories are never links; remove it",
-        )
-    if uid != me:
-        fix = (
-            "use your own ACTORS_HOME" if path == root else "remove it, or use your own ACTORS_HOME"
-        )
-        raise Refused(f"{what} is owned by uid {uid}, not you (uid {me})", hint=fix)
-    raise Refused(
-        f"{what} is writable by others (mode {mode & 0o777:o}), so its files cannot be trusted",
-        hint=f"run `chmod go-w {path}` (actors makes its directories 0700), or remove it",
-    )
+        trusted_dir(path, root=root)
 
 
 class RunPaths(_Place):
