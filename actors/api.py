@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # imported for real only when a sender is made
 def _root(home: str | None) -> StateRoot:
     from pathlib import Path
 
-    return StateRoot(Path(home).absolute()) if home else StateRoot.from_env()
+    return StateRoot(Path(home).absolute()).verify() if home else StateRoot.from_env()
 
 
 def spawn(

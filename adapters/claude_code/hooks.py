@@ -51,7 +51,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     from runtime.core.ids import is_valid_id, now_iso
     from runtime.delivery.sessions import load_session, save_session
     from runtime.store.layout import StateRoot
-    from runtime.store.writes import ensure_dir
+    from runtime.store.writes import create_private, ensure_dir
 
     session_id = str(data.get("session_id") or "")
     if not is_valid_id(session_id):
@@ -76,8 +76,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     save_session(root, record)
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
-    if not paths.wake.exists():
-        paths.wake.touch(mode=0o600)
+    create_private(paths.wake)  # never through a planted (even dangling) link
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if env_file:
         with open(env_file, "a") as handle:

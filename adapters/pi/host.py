@@ -43,6 +43,7 @@ from pathlib import Path
 import trio
 
 from adapters.pi.relay import Relay
+from runtime.store.writes import ensure_dir
 
 KILL_GRACE_S = 5.0
 SUN_PATH_MAX = 107
@@ -56,7 +57,7 @@ def _prepare_path(path: Path) -> None:
             f"pi_host: socket path {path} is longer than {SUN_PATH_MAX} bytes; use a shorter one"
         )
     if not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True)
+        ensure_dir(path.parent)  # every missing parent 0700, whatever the umask
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:

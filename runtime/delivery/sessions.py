@@ -40,7 +40,7 @@ def session_key(owner: str) -> str:
 def session_paths(root: StateRoot, owner: str) -> SessionPaths:
     """A session's paths; refused when its directory (or sessions/) is a planted symlink."""
     paths = SessionPaths(root.sessions / session_key(owner))
-    refuse_symlinks(root.sessions, paths.dir)
+    refuse_symlinks(root.sessions, paths.dir, root=root.path)
     return paths
 
 
@@ -86,6 +86,7 @@ def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
     with contextlib.suppress(FileNotFoundError):
         for entry in sorted(os.scandir(root.sessions), key=lambda e: e.name):
             if entry.is_dir(follow_symlinks=False) and is_valid_id(entry.name):
+                refuse_symlinks(Path(entry.path), root=root.path)  # another user's session dir: refused
                 record, damaged = _read_record(SessionPaths(Path(entry.path)).record)
                 if record is None:
                     record = {"id": entry.name, "harness": "file", "registered": False}

@@ -21,7 +21,7 @@ from runtime.core.errors import Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
 from runtime.runs.events import write_progress
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
-from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
+from runtime.store.writes import O_NOFOLLOW, ensure_dir, write_bytes_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -100,7 +100,7 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
     # The token reaches the run only through its processes' environment: the state
     # directory keeps its verifier (runtime.core.ids.token_verifier).
     env[config.RUN_TOKEN.name] = token
-    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_NOFOLLOW
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),

@@ -33,7 +33,7 @@ PARTIAL_LINE_CAP = 65536
 """A partial line held longer than this is written to the log with `CONTINUED`."""
 CONTINUED = b" [actors: line continues]\n"
 LOG_CAP_BYTES = config.byte_count(config.LOG_CAP_BYTES)
-_FLAGS = os.O_WRONLY | os.O_CREAT | O_CLOEXEC
+_FLAGS = os.O_WRONLY | os.O_CREAT | O_CLOEXEC | O_NOFOLLOW  # never through a planted link
 """How logs and captures are opened (as before this module; the symlink hardening of
 issue 17 #3 owns these flags)."""
 
@@ -167,7 +167,7 @@ def concatenate(target: Path, sources: list[Path], cap: int | None) -> None:
     out = Capture(target, cap)
     try:
         for source in sources:
-            with open(source, "rb") as src:
+            with os.fdopen(os.open(source, os.O_RDONLY | O_CLOEXEC | O_NOFOLLOW), "rb") as src:
                 while block := src.read(1024 * 1024):
                     out.write(block)
     finally:

@@ -19,7 +19,7 @@ from runtime.core.ids import now_iso
 from runtime.runs.index import forget
 from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store.layout import StateRoot
-from runtime.store.writes import ensure_dir
+from runtime.store.writes import ensure_dir, write_bytes_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunStatus
@@ -100,13 +100,11 @@ def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False)
             src = Path(spec["path"])
             if not src.is_file():
                 continue
-            digest = hashlib.sha256(src.read_bytes()).hexdigest()[:8]
+            data = src.read_bytes()
+            digest = hashlib.sha256(data).hexdigest()[:8]
             dest_dir = ensure_dir(root.preserved / run_id)
             dest = dest_dir / f"{name}-{digest}--{src.name}"
-            import shutil
-
-            shutil.copyfile(src, dest)
-            os.chmod(dest, 0o600)
+            write_bytes_atomic(dest, data)  # 0600, never through a planted link
             preserved[name] = str(dest)
     # Rename first so a crash mid-delete never leaves a half run that looks alive.
     doomed = root.prune_stage(run_id, os.getpid())

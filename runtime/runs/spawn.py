@@ -32,6 +32,7 @@ from runtime.core.ids import (
     short_suffix,
 )
 from runtime.core.process import capture
+from runtime.delivery.sessions import session_paths
 from runtime.runs.events import record_event
 from runtime.runs.launch import claim, reap_spawned, runner_argv, start_runner
 from runtime.runs.ownership import current_principal
@@ -179,6 +180,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     config.check_values()  # the runner inherits our environment: refuse a bad value here
     root = root or StateRoot.from_env()
     principal = current_principal(root, req.session)
+    session_paths(root, principal.id)  # its follow-ups' directory: refused unless ours
     if (req.recipe is None) == (req.template is None):
         raise BadInput("give a recipe (name or file) or --template, not both or neither")
     source = (

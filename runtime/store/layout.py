@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.core import config
-from runtime.core.errors import BadInput, StateDamaged
+from runtime.core.errors import BadInput
 from runtime.core.ids import ID_PATTERN, is_valid_id
+from runtime.store.trust import trusted_dir
 
 RUN_JSON = "run.json"
 INBOX = "inbox.jsonl"
@@ -88,7 +89,18 @@ class StateRoot(_Place):
 
     @classmethod
     def from_env(cls) -> StateRoot:
-        return cls(default_root())
+        """The root the environment names, checked as trusted (`verify`)."""
+        return cls(default_root()).verify()
+
+    def verify(self) -> StateRoot:
+        """Refuse a root that is not ours, or whose shared directories someone else could
+        have written (StrictModes, as ssh does for ~/.ssh): the root itself (never a
+        link, as spawn has always required) and each of its top directories, one stat
+        each. Missing ones are fine: we create them 0700. Returns self."""
+        trusted_dir(self._at, root=self._at)
+        for name in _TOP_DIRS:
+            trusted_dir(self._at / name, root=self._at)
+        return self
 
     @property
     def runs(self) -> Path:
@@ -147,19 +159,19 @@ class StateRoot(_Place):
         """A run's paths; refused when the run directory (or runs/) is a planted symlink,
         so no reader or writer is ever led outside the state root through it."""
         paths = RunPaths(self.runs / check_id(run_id))
-        refuse_symlinks(self.runs, paths.dir)
+        refuse_symlinks(self.runs, paths.dir, root=self._at)
         return paths
 
 
-def refuse_symlinks(*paths: Path) -> None:
-    """State directories are never links: one planted there would lead readers and
-    writers outside the state root."""
+_TOP_DIRS = ("runs", "sessions", "archive", "preserved", "tmp", "cache")
+"""The root's shared directories, checked once whenever the root is opened (`verify`)."""
+
+
+def refuse_symlinks(*paths: Path, root: Path | None = None) -> None:
+    """State directories are never links (one planted there would lead readers and
+    writers outside the state root), and are trusted only if ours (`trusted_dir`)."""
     for path in paths:
-        if path.is_symlink():
-            raise StateDamaged(
-                f"{path} is a symlink; refusing to follow it",
-                hint="state directories are never links; remove it",
-            )
+        trusted_dir(path, root=root)
 
 
 class RunPaths(_Place):

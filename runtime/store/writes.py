@@ -72,6 +72,19 @@ def temp_writer(name: str) -> int | None:
     return None
 
 
+def create_private(path: Path) -> bool:
+    """Create `path` as an empty 0600 file unless something is there already (a file, or
+    a link, dangling or not: its target is never created). True when this call made it."""
+    try:
+        fd = os.open(path, _NEW_FILE, FILE_MODE)
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise DiskWriteError(f"cannot create {path}: {exc.strerror}") from exc
+    os.close(fd)
+    return True
+
+
 def write_all(fd: int, data: bytes, path: Path) -> None:
     view = memoryview(data)
     while view:

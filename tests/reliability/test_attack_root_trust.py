@@ -37,10 +37,6 @@ def _chown_tree(path: Path, uid: int) -> None:
 # -- #2 a root that is not yours ------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #2: a state root owned by another user is used with no warning",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "args",
     [["ls"], ["spawn", "hello", "--as", "run:mine"], ["reconcile"], ["status", "h"]],
@@ -53,10 +49,6 @@ def test_a_root_owned_by_another_user_is_refused(home: StateRoot, args: list[str
     assert not (home.runs / "mine").exists()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #2: a fresh root created by another user (empty) is adopted with no warning",
-    strict=True,
-)
 def test_an_empty_root_created_by_another_user_is_refused(home: StateRoot) -> None:
     home.path.mkdir(parents=True)
     os.chown(home.path, NOBODY, NOBODY)
@@ -66,10 +58,6 @@ def test_an_empty_root_created_by_another_user_is_refused(home: StateRoot) -> No
     assert not (home.runs / "mine").exists()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #2: a directory in the root owned by another user (runs/, sessions/, a run dir) is used",
-    strict=True,
-)
 @pytest.mark.parametrize(
     ("where", "args"),
     [
@@ -88,10 +76,6 @@ def test_a_directory_owned_by_another_user_is_refused(
     refused(args, cli(*args), where.split("/")[0])
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #2: a group- or world-writable directory in the root is silently used",
-    strict=True,
-)
 @pytest.mark.parametrize("mode", [0o777, 0o770], ids=["world-writable", "group-writable"])
 def test_a_writable_directory_of_another_user_in_the_root_is_refused(
     home: StateRoot, mode: int

@@ -165,10 +165,6 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 # -- the instances of the issue ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: run output is appended outside the root through a planted log symlink",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "path",
     [
@@ -185,10 +181,6 @@ def test_a_planted_output_file_is_not_written_through(world: World, path: str) -
     world.check()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: prune --preserve-artifacts overwrites and chmods a planted preserved copy's target",
-    strict=True,
-)
 def test_a_planted_preserved_copy_is_not_written_through(world: World) -> None:
     world.start()
     world.finish()
@@ -298,10 +290,6 @@ def _run_stage(world: World, stage: str, path: str, kind: str) -> None:
         world.op(["reconcile"])
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: some run file planted as a symlink is followed (output appended outside the root)",
-    strict=True,
-)
 @settings(
     max_examples=20,
     deadline=None,

@@ -154,3 +154,47 @@ def test_tail_reads_only_the_end(tmp_path: Path) -> None:
         append_jsonl(journal, {"id": str(i), "pad": "x" * 200})
     last = tail_jsonl(journal, 3, window=4096)
     assert [r["id"] for r in last] == ["1997", "1998", "1999"]
+
+
+def test_create_private_is_0600_and_never_creates_through_a_link(tmp_path: Path) -> None:
+    from runtime.store.writes import create_private
+
+    old = os.umask(0)
+    try:
+        assert create_private(tmp_path / "wake") is True
+        assert create_private(tmp_path / "wake") is False
+        outside = tmp_path / "outside" / "target"
+        (tmp_path / "dangling").symlink_to(outside)
+        assert create_private(tmp_path / "dangling") is False
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "wake").stat().st_mode) == 0o600
+    assert not outside.exists() and not outside.parent.exists()
+
+
+def test_trusted_dir_takes_only_a_directory_of_yours_that_no_one_else_can_write(
+    tmp_path: Path,
+) -> None:
+    from runtime.core.errors import Refused
+    from runtime.store.trust import trusted_dir
+
+    root = tmp_path / "root"
+    trusted_dir(root, root=root)  # missing: we would create it 0700
+    root.mkdir(mode=0o700)
+    trusted_dir(root, root=root)
+    os.chmod(root, 0o755)
+    trusted_dir(root, root=root)  # readable by others is accepted, as ssh does
+    for mode in (0o775, 0o757, 0o1777):
+        os.chmod(root, mode)
+        with pytest.raises(Refused, match=f"state root {root} is writable by others"):
+            trusted_dir(root, root=root)
+    os.chmod(root, 0o700)
+    runs = root / "runs"
+    runs.mkdir(mode=0o700)
+    os.chown(runs, 65534, 65534)
+    with pytest.raises(Refused, match=r"runs/ in state root .* is owned by uid 65534, not you"):
+        trusted_dir(runs, root=root)
+    link = root / "sessions"
+    link.symlink_to(tmp_path)
+    with pytest.raises(StateDamaged, match="symlink"):
+        trusted_dir(link, root=root)
