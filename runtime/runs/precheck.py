@@ -11,6 +11,7 @@ import subprocess
 from typing import Any
 
 from runtime.compiler.placeholders import render_argv
+from runtime.core import config
 from runtime.core.errors import BadInput
 
 PRECHECK_TIMEOUT_S = 60.0
@@ -20,7 +21,8 @@ def precheck(recipe: str, words: list[str], values: dict[str, Any]) -> None:
     """Run the precheck (stdin /dev/null, the caller's directory and environment minus
     any run identity); BadInput when it fails, cannot start or takes too long."""
     argv = render_argv(words, values)
-    env = {k: v for k, v in os.environ.items() if k not in ("ACTORS_RUN_ID", "ACTORS_RUN_TOKEN")}
+    marks = {s.name for s in (config.RUN_ID, config.RUN_TOKEN, config.RUN_INSTANCE, config.STATE_DIR)}
+    env = {k: v for k, v in os.environ.items() if k not in marks}
     try:
         done = subprocess.run(
             argv,
