@@ -76,8 +76,9 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     save_session(root, record)
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
-    if not paths.wake.exists():
-        paths.wake.touch(mode=0o600)
+    from runtime.store.safe import open_file
+
+    os.close(open_file(paths.wake, os.O_WRONLY | os.O_CREAT | os.O_APPEND))  # never a link
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if env_file:
         with open(env_file, "a") as handle:

@@ -99,9 +99,9 @@ def forget_session(root: StateRoot, owner: str) -> None:
     paths = session_paths(root, owner)
     if not paths.dir.is_dir():
         raise NotFound(f"no session {owner}", hint="`actors session ls` lists them")
-    import shutil  # here, not at the top: sessions is on every spawn's import path
+    from runtime.store.safe import rmtree  # deferred: shutil, on every spawn's import path
 
-    shutil.rmtree(paths.dir)
+    rmtree(paths.dir)
 
 
 class SessionInbox:

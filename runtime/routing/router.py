@@ -16,16 +16,18 @@ The in-run verbs (`emit`, `recv`, `finish`) live in `in_run`, the streaming `Sen
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from runtime.core.errors import BadInput, Conflict
+from runtime.core.errors import ActorsError, BadInput, Conflict
 from runtime.core.faults import pause_point
 from runtime.messaging.addresses import Address, parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, accepted_types, branch_mailbox, run_mailbox
 from runtime.messaging.envelope import make_envelope
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
+from runtime.store import safe
 from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.journals import INBOX
 from runtime.store.layout import RunPaths, StateRoot
@@ -135,10 +137,12 @@ def _write_fifo(path: Path, envelope: Envelope) -> bool:
     if len(line) > PIPE_BUF:
         return False
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return False  # ENXIO: nobody is reading; ENOENT: no endpoint
+        fd = safe.open_file(path, os.O_WRONLY | os.O_NONBLOCK)
+    except (OSError, ActorsError):
+        return False  # ENXIO: nobody is reading; ENOENT: no endpoint; a planted link
     try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False  # a planted file: the envelope stays queued in the inbox
         return os.write(fd, line) == len(line)
     except OSError:
         return False

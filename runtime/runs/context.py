@@ -18,6 +18,7 @@ import trio
 
 from runtime.compiler.redact import redact_text
 from runtime.runs.events import write_progress
+from runtime.store import safe
 from runtime.store.layout import RunPaths
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
@@ -89,7 +90,7 @@ class RunContext:
         if fd is None:
             path = self.paths.stdout if stream == "stdout" else self.paths.stderr
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-            fd = self._log_fds[stream] = os.open(path, flags, 0o600)
+            fd = self._log_fds[stream] = safe.open_file(path, flags)
         return fd
 
     def close(self) -> None:

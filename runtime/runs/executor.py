@@ -25,6 +25,8 @@ from runtime.compiler.placeholders import MAX_REPEAT, substitute_word, truthy
 from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.leaf import run_leaf
+from runtime.store import safe
+from runtime.store.reads import read_bytes
 from runtime.store.writes import ensure_dir
 
 TIMEOUT_CODE = 124
@@ -244,7 +246,7 @@ async def _run_parallel(
 
 def _usable(outcome: Outcome) -> bool:
     """A branch counts toward `min_successful` when it succeeded and produced output."""
-    return outcome.ok and outcome.output is not None and outcome.output.stat().st_size > 0
+    return outcome.ok and outcome.output is not None and safe.lstat(outcome.output).st_size > 0
 
 
 def _join_outputs(
@@ -252,7 +254,7 @@ def _join_outputs(
 ) -> Path:
     path = ctx.paths.node_output(node["id"])
     ensure_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    fd = safe.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     with os.fdopen(fd, "wb") as out:
         minimum = node.get("min_successful")
         if minimum is not None:
@@ -271,6 +273,6 @@ def _join_outputs(
         for label, result in zip(labels, results, strict=True):
             out.write(f"--- branch: {label} status: {result.status} ---\n".encode())
             if result.output and result.output.exists():
-                data = result.output.read_bytes()
+                data = read_bytes(result.output)
                 out.write(data if data.endswith(b"\n") or not data else data + b"\n")
     return path

@@ -22,8 +22,10 @@ from runtime.compiler.placeholders import render_argv
 from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext, Status
 from runtime.runs.events import record_event
+from runtime.store import safe
 from runtime.store.layout import CapturePaths
-from runtime.store.writes import ensure_dir
+from runtime.store.reads import read_bytes
+from runtime.store.writes import ensure_dir, write_all
 
 _READ_SIZE = 65536
 _PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
@@ -60,8 +62,12 @@ async def run_leaf(
     capture = ctx.paths.capture(command_id)
     ensure_dir(capture.dir)
     out_path, err_path = capture.stdout, capture.stderr
-    out_fd = os.open(out_path, _CAPTURE_FLAGS, 0o600)
-    err_fd = os.open(err_path, _CAPTURE_FLAGS, 0o600)
+    out_fd = safe.open_file(out_path, _CAPTURE_FLAGS)
+    try:
+        err_fd = safe.open_file(err_path, _CAPTURE_FLAGS)
+    except BaseException:
+        os.close(out_fd)
+        raise
     common = {"command_id": command_id, "node": node["id"], "label": node.get("label")}
     record_event(
         ctx.paths.events,
@@ -76,7 +82,7 @@ async def run_leaf(
     started = trio.current_time()
     ended = _Exit()
     stdin_fd = (
-        os.open(stdin, os.O_RDONLY | os.O_CLOEXEC) if stdin else os.open(os.devnull, os.O_RDONLY)
+        safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
     )
     try:
         await _launch(ctx, argv, stdin_fd, out_fd, err_fd, ended)
@@ -140,8 +146,8 @@ def _command_done(
         "duration_ms": duration_ms,
         "stdout_file": str(out_path),
         "stderr_file": str(err_path),
-        "stdout_bytes": out_path.stat().st_size,
-        "stderr_bytes": err_path.stat().st_size,
+        "stdout_bytes": safe.lstat(out_path).st_size,
+        "stderr_bytes": safe.lstat(err_path).st_size,
         **common,
     }
     record_event(ctx.paths.events, ctx.instance, "command.done", command=ctx.display(argv), **done)
@@ -190,7 +196,11 @@ def _node_output(node: dict[str, Any], out_path: Path, err_path: Path) -> Path |
     if kind == "none":
         return None
     both = CapturePaths(out_path.parent).both
-    both.write_bytes(out_path.read_bytes() + err_path.read_bytes())
+    fd = safe.open_file(both, _CAPTURE_FLAGS)
+    try:
+        write_all(fd, read_bytes(out_path) + read_bytes(err_path), both)
+    finally:
+        os.close(fd)
     return both
 
 

@@ -9,6 +9,7 @@ in a new session (it leads its own process group) and is never waited on by the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -24,11 +25,12 @@ from runtime.compiler.placeholders import (
 )
 from runtime.compiler.values import apply_args
 from runtime.core import config
-from runtime.core.errors import BadInput, Conflict
+from runtime.core.errors import ActorsError, BadInput, Conflict
 from runtime.core.ids import is_valid_name, new_id, new_token, now_iso, short_suffix
 from runtime.core.process import capture
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import current_principal
+from runtime.store import safe
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot, check_id, parse_run_ref
 from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
 
@@ -200,13 +202,17 @@ def _start_runner(paths: RunPaths, root: StateRoot) -> int:
     env[config.HOME.name] = str(root.path)
     for setting in (config.RUN_ID, config.RUN_TOKEN, config.BRANCH):
         env.pop(setting.name, None)
-    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
-    ]
-    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    # POSIX_SPAWN_OPEN would follow a link planted at runner.log: open it ourselves
+    log_fd = safe.open_file(paths.runner_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ]
+        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+    finally:
+        os.close(log_fd)
     _spawned_pids.append(pid)
     return pid
 
@@ -355,19 +361,26 @@ def _claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> None:
         for log in (stage.stdout, stage.stderr, stage.runner_log):
             write_bytes_atomic(log, b"", fsync=False)
         if record["mailbox"].get("endpoint") == "fifo":
-            os.mkfifo(stage.control_fifo, 0o600)
+            _make_fifo(stage.control_fifo)
         try:
-            os.rename(stage.dir, paths.dir)
+            safe.rename(stage.dir, paths.dir)
         except OSError as exc:
             raise Conflict(
                 f"run id {paths.run_id} is already in use",
                 hint="choose another --as, or archive/prune the old run first",
             ) from exc
     except BaseException:
-        import shutil  # only on this failure path: its import costs ~5 ms of every spawn
-
-        shutil.rmtree(stage.dir, ignore_errors=True)
+        with contextlib.suppress(OSError, ActorsError):
+            safe.rmtree(stage.dir)
         raise
+
+
+def _make_fifo(path: Path) -> None:
+    parent, name = safe.open_parent(path)
+    try:
+        os.mkfifo(name, 0o600, dir_fd=parent)
+    finally:
+        os.close(parent)
 
 
 __all__ = ["INJECTED", "SpawnRequest", "spawn"]

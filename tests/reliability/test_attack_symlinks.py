@@ -9,8 +9,9 @@ outside the root may change, the canary's content may not be printed, and the op
 either succeeds without following the link or fails cleanly (exit 2, one `actors:` line,
 no traceback).
 
-The explicit tests are the instances found; the hypothesis properties walk every
-documented path and every stage (each property pins its known failures with @example).
+The explicit tests are the instances found; `test_every_*_path` plant at each documented
+path once (stages and kinds in turn), the slow tier at every path x stage x kind, and the
+hypothesis properties draw further combinations.
 """
 
 from __future__ import annotations
@@ -165,14 +166,11 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 # -- the instances of the issue ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: run output is appended outside the root through a planted log symlink",
-    strict=True,
-)
 @pytest.mark.parametrize(
     "path",
     [
         "stdout.log",
+        "stderr.log",
         "captures/command-002/stdout.log",
         "captures/command-003/stderr.log",
         "captures/node-1.2.out",
@@ -185,10 +183,6 @@ def test_a_planted_output_file_is_not_written_through(world: World, path: str) -
     world.check()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: prune --preserve-artifacts overwrites and chmods a planted preserved copy's target",
-    strict=True,
-)
 def test_a_planted_preserved_copy_is_not_written_through(world: World) -> None:
     world.start()
     world.finish()
@@ -198,10 +192,6 @@ def test_a_planted_preserved_copy_is_not_written_through(world: World) -> None:
     world.check()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: message to a FIFO-endpoint run writes the envelope into a planted control.fifo's target",
-    strict=True,
-)
 def test_a_planted_control_fifo_is_not_written_through(tmp_path: Path, world: World) -> None:
     ready = make_fifo(tmp_path / "fifo.ready")
     recipe = write_recipe(
@@ -223,10 +213,6 @@ def test_a_planted_control_fifo_is_not_written_through(tmp_path: Path, world: Wo
     world.check()
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: the spawn sweep deletes 40-day-old files outside the root through a symlinked cache/recipes",
-    strict=True,
-)
 @pytest.mark.parametrize("path", ["cache/recipes"])
 def test_the_sweep_does_not_delete_through_a_symlinked_directory(world: World, path: str) -> None:
     plant(world.root / path, world.canary.dir)
@@ -237,6 +223,7 @@ def test_the_sweep_does_not_delete_through_a_symlinked_directory(world: World, p
 # -- every documented path at every stage (hypothesis) -------------------------------------------
 
 RUN_FILES = [
+    "run.json",
     "stdout.log",
     "stderr.log",
     "runner.log",
@@ -255,8 +242,20 @@ RUN_FILES = [
     "captures/node-1.2.out",
     "rooms/main/messages.jsonl",
     "branches/b1/inbox.jsonl",
+    "branches/b1/.inbox.jsonl.lock",
+    "control.fifo",
 ]
-RUN_DIRS = ["doorbells", "captures", "rooms", "branches/b1/doorbells"]
+RUN_DIRS = [
+    "doorbells",
+    "captures",
+    "captures/command-002",
+    "rooms",
+    "rooms/main",
+    "rooms/main/doorbells",
+    "branches",
+    "branches/b1",
+    "branches/b1/doorbells",
+]
 RUN_STAGES = ["running", "message", "result", "tail", "archive", "prune", "reconcile"]
 
 
@@ -298,10 +297,6 @@ def _run_stage(world: World, stage: str, path: str, kind: str) -> None:
         world.op(["reconcile"])
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: some run file planted as a symlink is followed (output appended outside the root)",
-    strict=True,
-)
 @settings(
     max_examples=20,
     deadline=None,
@@ -327,6 +322,12 @@ def test_no_run_path_is_followed_at_any_stage(
 
 
 ROOT_PATHS = [
+    "runs",
+    "sessions",
+    f"sessions/{SESSION}",
+    f"sessions/{SESSION}/doorbells",
+    "archive/victim",
+    "preserved/victim",
     "index.json",
     ".index.lock",
     "cache/recipes",
@@ -379,10 +380,6 @@ def _root_stage(world: World, stage: str, path: str, kind: str) -> None:
         world.op(["ls", "--json"])
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #3: some root-level path planted as a symlink is followed (sweep deletes, preserved copy overwritten)",
-    strict=True,
-)
 @settings(
     max_examples=20,
     deadline=None,
@@ -397,6 +394,104 @@ def _root_stage(world: World, stage: str, path: str, kind: str) -> None:
 @example(path="cache/recipes", stage="spawn", kind="dir")
 @example(path=f"preserved/victim/report-{REPORT_DIGEST}--report.txt", stage="prune", kind="file")
 def test_no_root_path_is_followed_at_any_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    with monkeypatch.context() as mp:
+        world = World(tmp_path / "h", mp)
+        try:
+            _root_stage(world, stage, path, kind)
+            world.check()
+        finally:
+            _reap(world)
+
+
+# -- the cases found by hand, and every path once (normal tier) or at every stage (slow) ---------
+
+
+@pytest.mark.parametrize(
+    ("path", "stage", "kind"),
+    [
+        ("stderr.log", "running", "file"),
+        ("captures", "running", "dir"),
+        ("rooms", "running", "dir"),
+        ("rooms", "message", "dir"),
+        ("runner.log", "running", "file"),
+    ],
+)
+def test_hand_found_run_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    _one_run_case(tmp_path, monkeypatch, path, stage, kind)
+
+
+@pytest.mark.parametrize(
+    ("path", "stage", "kind"),
+    [
+        ("preserved", "prune", "dir"),
+        (f"sessions/{SESSION}/.inbox.lock", "session", "file"),
+        (f"sessions/{SESSION}/.inbox.lock", "finish", "file"),
+        ("tmp", "spawn", "dir"),
+        ("cache", "spawn", "dir"),
+    ],
+)
+def test_hand_found_root_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    _one_root_case(tmp_path, monkeypatch, path, stage, kind)
+
+
+def _rotation(paths: list[str], stages: list[str]) -> list[tuple[str, str, str]]:
+    """Every path once, the stages and kinds taken in turn (so each stage is met too)."""
+    return [(p, stages[i % len(stages)], "file" if i % 2 else "dir") for i, p in enumerate(paths)]
+
+
+def _matrix(paths: list[str], stages: list[str]) -> list[tuple[str, str, str]]:
+    return [(p, st, k) for p in paths for st in stages for k in ("file", "dir")]
+
+
+@pytest.mark.parametrize(("path", "stage", "kind"), _rotation(RUN_FILES + RUN_DIRS, RUN_STAGES))
+def test_every_run_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    _one_run_case(tmp_path, monkeypatch, path, stage, kind)
+
+
+@pytest.mark.parametrize(("path", "stage", "kind"), _rotation(ROOT_PATHS, ROOT_STAGES))
+def test_every_root_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    _one_root_case(tmp_path, monkeypatch, path, stage, kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "stage", "kind"), _matrix(RUN_FILES + RUN_DIRS, RUN_STAGES))
+def test_every_run_path_at_every_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    _one_run_case(tmp_path, monkeypatch, path, stage, kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "stage", "kind"), _matrix(ROOT_PATHS, ROOT_STAGES))
+def test_every_root_path_at_every_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    _one_root_case(tmp_path, monkeypatch, path, stage, kind)
+
+
+def _one_run_case(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
+) -> None:
+    with monkeypatch.context() as mp:
+        world = World(tmp_path / "h", mp)
+        try:
+            _run_stage(world, stage, path, kind)
+            world.check()
+        finally:
+            _reap(world)
+
+
+def _one_root_case(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, stage: str, kind: str
 ) -> None:
     with monkeypatch.context() as mp:
