@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
+from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
 from runtime.store.layout import SessionPaths, StateRoot, refuse_symlinks
 from runtime.store.reads import fold, read_json, read_jsonl
@@ -99,9 +100,7 @@ def forget_session(root: StateRoot, owner: str) -> None:
     paths = session_paths(root, owner)
     if not paths.dir.is_dir():
         raise NotFound(f"no session {owner}", hint="`actors session ls` lists them")
-    from runtime.store.safe import rmtree  # deferred: shutil, on every spawn's import path
-
-    rmtree(paths.dir)
+    safe.rmtree(paths.dir)  # from its parent's descriptor, never through a link
 
 
 class SessionInbox:

@@ -81,9 +81,7 @@ async def run_leaf(
     ctx.progress()
     started = trio.current_time()
     ended = _Exit()
-    stdin_fd = (
-        safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
-    )
+    stdin_fd = safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
     try:
         await _launch(ctx, argv, stdin_fd, out_fd, err_fd, ended)
     finally:
