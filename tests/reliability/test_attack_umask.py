@@ -44,10 +44,6 @@ def _wrong_modes(root: Path) -> dict[str, str]:
     return wrong
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #15: under umask 000 `output: both` creates captures/*/both.log 0666",
-    strict=True,
-)
 @pytest.mark.parametrize("shape", ["leaf", "in-a-parallel-group"])
 def test_output_both_is_private_under_umask_000(
     home: StateRoot, tmp_path: Path, umask_000: None, shape: str
@@ -74,10 +70,6 @@ def _session_start(session_id: str, wake: str) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.mark.xfail(
-    reason="issue 17 #15/#3: hook session-start creates the target of a dangling sessions/<id>/wake symlink",
-    strict=True,
-)
 @pytest.mark.parametrize("wake", ["hook", "watcher"])
 def test_session_start_does_not_create_through_a_dangling_link(
     home: StateRoot, tmp_path: Path, umask_000: None, wake: str
