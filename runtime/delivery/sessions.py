@@ -11,7 +11,6 @@ try to surface what is already durable there.
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,15 +83,14 @@ def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
 
 def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
     out = []
-    with contextlib.suppress(FileNotFoundError):
-        for entry in sorted(os.scandir(root.sessions), key=lambda e: e.name):
-            if entry.is_dir(follow_symlinks=False) and is_valid_id(entry.name):
-                record, damaged = _read_record(SessionPaths(Path(entry.path)).record)
-                if record is None:
-                    record = {"id": entry.name, "harness": "file", "registered": False}
-                    if damaged:
-                        record["damaged"] = damaged
-                out.append(record)
+    for name in sorted(safe.subdirs(root.sessions)):
+        if is_valid_id(name):
+            record, damaged = _read_record(SessionPaths(root.sessions / name).record)
+            if record is None:
+                record = {"id": name, "harness": "file", "registered": False}
+                if damaged:
+                    record["damaged"] = damaged
+            out.append(record)
     return out
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.runs.status import TERMINAL, derive, load_run
+from runtime.store import safe
 from runtime.store.appends import locked
 from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
 from runtime.store.reads import read_json
@@ -80,9 +81,8 @@ def _stamp(run_dir: str) -> str | None:
 
 def list_runs(root: StateRoot) -> list[ListedRun]:
     """Status summaries of every run in the root, newest first."""
-    try:
-        names = [e.name for e in os.scandir(root.runs) if e.is_dir(follow_symlinks=False)]
-    except FileNotFoundError:
+    names = safe.subdirs(root.runs)
+    if not names:
         return []
     cached = _load(root)
     runs_dir = str(root.runs)

@@ -233,6 +233,16 @@ def scandir(path: Path | str) -> Iterator[tuple[int, list[os.DirEntry[str]]]]:
         os.close(fd)
 
 
+def subdirs(path: Path | str) -> list[str]:
+    """The names of the real directories in `path` (reached link-safely; [] when it is
+    missing, StateDamaged when it is a link or not a directory)."""
+    try:
+        with scandir(path) as (_, entries):
+            return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return []
+
+
 def fsync_dir(path: Path | str) -> None:
     fd = open_dir(path)
     try:

@@ -375,7 +375,8 @@ def _root_stage(world: World, stage: str, path: str, kind: str) -> None:
         world.op(["inbox", "read", "--session", SESSION])
         world.op(["flush", "--session", SESSION])
     elif stage == "reconcile":
-        (world.run_dir / "followup.json").unlink(missing_ok=True)
+        if world.run_dir.is_dir():  # not when runs/ itself is the planted link
+            (world.run_dir / "followup.json").unlink(missing_ok=True)
         world.op(["reconcile"])
         world.op(["ls", "--json"])
 
@@ -542,6 +543,9 @@ def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
 
 def _reap(world: World) -> None:
     """Kill what a failed example left running (by the CLI, as the owner)."""
+    for planted in ("runs", "sessions"):  # a planted link there: the test's own, removed
+        if (world.root / planted).is_symlink():
+            (world.root / planted).unlink()
     if world.run_id and world.run_dir.exists():
         cli("kill", world.run_id, "--session", SESSION)
     _reap_runs(StateRoot(world.root))
