@@ -16,6 +16,7 @@ hypothesis properties draw further combinations.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -41,7 +42,7 @@ from tests.conftest import (
     wait_for_change,
     write_recipe,
 )
-from tests.reliability._attack import Canary, clean_or_refused, plant, release
+from tests.reliability._attack import Canary, clean_or_refused, plant
 
 # This process imported the fault hook before any test armed the environment (the
 # spawn below sets it only for the runner it starts): it never pauses itself.
@@ -84,6 +85,7 @@ class World:
             },
         )
         self.run_id = ""
+        self.runner_pid = 0
         self.go: Path | None = None
         self.outputs = ""
         self.aborted = False
@@ -122,14 +124,15 @@ class World:
             _wait_stopped(pid)
             before_first_command()
             os.kill(pid, signal.SIGCONT)
-        self.aborted = not _ready_or_ended(ready, int(record["pid"]))
+        self.runner_pid = int(record["pid"])
+        self.aborted = not _ready_or_ended(ready, self.runner_pid)
 
     def finish(self) -> None:
         if self.aborted:  # the runner refused its state and ended before any command
             self.wait()
             return
         assert self.go is not None
-        release(self.go)
+        _release_or_ended(self.go, self.runner_pid)
         self.wait()
 
     def wait(self) -> None:
@@ -528,6 +531,28 @@ def _ready_or_ended(ready: Path, runner_pid: int, timeout: float = 60.0) -> bool
         raise TimeoutError(f"runner {runner_pid} neither got its command ready nor ended")
     finally:
         os.close(fd)
+
+
+def _release_or_ended(go: Path, runner_pid: int, timeout: float = 60.0) -> None:
+    """Let the gated command go on; but a runner that refused a planted file may have
+    stopped its command between `ready` and opening `go`: then nobody will read it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fd = os.open(go, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            if _gone(runner_pid):
+                return
+            assert time.monotonic() < deadline, "the gated command never read its go FIFO"
+            time.sleep(0.005)
+            continue
+        try:
+            os.write(fd, b"go\n")
+        finally:
+            os.close(fd)
+        return
 
 
 def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
