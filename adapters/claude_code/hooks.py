@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from runtime.core import config
@@ -51,7 +52,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     from runtime.core.ids import is_valid_id, now_iso
     from runtime.delivery.sessions import load_session, save_session
     from runtime.store.layout import StateRoot
-    from runtime.store.writes import create_private, ensure_dir
+    from runtime.store.writes import ensure_dir
 
     session_id = str(data.get("session_id") or "")
     if not is_valid_id(session_id):
@@ -76,7 +77,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     save_session(root, record)
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
-    create_private(paths.wake)  # never through a planted (even dangling) link
+    _touch_wake(paths.wake)
     env_file = os.environ.get("CLAUDE_ENV_FILE")
     if env_file:
         with open(env_file, "a") as handle:
@@ -89,6 +90,18 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
             **({} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}),
         }
     }
+
+
+def _touch_wake(path: Path) -> None:
+    """Create the wake file the harness watches, never through a planted link (a link
+    there is left alone: a hook never fails a session start)."""
+    from runtime.core.errors import ActorsError
+    from runtime.store.safe import open_file
+
+    try:
+        os.close(open_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+    except (OSError, ActorsError):
+        pass
 
 
 def file_changed(data: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 from runtime.core import config
 from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id
+from runtime.store import safe
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import ensure_dir, write_json_atomic
@@ -306,11 +307,15 @@ class Compiled(NamedTuple):
             return
         try:
             if self.from_cache:
-                os.utime(self.cache_file)  # mark as used, for the 30-day sweep
+                fd = safe.open_file(self.cache_file, os.O_RDONLY)  # never through a link
+                try:
+                    os.utime(fd)  # mark as used, for the 30-day sweep
+                finally:
+                    os.close(fd)
             else:
                 ensure_dir(self.cache_file.parent)
                 write_json_atomic(self.cache_file, self.data, fsync=False)
-        except OSError:
+        except (OSError, StateDamaged):
             pass
 
 

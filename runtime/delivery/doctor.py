@@ -20,10 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from runtime.core import config
+from runtime.core.errors import ActorsError
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.registry import adapter_class
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
+from runtime.messaging.doorbells import open_bell
 from runtime.messaging.envelope import build_envelope
+from runtime.store import safe
 from runtime.store.layout import SessionPaths, StateRoot
 
 if TYPE_CHECKING:
@@ -32,18 +35,19 @@ if TYPE_CHECKING:
 
 def _consumer_attached(doorbells: Any) -> bool:
     try:
-        names = os.listdir(doorbells)
-    except FileNotFoundError:
+        with safe.scandir(doorbells) as (directory, entries):
+            for entry in entries:
+                if not entry.name.endswith(".fifo"):
+                    continue
+                try:  # a FIFO only, never through a link
+                    fd = open_bell(doorbells / entry.name, directory)
+                except OSError:
+                    continue  # ENXIO: nobody reading it
+                if fd is not None:
+                    os.close(fd)
+                    return True
+    except (OSError, ActorsError):  # missing, or a planted link
         return False
-    for name in names:
-        if not name.endswith(".fifo"):
-            continue
-        try:
-            fd = os.open(doorbells / name, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
-            continue  # ENXIO: nobody reading it
-        os.close(fd)
-        return True
     return False
 
 

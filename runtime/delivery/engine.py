@@ -19,7 +19,6 @@ deferred / failed events.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.delivery.registry import make_adapter
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
+from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
 from runtime.store.layout import SessionPaths, StateRoot
 from runtime.store.reads import read_jsonl
@@ -364,9 +364,6 @@ def submit(
 def process_all(root: StateRoot) -> int:
     """Retry whatever is due in every session (used by reconcile and watch)."""
     count = 0
-    with contextlib.suppress(FileNotFoundError):
-        for entry in os.scandir(root.sessions):
-            if entry.is_dir(follow_symlinks=False):
-                owner = entry.name
-                count += len(DeliveryRunner(root).process(owner))
+    for owner in safe.subdirs(root.sessions):
+        count += len(DeliveryRunner(root).process(owner))
     return count

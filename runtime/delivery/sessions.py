@@ -11,15 +11,16 @@ try to surface what is already durable there.
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
+from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
 from runtime.store.layout import SessionPaths, StateRoot, refuse_symlinks
 from runtime.store.reads import fold, read_json, read_jsonl
+from runtime.store.trust import trusted_dir
 from runtime.store.writes import ensure_dir, write_json_atomic
 
 if TYPE_CHECKING:
@@ -83,16 +84,15 @@ def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
 
 def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
     out = []
-    with contextlib.suppress(FileNotFoundError):
-        for entry in sorted(os.scandir(root.sessions), key=lambda e: e.name):
-            if entry.is_dir(follow_symlinks=False) and is_valid_id(entry.name):
-                refuse_symlinks(Path(entry.path), root=root.path)  # another user's session dir: refused
-                record, damaged = _read_record(SessionPaths(Path(entry.path)).record)
-                if record is None:
-                    record = {"id": entry.name, "harness": "file", "registered": False}
-                    if damaged:
-                        record["damaged"] = damaged
-                out.append(record)
+    for name in sorted(safe.subdirs(root.sessions)):
+        if is_valid_id(name):
+            trusted_dir(root.sessions / name, root=root.path)  # another user's: refused
+            record, damaged = _read_record(SessionPaths(root.sessions / name).record)
+            if record is None:
+                record = {"id": name, "harness": "file", "registered": False}
+                if damaged:
+                    record["damaged"] = damaged
+            out.append(record)
     return out
 
 
@@ -100,9 +100,7 @@ def forget_session(root: StateRoot, owner: str) -> None:
     paths = session_paths(root, owner)
     if not paths.dir.is_dir():
         raise NotFound(f"no session {owner}", hint="`actors session ls` lists them")
-    import shutil  # here, not at the top: sessions is on every spawn's import path
-
-    shutil.rmtree(paths.dir)
+    safe.rmtree(paths.dir)  # from its parent's descriptor, never through a link
 
 
 class SessionInbox:

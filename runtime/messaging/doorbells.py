@@ -16,7 +16,9 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from runtime.core.errors import ActorsError
 from runtime.core.process import read_stat
+from runtime.store import safe
 from runtime.store.writes import ensure_dir
 
 RECONCILE_INTERVAL_S = 1.0
@@ -35,12 +37,24 @@ def wants(name: str, kind: str | None) -> bool:
     return topic is None or kind is None or kind.startswith(topic + ".")
 
 
-def open_bell(path: Path) -> int | None:
+_BELL_FLAGS = os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
+def open_bell(path: Path, directory: int | None = None) -> int | None:
     """A consumer's FIFO open for writing, or None. Never through a planted symlink, and
-    never a regular file (a byte written there would land outside the doorbell's purpose)."""
-    if os.path.islink(path.parent):
+    never a regular file (a byte written there would land outside the doorbell's purpose).
+    With `directory` (a descriptor of its doorbells/), `path`'s name is opened there."""
+    try:
+        if directory is None:
+            fd = safe.open_file(path, _BELL_FLAGS)
+        else:
+            fd = os.open(path.name, _BELL_FLAGS, dir_fd=directory)
+    except ActorsError:
         return None
-    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None
+        raise
     if not stat.S_ISFIFO(os.fstat(fd).st_mode):
         os.close(fd)
         return None
@@ -49,43 +63,41 @@ def open_bell(path: Path) -> int | None:
 
 def ring(doorbells: Path, kind: str | None = None) -> int:
     """Poke every live consumer's FIFO that wants a `kind` message; returns how many."""
-    rung = 0
-    if os.path.islink(doorbells):
+    try:
+        with safe.scandir(doorbells) as (directory, entries):
+            return sum(_ring_one(directory, doorbells / e.name, kind) for e in entries)
+    except (OSError, ActorsError):  # missing, or a planted link: nobody to wake there
+        return 0
+
+
+def _ring_one(directory: int, path: Path, kind: str | None) -> int:
+    name = path.name
+    if not name.endswith(".fifo") or not wants(name, kind):
         return 0
     try:
-        names = os.listdir(doorbells)
-    except FileNotFoundError:
+        fd = open_bell(path, directory)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            _remove_if_orphaned(directory, name)
         return 0
-    for name in names:
-        if not name.endswith(".fifo") or not wants(name, kind):
-            continue
-        path = doorbells / name
-        try:
-            opened = open_bell(path)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:
-                _remove_if_orphaned(path, name)
-            continue
-        if opened is None:
-            continue
-        fd = opened
-        try:
-            os.write(fd, b"\n")
-            rung += 1
-        except BlockingIOError:
-            rung += 1  # full pipe: a wake is already pending
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return rung
+    if fd is None:
+        return 0
+    try:
+        os.write(fd, b"\n")
+        return 1
+    except BlockingIOError:
+        return 1  # full pipe: a wake is already pending
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
 
 
-def _remove_if_orphaned(path: Path, name: str) -> None:
+def _remove_if_orphaned(directory: int, name: str) -> None:
     pid_text = name.split("-", 1)[0]
     if pid_text.isdigit() and read_stat(int(pid_text)) is None:
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            os.unlink(name, dir_fd=directory)
 
 
 @contextlib.contextmanager
@@ -99,14 +111,19 @@ def doorbell(doorbells: Path, topic: str | None = None) -> Iterator[int]:
     """
     ensure_dir(doorbells)
     suffix = f".{topic}.fifo" if topic else ".fifo"
-    path = doorbells / f"{os.getpid()}-{os.urandom(4).hex()}{suffix}"
-    os.mkfifo(path, 0o600)
-    read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    write_fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    name = f"{os.getpid()}-{os.urandom(4).hex()}{suffix}"
+    directory = safe.open_dir(doorbells)
     try:
-        yield read_fd
+        os.mkfifo(name, 0o600, dir_fd=directory)
+        nofollow = os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        read_fd = os.open(name, os.O_RDONLY | nofollow, dir_fd=directory)
+        write_fd = os.open(name, os.O_WRONLY | nofollow, dir_fd=directory)
+        try:
+            yield read_fd
+        finally:
+            os.close(write_fd)
+            os.close(read_fd)
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=directory)
     finally:
-        os.close(write_fd)
-        os.close(read_fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        os.close(directory)

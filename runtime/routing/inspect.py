@@ -12,11 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from runtime.compiler.redact import redact_deep, redact_values, run_secrets
-from runtime.core.errors import BadInput
+from runtime.core.errors import BadInput, StateDamaged
 from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import accepted_types, branch_mailbox, run_mailbox
 from runtime.runs.index import list_runs
 from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
+from runtime.store import safe
 from runtime.store.layout import DOORBELLS, RunPaths, StateRoot
 from runtime.store.reads import read_json, read_text_tail, tail_jsonl
 
@@ -165,9 +166,9 @@ def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]
 
 def _count_lines(path: Any) -> int:
     try:
-        with open(path, "rb") as handle:
+        with os.fdopen(safe.open_file(path, os.O_RDONLY), "rb") as handle:
             return sum(1 for _ in handle)
-    except FileNotFoundError:
+    except (FileNotFoundError, StateDamaged):
         return 0
 
 

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from runtime.core.errors import BadInput, Conflict
+from runtime.core.errors import ActorsError, BadInput, Conflict
 from runtime.core.faults import pause_point
 from runtime.messaging.addresses import Address, parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, accepted_types, branch_mailbox, run_mailbox
 from runtime.messaging.envelope import make_envelope
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import TERMINAL, derive, find_run
+from runtime.store import safe
 from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.journals import INBOX
 from runtime.store.layout import RunPaths, StateRoot
@@ -170,10 +172,16 @@ def _commit(box: Mailbox, entry_id: str) -> bool:
 
 
 def _open_fifo(path: Path) -> int | None:
+    """The endpoint, open for writing: never through a planted link, and only a FIFO (a
+    planted regular file would swallow the envelope and have it reported `sent`)."""
     try:
-        return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None  # ENXIO: nobody is reading; ENOENT: no endpoint
+        fd = safe.open_file(path, os.O_WRONLY | os.O_NONBLOCK)
+    except (OSError, ActorsError):
+        return None  # ENXIO: nobody is reading; ENOENT: no endpoint; a planted link
+    if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
 
 
 def _write_all(fd: int, line: bytes) -> bool:

@@ -25,6 +25,7 @@ from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.leaf import run_leaf
 from runtime.runs.output import LOG_CAP_BYTES, Capture, trim
+from runtime.store import safe
 from runtime.store.writes import ensure_dir
 
 TIMEOUT_CODE = 124
@@ -256,7 +257,7 @@ async def _run_parallel(
 
 def _usable(outcome: Outcome) -> bool:
     """A branch counts toward `min_successful` when it succeeded and produced output."""
-    return outcome.ok and outcome.output is not None and outcome.output.stat().st_size > 0
+    return outcome.ok and outcome.output is not None and safe.lstat(outcome.output).st_size > 0
 
 
 def _join_outputs(

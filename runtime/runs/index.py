@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, cast
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.runs.status import TERMINAL, derive, load_run
+from runtime.store import safe
 from runtime.store.appends import locked
 from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
 from runtime.store.reads import read_json
-from runtime.store.trust import refuse_untrusted
+from runtime.store.trust import trusted_dir
 from runtime.store.writes import write_json_atomic
 
 if TYPE_CHECKING:
@@ -79,21 +80,13 @@ def _stamp(run_dir: str) -> str | None:
     return f"{st.st_ino}:{st.st_mtime_ns}"
 
 
-def _trusted_run_dir(root: StateRoot, entry: os.DirEntry[str]) -> bool:
-    """A run directory to list (links are skipped); one of another user's, or writable by
-    others, refuses the listing (runtime.store.layout.refuse_untrusted)."""
-    if not entry.is_dir(follow_symlinks=False):
-        return False
-    st = entry.stat(follow_symlinks=False)
-    refuse_untrusted(entry.path, st.st_mode, st.st_uid, root=root.path)
-    return True
-
 
 def list_runs(root: StateRoot) -> list[ListedRun]:
     """Status summaries of every run in the root, newest first."""
-    try:
-        names = [e.name for e in os.scandir(root.runs) if _trusted_run_dir(root, e)]
-    except FileNotFoundError:
+    names = safe.subdirs(root.runs)
+    for name in names:  # another user's run dir, or one writable by others: refused
+        trusted_dir(root.runs / name, root=root.path)
+    if not names:
         return []
     cached = _load(root)
     runs_dir = str(root.runs)

@@ -14,14 +14,16 @@ import contextlib
 import errno
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.core import config
-from runtime.core.errors import Conflict, Refused
+from runtime.core.errors import ActorsError, Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
 from runtime.runs.events import write_progress
+from runtime.store import safe
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
-from runtime.store.writes import O_NOFOLLOW, ensure_dir, write_bytes_atomic, write_json_atomic
+from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -50,9 +52,9 @@ def claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
         for log in (stage.stdout, stage.stderr, stage.runner_log):
             write_bytes_atomic(log, b"", fsync=False)
         if record["mailbox"].get("endpoint") == "fifo":
-            os.mkfifo(stage.control_fifo, 0o600)
+            _make_fifo(stage.control_fifo)
         try:
-            os.rename(stage.dir, paths.dir)
+            safe.rename(stage.dir, paths.dir)
         except OSError as exc:
             raise Conflict(
                 f"run id {paths.run_id} is already in use",
@@ -60,10 +62,17 @@ def claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
             ) from exc
         return token
     except BaseException:
-        import shutil  # only on this failure path: its import costs ~5 ms of every spawn
-
-        shutil.rmtree(stage.dir, ignore_errors=True)
+        with contextlib.suppress(OSError, ActorsError):
+            safe.rmtree(stage.dir)
         raise
+
+
+def _make_fifo(path: Path) -> None:
+    parent, name = safe.open_parent(path)
+    try:
+        os.mkfifo(name, 0o600, dir_fd=parent)
+    finally:
+        os.close(parent)
 
 
 def communication(run_id: str, owner: str) -> dict[str, Any]:
@@ -100,11 +109,12 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
     # The token reaches the run only through its processes' environment: the state
     # directory keeps its verifier (runtime.core.ids.token_verifier).
     env[config.RUN_TOKEN.name] = token
-    log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_NOFOLLOW
+    # POSIX_SPAWN_OPEN would follow a link planted at runner.log: open it ourselves
+    log_fd = safe.open_file(paths.runner_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, str(paths.runner_log), log_flags, 0o600),
-        (os.POSIX_SPAWN_DUP2, 1, 2),
+        (os.POSIX_SPAWN_DUP2, log_fd, 1),
+        (os.POSIX_SPAWN_DUP2, log_fd, 2),
     ]
     try:
         pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
@@ -115,18 +125,28 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
             f"could not start the runner of run {paths.run_id} ({why}); nothing was kept",
             hint="free processes or memory (ulimit -u, a pids cgroup) and spawn again",
         ) from None
+    finally:
+        os.close(log_fd)
     _spawned_pids.append(pid)
     return pid
 
 
 def _unclaim(root: StateRoot, paths: RunPaths) -> None:
     """Take back a run whose runner never started (`starting`, owed nothing): out of
-    `runs/` in one rename, then deleted."""
-    import shutil  # only on this failure path
+    `runs/` in one rename, then deleted, link-safely."""
     gone = root.spawn_stage(new_id())
-    with contextlib.suppress(OSError):
-        os.rename(paths.dir, gone)
-    shutil.rmtree(gone if gone.exists() else paths.dir, ignore_errors=True)
+    with contextlib.suppress(OSError, ActorsError):
+        safe.rename(paths.dir, gone)
+    with contextlib.suppress(OSError, ActorsError):
+        safe.rmtree(gone if safe_exists(gone) else paths.dir)
+
+
+def safe_exists(path: Path) -> bool:
+    try:
+        safe.lstat(path)
+    except (OSError, ActorsError):
+        return False
+    return True
 
 
 def reap_spawned() -> None:

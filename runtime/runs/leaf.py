@@ -24,6 +24,7 @@ from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext, Status
 from runtime.runs.events import preview_fields, preview_text, record_event
 from runtime.runs.output import LOG_CAP_BYTES as LOG_CAP, Capture, concatenate, pump, trim
+from runtime.store import safe
 from runtime.store.layout import CapturePaths
 from runtime.store.writes import ensure_dir
 
@@ -78,9 +79,7 @@ async def run_leaf(
     ctx.progress()
     started = trio.current_time()
     ended = _Exit()
-    stdin_fd = (
-        os.open(stdin, os.O_RDONLY | os.O_CLOEXEC) if stdin else os.open(os.devnull, os.O_RDONLY)
-    )
+    stdin_fd = safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
     try:
         await _launch(ctx, argv, stdin_fd, out, err, ended)
     finally:

@@ -25,15 +25,15 @@ import trio
 
 from runtime.compiler.redact import MASK
 from runtime.core import config
+from runtime.store import safe
 from runtime.store.layout import rotated
-from runtime.store.writes import O_CLOEXEC, O_NOFOLLOW
 
 CHUNK = 65536
 PARTIAL_LINE_CAP = 65536
 """A partial line held longer than this is written to the log with `CONTINUED`."""
 CONTINUED = b" [actors: line continues]\n"
 LOG_CAP_BYTES = config.byte_count(config.LOG_CAP_BYTES)
-_FLAGS = os.O_WRONLY | os.O_CREAT | O_CLOEXEC | O_NOFOLLOW  # never through a planted link
+_FLAGS = os.O_WRONLY | os.O_CREAT  # opened through runtime.store.safe: never through a link
 """How logs and captures are opened (as before this module; the symlink hardening of
 issue 17 #3 owns these flags)."""
 
@@ -70,7 +70,7 @@ class LogFile:
 
     def __init__(self, path: Path, cap: int = LOG_CAP_BYTES) -> None:
         self.path, self.cap = path, cap
-        self._fd = os.open(path, _FLAGS | os.O_APPEND, 0o600)
+        self._fd = safe.open_file(path, _FLAGS | os.O_APPEND)
         self._size = os.fstat(self._fd).st_size
 
     def write(self, data: bytes) -> None:
@@ -85,7 +85,7 @@ class LogFile:
     def _rotate(self) -> None:
         os.replace(self.path, rotated(self.path))  # readers: runtime.store.reads
         os.close(self._fd)
-        self._fd = os.open(self.path, _FLAGS | os.O_APPEND | os.O_TRUNC, 0o600)
+        self._fd = safe.open_file(self.path, _FLAGS | os.O_APPEND | os.O_TRUNC)
         self._size = 0
 
     def close(self) -> None:
@@ -97,7 +97,7 @@ class Capture:
 
     def __init__(self, path: Path, cap: int | None) -> None:
         self.path, self.cap = path, cap
-        self.fd = os.open(path, _FLAGS | os.O_TRUNC, 0o600)
+        self.fd = safe.open_file(path, _FLAGS | os.O_TRUNC)
         self.total = 0
         """Bytes the command produced (after masking), kept or not."""
 
@@ -167,7 +167,7 @@ def concatenate(target: Path, sources: list[Path], cap: int | None) -> None:
     out = Capture(target, cap)
     try:
         for source in sources:
-            with os.fdopen(os.open(source, os.O_RDONLY | O_CLOEXEC | O_NOFOLLOW), "rb") as src:
+            with os.fdopen(safe.open_file(source, os.O_RDONLY), "rb") as src:
                 while block := src.read(1024 * 1024):
                     out.write(block)
     finally:
@@ -185,7 +185,7 @@ def trim(path: Path | None, cap: int = LOG_CAP_BYTES) -> None:
     if size <= cap + 4096:  # within the cap (a kept capture's own marker included)
         return
     try:
-        fd = os.open(path, os.O_WRONLY | O_CLOEXEC | O_NOFOLLOW)
+        fd = safe.open_file(path, os.O_WRONLY)
     except OSError:
         return  # not ours to cut (a planted link): the run goes on
     try:

@@ -15,12 +15,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from runtime.core.errors import ActorsError
 from runtime.core.ids import now_iso
 from runtime.core.members import kill_orphans, run_marks
 from runtime.core.process import is_gone, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.index import list_runs
 from runtime.runs.status import TERMINAL, load_run, runner_identity
+from runtime.store import safe
 from runtime.store.layout import StateRoot
 from runtime.store.writes import publish_json_once, temp_writer
 
@@ -28,12 +30,12 @@ from runtime.store.writes import publish_json_once, temp_writer
 def _sweep_dead_writers(directory: Path) -> None:
     """Remove temp files (`.<name>.<pid>.<hex>.tmp`) of atomic writes whose writer died
     between writing and renaming them; a live writer's (or a reused pid's) are kept."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(directory):
+    with contextlib.suppress(OSError, ActorsError), safe.scandir(directory) as (fd, entries):
+        for entry in entries:
             writer = temp_writer(entry.name)
             if writer is not None and is_gone(writer):
                 with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                    os.unlink(entry.name, dir_fd=fd)
 
 
 def _kill_orphans(run_dir: Path, run: Any, identity: dict[str, Any]) -> int:

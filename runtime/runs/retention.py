@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.errors import Conflict
+from runtime.core.errors import ActorsError, Conflict
 from runtime.core.ids import now_iso
 from runtime.runs.index import forget
 from runtime.runs.status import TERMINAL, derive, find_run
+from runtime.store import safe
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir, write_bytes_atomic
 
@@ -39,26 +40,30 @@ def cleanup_tmp(root: StateRoot, *, max_age_s: float = TMP_MAX_AGE_S) -> int:
 
 
 def _sweep(directory: Path, max_age_s: float) -> int:
-    removed = 0
+    """Remove old entries of `directory`, reached without following a link (a planted
+    link there, or at any of its parents, sweeps nothing); each entry is removed relative
+    to the directory's descriptor, a link as a name, never its target."""
     cutoff = time.time() - max_age_s
     try:
-        entries = list(os.scandir(directory))
+        with safe.scandir(directory) as (fd, entries):
+            return sum(_sweep_entry(fd, entry, cutoff) for entry in entries)
+    except (OSError, ActorsError):
+        return 0
+
+
+def _sweep_entry(fd: int, entry: os.DirEntry[str], cutoff: float) -> int:
+    try:
+        if entry.stat(follow_symlinks=False).st_mtime >= cutoff:
+            return 0
+        if entry.is_dir(follow_symlinks=False):
+            import shutil  # only when something is swept: spawn imports this module
+
+            shutil.rmtree(entry.name, dir_fd=fd)
+        else:
+            os.unlink(entry.name, dir_fd=fd)
+        return 1
     except OSError:
         return 0
-    for entry in entries:
-        try:
-            if entry.stat(follow_symlinks=False).st_mtime >= cutoff:
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                import shutil  # only when something is swept: spawn imports this module
-
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-            removed += 1
-        except OSError:
-            continue
-    return removed
 
 
 def require_terminal(root: StateRoot, run_id: str, action: str) -> RunStatus:
@@ -83,9 +88,9 @@ def archive_run(root: StateRoot, run_id: str) -> Path:
     require_terminal(root, run_id, "archived")
     ensure_dir(root.archive)
     target = root.archived(run_id)
-    if target.exists():
+    if os.path.lexists(target):
         target = root.archived(run_id, now_iso().replace(":", ""))
-    os.rename(root.runs / run_id, target)
+    safe.rename(root.runs / run_id, target)
     forget(root, run_id)
     return target
 
@@ -109,10 +114,8 @@ def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False)
     # Rename first so a crash mid-delete never leaves a half run that looks alive.
     doomed = root.prune_stage(run_id, os.getpid())
     ensure_dir(root.tmp)
-    os.rename(paths.dir, doomed)
+    safe.rename(paths.dir, doomed)
     forget(root, run_id)
-    with contextlib.suppress(OSError):
-        import shutil
-
-        shutil.rmtree(doomed)
+    with contextlib.suppress(OSError, ActorsError):
+        safe.rmtree(doomed)
     return {"run": run_id, "pruned": True, "status": summary["status"], "preserved": preserved}

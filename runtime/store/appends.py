@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from runtime.core.errors import ActorsError, StateDamaged
 from runtime.core.faults import pause_point
+from runtime.store import safe
 from runtime.store.writes import (
     FILE_MODE,
     O_CLOEXEC,
@@ -72,24 +73,33 @@ def lock_current(path: Path, fd: int | None = None) -> int:
     """
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC
     while True:
-        if fd is None:
-            try:
-                fd = os.open(path, flags, FILE_MODE)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise StateDamaged(
-                        f"{path} is a symlink; refusing to write through it"
-                    ) from exc
-                raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
-        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            current = os.stat(path, follow_symlinks=False).st_ino
-        except FileNotFoundError:
-            current = None
+            parent, name = safe.open_parent(path)
+        except OSError as exc:
+            raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+        try:
+            if fd is None:
+                fd = _open_journal(parent, name, path, flags)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(name, dir_fd=parent, follow_symlinks=False).st_ino
+            except FileNotFoundError:
+                current = None
+        finally:
+            os.close(parent)
         if current == os.fstat(fd).st_ino:
             return fd
         os.close(fd)  # releases the lock on the replaced file
         fd = None
+
+
+def _open_journal(parent: int, name: str, path: Path, flags: int) -> int:
+    try:
+        return os.open(name, flags, FILE_MODE, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateDamaged(f"{path} is a symlink; refusing to write through it") from exc
+        raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
 
 
 def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None = None) -> int:
@@ -166,8 +176,7 @@ def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
     With `timeout_s`, give up with TimeoutError after that long (a hook must not hang on
     a lock some other process holds too long); the wait is cut by SIGALRM, so only the
     main thread may pass it."""
-    flags = os.O_RDWR | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC
-    fd = os.open(path, flags, FILE_MODE)
+    fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
         if timeout_s is None:
             fcntl.flock(fd, fcntl.LOCK_EX)

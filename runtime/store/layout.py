@@ -11,6 +11,7 @@ from pathlib import Path
 from runtime.core import config
 from runtime.core.errors import BadInput
 from runtime.core.ids import ID_PATTERN, is_valid_id
+from runtime.store.safe import register_root
 from runtime.store.trust import trusted_dir
 
 RUN_JSON = "run.json"
@@ -82,6 +83,10 @@ class StateRoot(_Place):
     """The directory tree every actors process shares."""
 
     __slots__ = ()
+
+    def __init__(self, at: Path) -> None:
+        super().__init__(at)
+        register_root(at)  # nothing under it is reached through a link (runtime.store.safe)
 
     @property
     def path(self) -> Path:

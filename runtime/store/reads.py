@@ -15,14 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.errors import StateDamaged
+from runtime.store import safe
 from runtime.store.layout import rotated
-from runtime.store.writes import O_CLOEXEC, O_NOFOLLOW
 
 
 def open_nofollow(path: Path) -> int:
     """Open for reading without following a planted symlink (refused as damage)."""
     try:
-        return os.open(path, os.O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        return safe.open_file(path, os.O_RDONLY)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StateDamaged(f"{path} is a symlink; refusing to read through it") from None
@@ -246,7 +246,7 @@ def tail_jsonl(path: Path, count: int, *, window: int = 256 * 1024) -> list[dict
     if count <= 0:
         return []
     try:
-        size = os.stat(path, follow_symlinks=False).st_size
+        size = safe.lstat(path).st_size
     except FileNotFoundError:
         return []
     start = max(0, size - window)
@@ -290,7 +290,7 @@ def read_text_tail(path: Path, lines: int, *, window: int = 256 * 1024) -> list[
 def _tail_lines(path: Path, window: int) -> tuple[list[str], bool]:
     """(the lines of the file's last `window` bytes, whether that was the whole file)."""
     try:
-        size = os.stat(path, follow_symlinks=False).st_size
+        size = safe.lstat(path).st_size
     except FileNotFoundError:
         return [], True
     start = max(0, size - window)

@@ -6,9 +6,9 @@ costs more than the budget to show.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from runtime.store import safe
 from runtime.store.reads import read_bytes
 
 OUTPUT_MAX_LINES = 200
@@ -23,7 +23,7 @@ def bounded_tail(
     if path is None:
         return "", False, 0
     try:
-        size = os.stat(path, follow_symlinks=False).st_size
+        size = safe.lstat(path).st_size
     except OSError:
         return "", False, 0
     start = max(0, size - max_bytes)

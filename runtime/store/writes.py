@@ -11,6 +11,7 @@ The line appends live in `runtime.store.appends`, the readers in `runtime.store.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 from runtime.core.errors import ActorsError, StateDamaged
 from runtime.core.faults import pause_point
+from runtime.store import safe
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -32,25 +34,21 @@ class DiskWriteError(ActorsError):
 def ensure_dir(path: Path, *, tighten: bool = True) -> Path:
     """Create `path` (and parents) with mode 0700; tighten it if it already exists (not
     with `tighten=False`: a directory another program owns, e.g. Claude Code's, is left as
-    it is)."""
-    missing = []
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        missing.append(probe)
-        probe = probe.parent
-    for component in reversed(missing):  # parents too get 0700, not the umask default
-        try:
-            component.mkdir(mode=DIR_MODE)
-        except FileExistsError:
-            pass
-        os.chmod(component, DIR_MODE)
-    if not path.is_dir():
-        raise StateDamaged(f"{path} exists and is not a directory")
-    if path.is_symlink():
-        raise StateDamaged(f"{path} is a symlink; refusing to use it as a state directory")
-    st = path.stat()
-    if tighten and st.st_mode & 0o777 != DIR_MODE and st.st_uid == os.getuid():
-        os.chmod(path, DIR_MODE)
+    it is). Under the state root no component may be a link (runtime.store.safe)."""
+    try:
+        fd = safe.open_dir(path, create=True)
+    except NotADirectoryError:
+        raise StateDamaged(f"{path} exists and is not a directory") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise safe.refused(path) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if tighten and st.st_mode & 0o777 != DIR_MODE and st.st_uid == os.getuid():
+            os.fchmod(fd, DIR_MODE)
+    finally:
+        os.close(fd)
     return path
 
 
@@ -97,36 +95,43 @@ def write_all(fd: int, data: bytes, path: Path) -> None:
 
 
 def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | O_CLOEXEC)
+    safe.fsync_dir(path)
+
+
+def _new_temp(parent: int, path: Path) -> tuple[str, int]:
+    """A fresh temp file beside `path` (in its directory's descriptor `parent`)."""
+    name = _temp_beside(path).name
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return name, os.open(name, _NEW_FILE, FILE_MODE, dir_fd=parent)
+    except OSError as exc:
+        raise DiskWriteError(f"cannot create {path.parent / name}: {exc.strerror}") from exc
 
 
 def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
-    """Replace `path` with `data` so readers see the old or the new content, never a mix."""
-    tmp = _temp_beside(path)
+    """Replace `path` with `data` so readers see the old or the new content, never a mix.
+    The rename is relative to the directory's descriptor: a link planted at `path` is
+    replaced, never written through."""
+    parent, name = safe.open_parent(path)
     try:
-        fd = os.open(tmp, _NEW_FILE, FILE_MODE)
-    except OSError as exc:
-        raise DiskWriteError(f"cannot create {tmp}: {exc.strerror}") from exc
-    try:
+        tmp, fd = _new_temp(parent, path)
         try:
-            write_all(fd, data, path)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        pause_point("files.atomic.after_tmp")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    pause_point("files.atomic.after_rename")
-    if fsync:
-        fsync_dir(path.parent)
+            try:
+                write_all(fd, data, path)
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            pause_point("files.atomic.after_tmp")
+            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=parent)
+            raise
+        pause_point("files.atomic.after_rename")
+        if fsync:
+            os.fsync(parent)
+    finally:
+        os.close(parent)
 
 
 def dump_json(obj: Any) -> bytes:
@@ -142,23 +147,27 @@ def publish_json_once(path: Path, obj: Any) -> bool:
     """Create `path` atomically unless it already exists; True when this call created it.
 
     Used for records with exactly one writer-wins outcome (result.json): the content is
-    written to a temp file and hard-linked into place, which fails if the name exists, so
-    two racing writers can never both publish or overwrite each other.
+    written to a temp file and hard-linked into place, which fails if the name exists (a
+    planted link included), so two racing writers can never both publish or overwrite
+    each other.
     """
-    tmp = _temp_beside(path)
-    fd = os.open(tmp, _NEW_FILE, FILE_MODE)
+    parent, name = safe.open_parent(path)
     try:
+        tmp, fd = _new_temp(parent, path)
         try:
-            write_all(fd, dump_json(obj), path)
-            os.fsync(fd)
+            try:
+                write_all(fd, dump_json(obj), path)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, name, src_dir_fd=parent, dst_dir_fd=parent, follow_symlinks=False)
+            except FileExistsError:
+                return False
+            os.fsync(parent)
+            return True
         finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            return False
-        fsync_dir(path.parent)
-        return True
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=parent)
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        os.close(parent)

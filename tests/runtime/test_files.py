@@ -198,3 +198,70 @@ def test_trusted_dir_takes_only_a_directory_of_yours_that_no_one_else_can_write(
     link.symlink_to(tmp_path)
     with pytest.raises(StateDamaged, match="symlink"):
         trusted_dir(link, root=root)
+
+# -- nothing under a state root is followed through a link (issue 17 #3) ---------------------
+
+
+def _rooted(tmp_path: Path) -> tuple[Path, Path]:
+    """A state root reached through a linked parent (allowed: only what is under the root
+    is never followed), and a directory outside it with one file."""
+    from runtime.store.layout import StateRoot
+
+    real = tmp_path / "real"
+    (real / "state").mkdir(parents=True)
+    (tmp_path / "via").symlink_to(real)
+    root = tmp_path / "via" / "state"
+    StateRoot(root)  # registers it
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.json").write_text('{"outside": true}\n')
+    return root, outside
+
+
+def test_a_linked_directory_under_the_root_is_never_followed(tmp_path: Path) -> None:
+    from runtime.store import safe
+    from runtime.store.appends import locked
+
+    root, outside = _rooted(tmp_path)
+    ensure_dir(root / "runs" / "r1")
+    (root / "runs" / "r1" / "captures").symlink_to(outside)
+    linked = root / "runs" / "r1" / "captures"
+    before = sorted(p.name for p in outside.iterdir())
+    for action in (
+        lambda: write_json_atomic(linked / "x.json", {}),
+        lambda: publish_json_once(linked / "x.json", {}),
+        lambda: append_jsonl(linked / "x.jsonl", {"a": 1}),
+        lambda: read_json(linked / "f.json"),
+        lambda: read_jsonl(linked / "f.json"),
+        lambda: ensure_dir(linked / "sub"),
+        lambda: locked(linked / ".lock").__enter__(),
+        lambda: safe.unlink(linked / "f.json"),
+        lambda: safe.rmtree(linked / "f.json"),
+        lambda: safe.rename(linked / "f.json", root / "stolen.json"),
+    ):
+        with pytest.raises(StateDamaged, match="captures is a symlink"):
+            action()
+    assert sorted(p.name for p in outside.iterdir()) == before
+    assert (outside / "f.json").read_text() == '{"outside": true}\n'
+
+
+def test_a_link_at_the_final_name_is_replaced_or_refused_never_written_through(
+    tmp_path: Path,
+) -> None:
+    from runtime.store import safe
+
+    root, outside = _rooted(tmp_path)
+    run = ensure_dir(root / "runs" / "r1")
+    (run / "progress.json").symlink_to(outside / "f.json")
+    write_json_atomic(run / "progress.json", {"phase": "x"})  # replaces the link itself
+    assert not (run / "progress.json").is_symlink()
+    (run / "result.json").symlink_to(outside / "f.json")
+    assert publish_json_once(run / "result.json", {"status": "done"}) is False
+    (run / "events.jsonl").symlink_to(outside / "f.json")
+    with pytest.raises(StateDamaged):
+        append_jsonl(run / "events.jsonl", {"a": 1})
+    with pytest.raises(StateDamaged):
+        read_json(run / "result.json")
+    safe.rmtree(run)  # removes the links as names
+    assert (outside / "f.json").read_text() == '{"outside": true}\n'
+    assert not run.exists()
