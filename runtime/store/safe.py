@@ -127,10 +127,10 @@ def open_dir(path: Path | str, *, create: bool = False) -> int:
     root (FileNotFoundError when missing, unless `create`: then made 0700 with parents)."""
     text = os.fspath(path)
     where = locate(text)
-    if where is None:
+    if where is None:  # outside every state root: the user's own links are followed
         if create:
             _make_dirs(text)
-        return _open_plain(text, _DIR_FLAGS)
+        return _open_plain(text, os.O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     real, parts = where
     if create:
         _make_dirs(real)
