@@ -21,6 +21,8 @@ class Promise(NamedTuple):
     """The attack file whose tests count for this promise unless named elsewhere."""
     names: tuple[str, ...] = ()
     """Test-name fragments that claim a test of another promise's file for this one."""
+    also: tuple[str, ...] = ()
+    """Further test files (sibling attacks) that prove this promise as a whole."""
 
 
 PROMISES = (
@@ -29,12 +31,14 @@ PROMISES = (
         "Signals only to a proven identity",
         "No process is signalled unless its identity (pid, start ticks, boot id), or its membership in the run derived from a process verified at that instant, is proven; a dead runner's recorded session id proves nothing.",
         "test_attack_signals",
+        also=("test_signal_identity",),
     ),
     Promise(
         2,
         "A state root is trusted only if it is yours",
         "A root, or a directory in it, owned by another user or writable by group or others is refused with one line and the fix.",
         "test_attack_root_trust",
+        also=("test_trust",),
     ),
     Promise(
         3,
@@ -47,12 +51,14 @@ PROMISES = (
         "Run-written text never acts in a terminal",
         "C0/C1 controls and DEL are stripped from every text typed or shown; nothing is typed into a pane whose foreground program is a shell; text reaching a model is bounded and fenced as data.",
         "test_attack_terminal",
+        also=("test_leaks_terminal",),
     ),
     Promise(
         5,
         "Secrets stay masked",
         "Every stored file and every view except run.json masks every declared secret, in every rendering; a secret too short to mask is refused at declaration.",
         "test_attack_secrets",
+        also=("test_leaks_secrets",),
     ),
     Promise(
         6,
@@ -60,18 +66,21 @@ PROMISES = (
         "The state directory keeps a verifier of the run token, never the token, so reading another run's files does not let a process act as that run.",
         "test_attack_root_trust",
         ("token",),
+        also=("test_run_tokens",),
     ),
     Promise(
         7,
         "Nothing doubled",
         "A message is received once whatever process is killed at whatever step of the FIFO or inbox path.",
         "test_attack_exactly_once",
+        also=("test_fifo_kill_points",),
     ),
     Promise(
         8,
         "Linear, bounded output",
         "Any output shape costs linear time and bounded memory; logs are capped with rotation.",
         "test_attack_output",
+        also=("test_output_bounds",),
     ),
     Promise(
         9,
@@ -92,6 +101,7 @@ PROMISES = (
         "Bad input: one line, exit 2, nothing written",
         "Malformed settings, a runner that cannot start and malformed protocol input all end in one line and exit 2 (or a protocol error response), with no partial state.",
         "test_attack_bad_input",
+        also=("test_runner_start_failure",),
     ),
     Promise(
         12,
@@ -150,13 +160,13 @@ def attribute(file: str, name: str) -> int | None:
         if promise.file == file and any(part in name for part in promise.names):
             return promise.number
     for promise in PROMISES:
-        if promise.file == file and not promise.names:
+        if file in promise.also or (promise.file == file and not promise.names):
             return promise.number
     return None
 
 
 def render_promises(cases: list[tuple[str, str, str]]) -> list[str]:
-    """`cases`: (test file stem, test name, outcome) for every attack case run."""
+    """`cases`: (test file stem, test name, outcome) for every reliability case run."""
     held: Counter[int] = Counter()
     failing: Counter[int] = Counter()
     for file, name, outcome in cases:
@@ -182,6 +192,7 @@ def render_promises(cases: list[tuple[str, str, str]]) -> list[str]:
         where = f"`tests/reliability/{p.file}.py`" + (
             f" (tests named *{'*, *'.join(p.names)}*)" if p.names else ""
         )
+        where += "".join(f", `tests/reliability/{f}.py`" for f in p.also)
         lines.append(
             f"| {p.number} | **{p.title}.** {p.promise} | {where} | {tried} | "
             f"{held[p.number]} | {failing[p.number]} |"

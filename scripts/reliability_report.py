@@ -132,7 +132,7 @@ def render(
         f"- Suites: {', '.join(sorted({r['suite'] for r in rows})) or 'none recorded'}",
         "",
         THREAT_MODEL,
-        *render_promises([c for c in cases if c[0].startswith("test_attack_")]),
+        *render_promises(cases),
     ]
     by_suite: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in sorted(rows, key=lambda r: r.get("ts", 0)):

@@ -30,6 +30,7 @@ from typing import Any
 from runtime.core import config
 from runtime.core.process import (
     boot_id,
+    freeze_and_kill,
     has_exited,
     read_stat,
     send_verified,
@@ -122,18 +123,7 @@ def kill_orphans(
     """
     if not isinstance(sid, int) or sid <= 1 or (boot is not None and boot != boot_id()):
         return 0
-    killed = 0
-    for _ in range(rounds):
-        members = proven_orphans(sid, marks, since_ticks=since_ticks)
-        if not members:
-            break
-        for pid, ticks in members.items():
-            signal_exact(pid, ticks, signals().SIGSTOP)
-        for pid, ticks in members.items():
-            if signal_exact(pid, ticks, signals().SIGKILL):
-                killed += 1
-        wait_gone(list(members), timeout=1.0)
-    return killed
+    return freeze_and_kill(lambda: proven_orphans(sid, marks, since_ticks=since_ticks), rounds)
 
 
 def kill_tree(identity: dict[str, Any], *, rounds: int = 20) -> int:

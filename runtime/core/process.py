@@ -16,6 +16,7 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, NamedTuple
@@ -277,9 +278,16 @@ def kill_session(sid: int, *, root_pid: int | None = None, rounds: int = 20) -> 
     the list, then killed; the scan repeats until nothing is left. Returns how many
     processes were signalled.
     """
+    return freeze_and_kill(lambda: session_members(sid, also_descendants_of=root_pid), rounds)
+
+
+def freeze_and_kill(scan: Callable[[], dict[int, int]], rounds: int = 20) -> int:
+    """SIGSTOP every process `scan` proves ({pid: start ticks}), then SIGKILL each still
+    that process, then scan again, until nothing is left: a frozen member cannot fork a
+    replacement while the list is walked. Returns how many were killed."""
     killed = 0
     for _ in range(rounds):
-        members = session_members(sid, also_descendants_of=root_pid)
+        members = scan()
         if not members:
             break
         for pid, ticks in members.items():
