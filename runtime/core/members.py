@@ -32,6 +32,7 @@ from runtime.core.process import (
     boot_id,
     freeze_and_kill,
     has_exited,
+    read_proc,
     read_stat,
     send_verified,
     session_members,
@@ -43,20 +44,10 @@ from runtime.core.process import (
 
 
 def _environ(pid: int) -> list[bytes] | None:
-    """The environment a process was started with, as `NAME=value` byte strings."""
-    try:
-        fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None  # gone, or another user's: unproven
-    try:
-        chunks = []
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return b"".join(chunks).split(b"\0")
+    """The environment a process was started with, as `NAME=value` byte strings (None:
+    gone, or another user's: unproven)."""
+    data = read_proc(pid, "environ")
+    return None if data is None else data.split(b"\0")
 
 
 def _same_dir(a: str, b: str) -> bool:

@@ -84,10 +84,12 @@ def boot_id() -> str | None:
     return _boot_id
 
 
-def _cmdline(pid: int) -> list[str] | None:
-    # str paths, as in read_stat: every status check of a live run reads these two.
+def read_proc(pid: int, name: str) -> bytes | None:
+    """The whole of `/proc/<pid>/<name>` (cmdline, environ), or None when the process is
+    gone or not ours to read. str paths, as in read_stat: every status check of a live
+    run reads these."""
     try:
-        fd = os.open(f"/proc/{pid}/cmdline", os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -98,7 +100,14 @@ def _cmdline(pid: int) -> list[str] | None:
         return None
     finally:
         os.close(fd)
-    return [p.decode(errors="replace") for p in b"".join(chunks).split(b"\0")[:-1]]
+    return b"".join(chunks)
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    data = read_proc(pid, "cmdline")
+    if data is None:
+        return None
+    return [p.decode(errors="replace") for p in data.split(b"\0")[:-1]]
 
 
 def _cwd(pid: int) -> str | None:

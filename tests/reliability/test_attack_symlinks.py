@@ -43,6 +43,7 @@ from tests.conftest import (
     write_recipe,
 )
 from tests.reliability._attack import Canary, clean_or_refused, plant
+from tests.reliability.test_crash_points import _wait_stopped
 
 # This process imported the fault hook before any test armed the environment (the
 # spawn below sets it only for the runner it starts): it never pauses itself.
@@ -546,6 +547,8 @@ def _release_or_ended(go: Path, runner_pid: int, timeout: float = 60.0) -> None:
             if _gone(runner_pid):
                 return
             assert time.monotonic() < deadline, "the gated command never read its go FIFO"
+            # No event tells a writer that a reader has attached to a FIFO, and a
+            # blocking open would hang for good once the runner has ended: poll briefly.
             time.sleep(0.005)
             continue
         try:
@@ -555,15 +558,6 @@ def _release_or_ended(go: Path, runner_pid: int, timeout: float = 60.0) -> None:
         return
 
 
-def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
-    """The pause reports on the barrier, then SIGSTOPs itself: wait for the `T` state."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-        if state == b"T":
-            return
-        assert time.monotonic() < deadline, f"pid {pid} never stopped"
-        time.sleep(0.002)
 
 
 def _reap(world: World) -> None:
