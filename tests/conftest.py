@@ -232,3 +232,14 @@ def run_token(run_dir: Path) -> str:
                 if item.startswith(b"ACTORS_RUN_TOKEN="):
                     return item.split(b"=", 1)[1].decode()
     raise AssertionError(f"no process of {run_dir.name} carries its token")
+
+
+@pytest.fixture
+def umask_000() -> Iterator[None]:
+    """The most permissive umask, for the test's duration: what actors creates must be
+    private anyway."""
+    old = os.umask(0)
+    try:
+        yield
+    finally:
+        os.umask(old)

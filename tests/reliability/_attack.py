@@ -133,3 +133,16 @@ def python_cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
 
 
 PY = sys.executable
+
+
+def wrong_modes(root: Path) -> dict[str, str]:
+    """Every file not 0600 and directory not 0700 under `root` (links aside), with its mode."""
+    wrong = {}
+    for path in [root, *root.rglob("*")]:
+        st = path.lstat()
+        if stat.S_ISLNK(st.st_mode):
+            continue
+        want = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600
+        if stat.S_IMODE(st.st_mode) != want:
+            wrong[str(path.relative_to(root))] = oct(stat.S_IMODE(st.st_mode))
+    return wrong

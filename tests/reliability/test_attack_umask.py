@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,27 +19,7 @@ import pytest
 import actors
 from runtime.store.layout import StateRoot
 from tests.conftest import finished, write_recipe
-
-
-@pytest.fixture
-def umask_000() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def _wrong_modes(root: Path) -> dict[str, str]:
-    wrong = {}
-    for path in [root, *root.rglob("*")]:
-        st = path.lstat()
-        if stat.S_ISLNK(st.st_mode):
-            continue
-        want = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600
-        if stat.S_IMODE(st.st_mode) != want:
-            wrong[str(path.relative_to(root))] = oct(stat.S_IMODE(st.st_mode))
-    return wrong
+from tests.reliability._attack import wrong_modes
 
 
 @pytest.mark.parametrize("shape", ["leaf", "in-a-parallel-group"])
@@ -56,7 +34,7 @@ def test_output_both_is_private_under_umask_000(
     summary = finished(actors.spawn(str(recipe), as_="both"))
     assert summary["status"] == "done", summary
     assert list(home.run("both").dir.rglob("both.log")), "no both.log was written"
-    assert _wrong_modes(home.path) == {}
+    assert wrong_modes(home.path) == {}
 
 
 def _session_start(session_id: str, wake: str) -> subprocess.CompletedProcess[str]:

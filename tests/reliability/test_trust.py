@@ -17,7 +17,6 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ import actors
 from runtime.core.errors import Refused
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, snapshot, write_recipe
-from tests.reliability._attack import NOBODY
+from tests.reliability._attack import NOBODY, wrong_modes
 from tests.reliability._checks import assert_clean, refused
 
 ME = os.geteuid()
@@ -221,25 +220,6 @@ def test_a_session_directory_that_is_not_only_yours_is_refused(
 # -- modes under a permissive umask -------------------------------------------------------
 
 
-@pytest.fixture
-def umask_000() -> Iterator[None]:
-    old = os.umask(0)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
-def _wrong_modes(root: Path) -> dict[str, str]:
-    wrong = {}
-    for path in [root, *root.rglob("*")]:
-        st = path.lstat()
-        if stat.S_ISLNK(st.st_mode):
-            continue
-        want = 0o700 if stat.S_ISDIR(st.st_mode) else 0o600
-        if stat.S_IMODE(st.st_mode) != want:
-            wrong[str(path.relative_to(root))] = oct(stat.S_IMODE(st.st_mode))
-    return wrong
 
 
 def test_every_kind_of_file_a_run_makes_is_private_under_umask_000(
@@ -285,7 +265,7 @@ def test_every_kind_of_file_a_run_makes_is_private_under_umask_000(
         assert_clean(args, cli(*args), allowed=(0, 1) if args[0] == "wait" else (0,))
     assert list((home.path / "preserved").rglob("*")), "no artifact was preserved"
     assert (home.path / "index.json").exists()
-    assert _wrong_modes(home.path) == {}
+    assert wrong_modes(home.path) == {}
 
 
 def test_a_run_keeps_its_files_private_under_umask_000_through_the_api(
@@ -301,7 +281,7 @@ def test_a_run_keeps_its_files_private_under_umask_000_through_the_api(
     assert summary["status"] == "done", summary
     assert len(list(home.run("b").dir.rglob("both.log"))) == 3
     assert list(home.run("b").dir.rglob("node-*.out"))
-    assert _wrong_modes(home.path) == {}
+    assert wrong_modes(home.path) == {}
 
 
 def _hook(*args: str, data: dict[str, object]) -> subprocess.CompletedProcess[str]:
@@ -321,7 +301,7 @@ def test_claude_code_hooks_make_private_files_under_umask_000(
     data = {"session_id": "cc2", "cwd": str(tmp_path)}
     assert _hook("session-start", data=data).returncode == 0
     assert (home.sessions / "cc2" / "wake").is_file()
-    assert _wrong_modes(home.path) == {}
+    assert wrong_modes(home.path) == {}
 
 
 @pytest.mark.parametrize("name", ["wake", "session.json", "inbox.jsonl"])
