@@ -53,12 +53,14 @@ def main(argv: list[str] | None = None) -> Any:
 def _guard_terminals() -> None:
     """On a terminal, every character written is made inert (runtime.core.terminal):
     summaries, output lines and event fields are run-written and must not drive it."""
-    from runtime.core.terminal import TerminalStream
-
     for name, keep in (("stdout", "\n\t"), ("stderr", "\n\t\r")):
         stream = getattr(sys, name)
         isatty = getattr(stream, "isatty", None)
-        if isatty is not None and not isinstance(stream, TerminalStream) and isatty():
+        if isatty is None or not isatty():
+            continue  # piped output stays as stored, and the sanitiser is not even loaded
+        from runtime.core.terminal import TerminalStream
+
+        if not isinstance(stream, TerminalStream):
             setattr(sys, name, TerminalStream(stream, keep))
 
 

@@ -109,3 +109,18 @@ def test_hot_commands_leave_type_only_records_unloaded(home: object, argv: list[
     loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
     assert "runtime.core.config" in loaded  # it ran through the CLI
     assert not loaded & set(TYPE_ONLY), sorted(loaded & set(TYPE_ONLY))
+
+
+@pytest.mark.parametrize("argv", [["message", "run:ghost", "x.y"], ["status", "ghost"]])
+def test_piped_output_does_not_load_the_terminal_sanitiser(home: object, argv: list[str]) -> None:
+    """Only a terminal needs run-written text made inert: a pipe gets it as stored."""
+    probe = (
+        f"import sys; sys.argv=['actors', *{argv!r}]\n"
+        "from actors.cli import main\n"
+        "try: main()\nexcept SystemExit: pass\n"
+        "print('LOADED', sorted(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    assert "runtime.core.config" in loaded  # it ran through the CLI
+    assert "runtime.core.terminal" not in loaded
