@@ -41,17 +41,21 @@ SHIPPED = sorted(p.stem for p in (REPO / "recipes").glob("*.json"))
 Result = subprocess.CompletedProcess[str]
 
 
-def tour_lines() -> list[str]:
-    """The commands of the tour's ```sh block (comments stripped), in order."""
+def readme_tour() -> list[tuple[str, str]]:
+    """The tour's ```sh block as (command, its comment), in order."""
     text = README.read_text()
     section = text.split("## A short tour", 1)[1]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     lines = []
     for raw in block.splitlines():
-        command = re.split(r"\s+#\s", raw, maxsplit=1)[0].strip()
-        if command:
-            lines.append(command)
+        command, *comment = re.split(r"\s+#\s", raw, maxsplit=1)
+        if command.strip():
+            lines.append((command.strip(), "".join(comment).strip()))
     return lines
+
+
+def tour_lines() -> list[str]:
+    return [command for command, _ in readme_tour()]
 
 
 AGENT = """#!/bin/sh
@@ -430,7 +434,7 @@ def run_inbox_wait(tour: Tour) -> list[Result]:
 
 
 def inbox_wait(tour: Tour, results: list[Result]) -> None:
-    """`block (no polling) until a follow-up is unread`"""
+    """`block (no polling) until a follow-up is unread; an agent's background watcher`"""
     (out,) = results
     assert tour.notes["waiter blocked"], "inbox wait returned with nothing unread"
     ok(out)
@@ -511,7 +515,8 @@ def doctor(tour: Tour, results: list[Result]) -> None:
 
 
 def install_claude(tour: Tour, results: list[Result]) -> None:
-    """`MCP server + wake hooks for Claude Code`"""
+    """`MCP server + wake hooks for Claude Code (also codex, opencode)`: Claude Code here,
+    the other two in the next step."""
     (out,) = results
     ok(out)
     mcp = json.loads((tour.project / ".mcp.json").read_text())["mcpServers"]["actors"]
@@ -660,6 +665,18 @@ def test_every_tour_line_is_walked() -> None:
     assert sorted(walked - set(lines)) == []  # a step for a line the README no longer has
     ordered = [step.line for step in STEPS]
     assert ordered == sorted(ordered, key=lines.index)  # and in the README's order
+
+
+def test_each_check_is_for_what_the_readme_says_now() -> None:
+    """A check's docstring quotes its line's README comment: a changed promise fails here
+    until its check is brought in line with it."""
+    says = dict(readme_tour())
+    stale = [
+        (step.line, says[step.line])
+        for step in STEPS
+        if not step.name and f"`{says.get(step.line)}`" not in (step.check.__doc__ or "")
+    ]
+    assert stale == []
 
 
 @pytest.fixture(scope="module")
