@@ -12,6 +12,7 @@ import click
 from actors.cli._format import emit_json
 from runtime.core import config
 from runtime.core.errors import BadInput
+from runtime.delivery.registry import BUILTIN
 from runtime.store.layout import StateRoot
 
 
@@ -44,7 +45,10 @@ def session_group() -> None:
 
 @session_group.command("register")
 @click.option(
-    "--harness", required=True, help="file, webhook, tmux, callback, or an installed adapter."
+    "--harness",
+    required=True,
+    metavar="NAME",
+    help=f"A built-in adapter ({', '.join(BUILTIN)}) or an installed third-party one.",
 )
 @click.option(
     "--id",

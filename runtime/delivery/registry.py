@@ -10,8 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from runtime.delivery.contract import AdapterError
-
 BUILTIN = {
     "file": "adapters.file:FileAdapter",
     "webhook": "adapters.webhook:WebhookAdapter",
@@ -38,6 +36,8 @@ def known_harnesses() -> list[str]:
 def adapter_class(harness: str) -> Any:
     spec = BUILTIN.get(harness) or _entry_points().get(harness)
     if spec is None:
+        from runtime.delivery.contract import AdapterError  # here: the help text imports us
+
         raise AdapterError(f"unknown harness {harness!r} (known: {', '.join(known_harnesses())})")
     module, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module), attr)
