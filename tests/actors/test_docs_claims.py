@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,14 @@ def test_docs_refer_only_to_what_the_repository_has(path: Path) -> None:
         if re.search(pattern, line, re.I)
     ]
     assert found == []
+
+
+def test_readme_python_api_line_runs(home: object) -> None:
+    """README's one-line Python API example, run as written: the run ends `done`."""
+    text = (REPO / "README.md").read_text()
+    snippet = re.search(r"`(import actors; [^`]+)`", text)
+    assert snippet, "README lost its Python API example"
+    code = snippet.group(1) + '\nprint(actors.wait(r["run"])["status"])'
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["done"]
