@@ -149,6 +149,25 @@ def safe_exists(path: Path) -> bool:
     return True
 
 
+def guardian_bells(root: StateRoot, owner: str) -> Path:
+    """Where the guardians of `owner`'s runs listen (runtime.runs.guardian): under the
+    parent run's doorbells for a run owner (`run:<id>`), else under the session's."""
+    if owner.startswith("run:"):
+        return root.run(owner[4:]).guardians
+    from runtime.delivery.sessions import session_paths
+
+    return session_paths(root, owner).guardians
+
+
+def ring_guardians(root: StateRoot, owner: str) -> None:
+    """Tell the guardians of `owner` that one of its runners has started (its identity is
+    recorded), so they watch it too; nobody listening costs one failed directory open."""
+    from runtime.messaging.doorbells import ring
+
+    with contextlib.suppress(ActorsError, OSError):
+        ring(guardian_bells(root, owner))
+
+
 def reap_spawned() -> None:
     """Collect runners this process started that have exited (no zombies in servers)."""
     for pid in list(_spawned_pids):
