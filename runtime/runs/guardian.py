@@ -28,6 +28,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import trio
@@ -125,16 +126,23 @@ async def _guard_run(
         busy.discard(run_id)
 
 
-async def _scan(root: StateRoot, owner: str, busy: set[str], nursery: trio.Nursery) -> None:
+async def _scan(
+    root: StateRoot, owner: str, busy: set[str], nursery: trio.Nursery, *, settle: bool = False
+) -> None:
+    """Plan the owner's runs again and start a task per new one. With `settle` (the first
+    scan), the runs already dead are folded before it returns, so a command that starts
+    guarding sees their follow-ups when it first looks."""
     try:
         plans = await trio.to_thread.run_sync(_plan, root, owner, frozenset(busy))
     except (ActorsError, OSError) as exc:  # an untrusted runs/ directory, say
         _log(owner, str(exc))
         return
-    for run_id, action, identity in plans:
-        busy.add(run_id)
-        watched = identity if action == _WATCH else None
-        nursery.start_soon(_guard_run, root, owner, run_id, watched, busy)
+    async with trio.open_nursery() as folds:
+        for run_id, action, identity in plans:
+            busy.add(run_id)
+            watched = identity if action == _WATCH else None
+            where = folds if settle and watched is None else nursery
+            where.start_soon(_guard_run, root, owner, run_id, watched, busy)
 
 
 async def watch_session_runs(
@@ -146,14 +154,14 @@ async def watch_session_runs(
 ) -> None:
     """Fold every run of `session` (an owner id: a session, `user:<login>` or `run:<id>`)
     whose runner dies, until cancelled. Started (task_status) once the first scan has
-    planned the runs that exist; a problem is logged on stderr, never raised. A runner
+    folded the runs already dead and watches the live ones; a problem is logged on stderr, never raised. A runner
     guarding its own children passes `scan_first=False`: none can exist before it."""
     try:
         with doorbell(guardian_bells(root, session)) as bell:  # armed before the scan
             busy: set[str] = set()
             async with trio.open_nursery() as nursery:
                 if scan_first:
-                    await _scan(root, session, busy, nursery)
+                    await _scan(root, session, busy, nursery, settle=True)
                 task_status.started()
                 while True:
                     await trio.lowlevel.wait_readable(bell)
@@ -170,15 +178,19 @@ async def watch_session_runs(
 def guarding(root: StateRoot, session: str) -> Iterator[None]:
     """`watch_session_runs` on a thread of its own, for a synchronous command (`actors
     inbox wait`): it sleeps in its own event loop while the command sleeps on its
-    doorbell. Leaving the block cancels it and waits for a fold in progress to end."""
+    doorbell. Entering returns once the runs already dead are folded (their follow-ups
+    are in the inbox); leaving cancels it and waits for a fold in progress to end."""
     ready = threading.Event()
     handle: dict[str, Any] = {}
 
     async def main() -> None:
-        with trio.CancelScope() as scope:
-            handle["scope"], handle["token"] = scope, trio.lowlevel.current_trio_token()
+        async with trio.open_nursery() as nursery:
+            handle["scope"], handle["token"] = (
+                nursery.cancel_scope,
+                trio.lowlevel.current_trio_token(),
+            )
+            await nursery.start(partial(watch_session_runs, root, session))
             ready.set()
-            await watch_session_runs(root, session)
 
     def run() -> None:
         try:
