@@ -159,13 +159,14 @@ def guardian_bells(root: StateRoot, owner: str) -> Path:
     return session_paths(root, owner).guardians
 
 
-def ring_guardians(root: StateRoot, owner: str) -> None:
-    """Tell the guardians of `owner` that one of its runners has started (its identity is
-    recorded), so they watch it too; nobody listening costs one failed directory open."""
+def ring_guardians(owner: str) -> None:
+    """Tell the guardians of `owner` (in the state root of the environment) that one of
+    its runners has started with its identity recorded, so they watch it too. Never
+    raises: a runner must run whether or not anyone can be told."""
     from runtime.messaging.doorbells import ring
 
     with contextlib.suppress(ActorsError, OSError):
-        ring(guardian_bells(root, owner))
+        ring(guardian_bells(StateRoot.from_env(), owner))
 
 
 def reap_spawned() -> None:

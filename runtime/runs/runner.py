@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         pid=os.getpid(),
         process_identity=capture(os.getpid()),
     )
-    ring_guardians(StateRoot.from_env(), str(run.get("owner_id")))  # they watch us now
+    ring_guardians(str(run.get("owner_id")))  # the owner's guardians watch us from now
     # deferred until the identity is recorded: a slow import must not make a fresh run
     # look dead
     import trio

@@ -31,6 +31,7 @@ from runtime.messaging.boxes import run_mailbox
 from runtime.runs.reconcile import fold_run
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change, write_recipe
+from tests.reliability._report import record as report_row
 from tests.reliability.test_attack_signals import Victim, _finished_looking_run, _rewrite
 
 SESSION = "coord-heal"
@@ -200,6 +201,13 @@ async def test_a_sigkilled_runner_heals_through_inbox_wait_and_the_mcp_server(
         assert not _alive(orphan), "the dead runner's background child survived"
         assert _marked(record["run_instance_id"]) == [], "a process of the run survived"
         assert actors.status("crashy")["status"] == "exited"
+        report_row(
+            "self-healing",
+            "runner SIGKILLed; its session has an `inbox wait` and an `actors mcp` alive",
+            1,
+            f"1 `run.exited` follow-up, the wait returned {healed_s * 1000:.0f} ms after the"
+            " kill; 0 processes of the run left",
+        )
         # the MCP session reads it like any follow-up
         inbox = await client.call_tool("inbox_read", {})
         assert "crashy" in json.dumps(inbox.model_dump(mode="json"))
@@ -237,6 +245,12 @@ def test_racing_guardians_submit_exactly_one_follow_up(home: StateRoot, tmp_path
     assert _created(home, SESSION, follow_ups[0]["id"]) == 1
     assert _events(home, "raced", "run.exited") == 1
     assert not _alive(orphan)
+    report_row(
+        "self-healing",
+        "runner SIGKILLed under 4 guardians (`inbox wait`) woken at once",
+        4,
+        "1 `run.exited` follow-up, 1 delivery, 1 `run.exited` event; all 4 waits returned",
+    )
 
 
 def _parent_with_child(tmp_path: Path, parent_template: str) -> tuple[dict[str, Any], int]:
@@ -311,6 +325,12 @@ def test_concurrent_folds_of_one_dead_run_deliver_once(home: StateRoot, tmp_path
     assert sum(r["followed_up"] for r in reports) == 1
     assert len(_parent_messages(home, "run.exited")) == 1
     assert not _alive(orphan)
+    report_row(
+        "self-healing",
+        "8 folds of one dead child run released at once (a parent inbox: no dedup of its own)",
+        8,
+        "1 published `exited`, 1 follow-up in the parent's inbox",
+    )
 
 
 def test_a_pid_now_owned_by_another_process_is_not_watched_nor_signalled(
