@@ -18,7 +18,8 @@ scan. Several guardians of one session race harmlessly: `fold_run` works under t
 fold lock, so exactly one follow-up is submitted.
 
 What stays for `actors reconcile`: a run whose runner's identity cannot be verified (no
-identity was ever recorded), and a platform without pidfds, where a slow timer stands in.
+identity was ever recorded). Without a pidfd (a platform without them, or a process
+whose guardians already hold a quarter of its descriptor limit) a slow timer stands in.
 """
 
 from __future__ import annotations
@@ -43,7 +44,21 @@ from runtime.runs.status import TERMINAL, load_run, runner_identity
 from runtime.store.layout import StateRoot
 
 NO_PIDFD_RECHECK_S = 2.0
-"""Only where os.pidfd_open is missing: how often a watched runner is verified again."""
+"""Only without a pidfd (a platform without them, or past the budget below): how often
+a watched runner is verified again."""
+PIDFD_SHARE = 4
+"""The guardians of a process hold at most 1/PIDFD_SHARE of its descriptor limit in
+pidfds, so a session with thousands of live runs never starves the server they run in."""
+
+_pidfds_held = 0
+
+
+def _pidfd_budget() -> int:
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 16 if soft == resource.RLIM_INFINITY else max(16, soft // PIDFD_SHARE)
+
 
 _WATCH, _FOLD, _WAIT = "watch", "fold", "wait"
 
@@ -91,7 +106,8 @@ def _plan(root: StateRoot, owner: str, busy: frozenset[str]) -> list[tuple[str, 
 
 
 def _fold(root: StateRoot, owner: str, run_id: str) -> None:
-    reap_spawned()  # a runner this process started: collect its zombie
+    with contextlib.suppress(ValueError):  # a spawn reaping the same pid at this instant
+        reap_spawned()  # a runner this process started (the MCP server's): no zombie
     try:
         fold_run(root, root.run(run_id))
     except Exception as exc:  # one bad run must not stop the guardian
@@ -100,17 +116,22 @@ def _fold(root: StateRoot, owner: str, run_id: str) -> None:
 
 async def _until_gone(identity: dict[str, Any]) -> None:
     """Return once the process `identity` names is no longer that process."""
-    fd = pidfd_open(identity["pid"]) if hasattr(os, "pidfd_open") else None
+    global _pidfds_held
+    fd = None
+    if hasattr(os, "pidfd_open") and _pidfds_held < _pidfd_budget():
+        fd = pidfd_open(identity["pid"])
     if fd is None:
-        while verify(identity)[0] == "valid":  # no pidfds, or the pid is gone already
+        while verify(identity)[0] == "valid":  # no pidfd to sleep on, or already gone
             await trio.sleep(NO_PIDFD_RECHECK_S)
         return
+    _pidfds_held += 1
     try:
         # verified after the pidfd was opened: the fd pins the runner itself, not a
         # process that took its pid since
         if verify(identity)[0] == "valid":
             await trio.lowlevel.wait_readable(fd)
     finally:
+        _pidfds_held -= 1
         os.close(fd)
 
 
