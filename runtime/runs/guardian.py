@@ -143,6 +143,8 @@ async def _guard_run(
             await _until_gone(identity)
         # not cancellable: a fold cut in half would leave frozen orphans behind
         await trio.to_thread.run_sync(_fold, root, owner, run_id)
+    except Exception as exc:  # never into the host's nursery (trio.Cancelled is not one)
+        _log(owner, f"run {run_id}: {type(exc).__name__}: {exc}")
     finally:
         busy.discard(run_id)
 
@@ -155,8 +157,8 @@ async def _scan(
     guarding sees their follow-ups when it first looks."""
     try:
         plans = await trio.to_thread.run_sync(_plan, root, owner, frozenset(busy))
-    except (ActorsError, OSError) as exc:  # an untrusted runs/ directory, say
-        _log(owner, str(exc))
+    except Exception as exc:  # an untrusted runs/ directory, say: the next ring retries
+        _log(owner, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
         return
     async with trio.open_nursery() as folds:
         for run_id, action, identity in plans:
@@ -175,8 +177,9 @@ async def watch_session_runs(
 ) -> None:
     """Fold every run of `session` (an owner id: a session, `user:<login>` or `run:<id>`)
     whose runner dies, until cancelled. Started (task_status) once the first scan has
-    folded the runs already dead and watches the live ones; a problem is logged on stderr, never raised. A runner
-    guarding its own children passes `scan_first=False`: none can exist before it."""
+    folded the runs already dead and watches the live ones. A problem is logged on
+    stderr, never raised into the host. A runner guarding its own children passes
+    `scan_first=False`: none can exist before it."""
     try:
         with doorbell(guardian_bells(root, session)) as bell:  # armed before the scan
             busy: set[str] = set()
