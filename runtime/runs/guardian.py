@@ -12,7 +12,7 @@ Nothing here polls. Each watched runner has a pidfd, and the guardian sleeps on 
 recorded identity (pid, start ticks, boot id, argv) is verified *after* its pidfd was
 opened: the pidfd then pins that very process, so a pid reused later can never be taken
 for the runner, alive or dead. New runs are found through a doorbell: every runner rings
-its owner's `doorbells/guardians/` once its identity is recorded, and the guardian then
+its owner's `guardians/` FIFOs once its identity is recorded, and the guardian then
 scans the owner's runs again. A guardian that starts after a crash folds it in its first
 scan. Several guardians of one session race harmlessly: `fold_run` works under the run's
 fold lock, so exactly one follow-up is submitted.

@@ -22,8 +22,8 @@ FIFO_COMMITS = "fifo-commits"
 """Beside an inbox: one empty file per entry a live sender is about to write to the
 run's control.fifo (runtime.messaging.mailbox, `commit_fifo`)."""
 GUARDIANS = "guardians"
-"""Under an owner's `doorbells/`: the FIFOs of the processes watching the owner's runs
-(runtime.runs.guardian), rung when a runner of the owner starts."""
+"""Beside an owner's `doorbells/`: the FIFOs of the processes watching the owner's runs
+(runtime.runs.guardian), rung when a runner of the owner starts; walkers skip it too."""
 MAIN_ROOM = "main"
 """The name of a run's one room: its directory under `rooms/` and its communication.json entry."""
 _STDOUT, _STDERR = "stdout.log", "stderr.log"
@@ -277,7 +277,7 @@ class RunPaths(_Place):
     @property
     def guardians(self) -> Path:
         """Doorbells of the processes watching the runs this run spawned."""
-        return self.doorbells / GUARDIANS
+        return self.dir / GUARDIANS
 
     @property
     def room(self) -> Path:
@@ -380,7 +380,7 @@ class SessionPaths(_Place):
     @property
     def guardians(self) -> Path:
         """Doorbells of the processes watching the session's runs."""
-        return self.doorbells / GUARDIANS
+        return self.dir / GUARDIANS
 
     @property
     def bodies(self) -> Path:
