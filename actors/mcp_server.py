@@ -208,8 +208,13 @@ def serve(root: StateRoot, session: str) -> None:
     fd_in, fd_out = claim_stdio()
 
     async def main() -> None:
+        from runtime.runs.guardian import watch_session_runs
+
         wire = Wire(fd_in, fd_out)
-        async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        async with anyio.create_task_group() as guard:  # fold this session's crashed runs
+            guard.start_soon(watch_session_runs, root, session)
+            async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+            guard.cancel_scope.cancel()
 
     anyio.run(main, backend="trio")

@@ -127,6 +127,12 @@ PROMISES = (
         "Every file and directory actors creates is 0600 / 0700 under any umask, and no create follows a dangling link.",
         "test_attack_umask",
     ),
+    Promise(
+        16,
+        "A crashed runner heals without a human",
+        "A SIGKILLed runner's session gets exactly one `run.exited` follow-up within 5 s and its orphans die, from the processes the session already has (`inbox wait`, the MCP server, a parent's runner), however many race; a pid now owned by another process is neither taken for the runner nor signalled.",
+        "test_self_healing",
+    ),
 )
 
 THREAT_MODEL = """\

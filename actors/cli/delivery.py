@@ -197,20 +197,23 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
     Made to run as a background shell task of an agent (Claude Code, Copilot CLI): when it
     exits, the harness tells the model, which reads the follow-ups and starts it again. It
     sleeps on a doorbell FIFO of the session (no polling, no inotify watch), armed before
-    the inbox is checked, so a follow-up that lands in between still wakes it. A timeout
-    exits 75 with nothing on stdout.
+    the inbox is checked, so a follow-up that lands in between still wakes it. Meanwhile it
+    guards the session's runs (runtime.runs.guardian): a runner that dies without a result
+    is folded and its `run.exited` follow-up wakes this wait. A timeout exits 75 with
+    nothing on stdout.
     """
     import select
 
     from runtime.delivery.boundary import doorbell_line, doorbell_unread
     from runtime.delivery.sessions import session_paths
     from runtime.messaging.doorbells import doorbell
+    from runtime.runs.guardian import guarding
 
     owner = _session_id(session)
     root = _root()
     paths = session_paths(root, owner)
     deadline = None if timeout is None else time.monotonic() + timeout
-    with doorbell(paths.doorbells) as fd:
+    with guarding(root, owner), doorbell(paths.doorbells) as fd:
         while True:
             # follow-ups held for the next prompt / tool call are not a reason to wake
             unread = doorbell_unread(root, owner)

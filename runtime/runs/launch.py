@@ -149,6 +149,26 @@ def safe_exists(path: Path) -> bool:
     return True
 
 
+def guardian_bells(root: StateRoot, owner: str) -> Path:
+    """Where the guardians of `owner`'s runs listen (runtime.runs.guardian): under the
+    parent run's doorbells for a run owner (`run:<id>`), else under the session's."""
+    if owner.startswith("run:"):
+        return root.run(owner[4:]).guardians
+    from runtime.delivery.sessions import session_paths
+
+    return session_paths(root, owner).guardians
+
+
+def ring_guardians(owner: str) -> None:
+    """Tell the guardians of `owner` (in the state root of the environment) that one of
+    its runners has started with its identity recorded, so they watch it too. Never
+    raises: a runner must run whether or not anyone can be told."""
+    from runtime.messaging.doorbells import ring
+
+    with contextlib.suppress(ActorsError, OSError):
+        ring(guardian_bells(StateRoot.from_env(), owner))
+
+
 def reap_spawned() -> None:
     """Collect runners this process started that have exited (no zombies in servers)."""
     for pid in list(_spawned_pids):

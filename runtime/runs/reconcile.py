@@ -1,6 +1,8 @@
 """The reconciler: finish what dead runners could not, deliver what is still owed.
 
-For each run whose runner is gone without a result and without a stop request: stop the
+`fold_run` finishes one run, under the run's fold lock; `reconcile` folds every run, and
+the guardians (runtime.runs.guardian) fold the runs of their session as their runners
+die. For each run whose runner is gone without a result and without a stop request: stop the
 survivors of its session that are proven to be the run's now (runtime.core.members: their
 environment carries the run's instance and state directory; the dead runner's recorded
 session id alone proves nothing), publish `exited` once, and follow up. For each terminal
@@ -13,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import ActorsError
 from runtime.core.ids import now_iso
@@ -21,10 +23,14 @@ from runtime.core.members import kill_orphans, run_marks
 from runtime.core.process import is_gone, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.index import list_runs
-from runtime.runs.status import TERMINAL, load_run, runner_identity
+from runtime.runs.status import TERMINAL, derive, load_run, runner_identity
 from runtime.store import safe
-from runtime.store.layout import StateRoot
+from runtime.store.appends import locked
+from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.writes import publish_json_once, temp_writer
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
 
 
 def _sweep_dead_writers(directory: Path) -> None:
@@ -50,49 +56,71 @@ def _kill_orphans(run_dir: Path, run: Any, identity: dict[str, Any]) -> int:
     )
 
 
-def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
+def _exited(paths: RunPaths, run: RunRecord) -> bool:
+    """Publish `exited` for a run whose runner is gone without a result (and without a
+    stop request), after stopping its proven orphans. True when this call published it."""
+    identity = runner_identity(paths, run)
+    verdict, reason = verify(identity) if identity else ("unverifiable", "no identity")
+    if verdict in ("dead", "mismatch") and identity is not None:
+        # mismatch: the pid is another process's now, so the runner is dead too; only
+        # members carrying the run's marks are stopped, never the pid's new owner
+        _kill_orphans(paths.dir, run, identity)
+    instance = run["run_instance_id"]
+    result = {
+        "run": run["run"],
+        "run_instance_id": instance,
+        "status": "exited",
+        "code": None,
+        "killed": False,
+        "degraded": False,
+        "reason": f"runner gone without a result ({reason})",
+        "ended_at": now_iso(),
+    }
+    if not publish_json_once(paths.result, result):
+        return False
+    write_progress(paths.progress, instance, phase="exited", active=0)
+    record_event(paths.events, instance, "run.exited", fsync=True, reason=result["reason"])
+    return True
+
+
+def fold_run(root: StateRoot, paths: RunPaths, *, deliver: bool = True) -> dict[str, Any]:
+    """Finish one run whose runner is gone: `exited` if it left no result, then its
+    follow-up if none is marked. Under the run's fold lock, with the status derived again
+    inside it, so any number of watchers racing for the same dead run (guardians,
+    `actors reconcile`, `actors watch`) publish one result and submit one follow-up.
+    Returns {"exited": bool, "followed_up": bool}."""
     from runtime.delivery.followups import follow_up_terminal
 
+    report = {"exited": False, "followed_up": False}
+    if paths.followup.exists():
+        return report  # settled: the common case takes no lock
+    run = load_run(paths)
+    with locked(paths.fold_lock):
+        if paths.followup.exists():
+            return report  # another watcher folded it while we waited
+        if not paths.result.exists() and derive(paths, run).get("status") == "exited":
+            report["exited"] = _exited(paths, run)
+        if paths.result.exists():
+            _sweep_dead_writers(paths.dir)
+            if deliver:
+                report["followed_up"] = follow_up_terminal(root, paths, run) is not None
+    return report
+
+
+def reconcile(root: StateRoot, *, deliver: bool = True) -> dict[str, Any]:
     report: dict[str, Any] = {"exited": [], "followed_up": [], "retried": 0}
     for summary in list_runs(root):
-        status = summary.get("status")
-        if status not in TERMINAL:
+        if summary.get("status") not in TERMINAL:
             continue
         paths = root.run(summary["run"])
         try:
-            run = load_run(paths)
-        except Exception:
-            continue
-        if status == "exited" and not paths.result.exists():
-            identity = runner_identity(paths, run)
-            verdict, reason = verify(identity) if identity else ("unverifiable", "no identity")
-            if verdict == "dead" and identity is not None:
-                _kill_orphans(paths.dir, run, identity)
-            instance = run["run_instance_id"]
-            result = {
-                "run": run["run"],
-                "run_instance_id": instance,
-                "status": "exited",
-                "code": None,
-                "killed": False,
-                "degraded": False,
-                "reason": f"runner gone without a result ({reason})",
-                "ended_at": now_iso(),
-            }
-            if publish_json_once(paths.result, result):
-                write_progress(paths.progress, instance, phase="exited", active=0)
-                record_event(
-                    paths.events, instance, "run.exited", fsync=True, reason=result["reason"]
-                )
-                report["exited"].append(run["run"])
-        owed = paths.result.exists() and not paths.followup.exists()
-        if owed:
-            _sweep_dead_writers(paths.dir)
-        try:
-            if deliver and owed and follow_up_terminal(root, paths, run) is not None:
-                report["followed_up"].append(run["run"])
+            folded = fold_run(root, paths, deliver=deliver)
         except Exception as exc:  # one bad run or session must not stop the others
-            report.setdefault("errors", []).append(f"{run['run']}: {type(exc).__name__}: {exc}")
+            report.setdefault("errors", []).append(f"{paths.run_id}: {type(exc).__name__}: {exc}")
+            continue
+        for key in ("exited", "followed_up"):
+            if folded[key]:
+                report[key].append(paths.run_id)
     if deliver:
         from runtime.delivery.engine import process_all  # deferred for start-up cost
 

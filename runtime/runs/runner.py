@@ -23,6 +23,8 @@ from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.core.process import capture, kill_session
 from runtime.runs.events import record_event, write_progress
+from runtime.runs.launch import ring_guardians
+from runtime.store.appends import locked
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_bytes, read_json
 from runtime.store.writes import publish_json_once
@@ -220,7 +222,8 @@ def _end(paths: RunPaths, run: RunRecord) -> None:
     from runtime.delivery.followups import follow_up_terminal  # deferred: see main
 
     try:
-        follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
+        with locked(paths.fold_lock):  # one submitter at a time (runtime.runs.reconcile)
+            follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
     except Exception:
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
     kill_session(os.getpid())  # proven: we are alive and lead this session
@@ -253,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         pid=os.getpid(),
         process_identity=capture(os.getpid()),
     )
+    ring_guardians(str(run.get("owner_id")))  # the owner's guardians watch us from now
     # deferred until the identity is recorded: a slow import must not make a fresh run
     # look dead
     import trio

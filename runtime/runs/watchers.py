@@ -1,6 +1,8 @@
 """The runner's trio side: the template graph, with the tasks that watch it from beside.
 
-While the graph runs, three tasks may stop it: the signal watcher (SIGTERM / SIGINT /
+Beside them, the guardian of the runs this run spawns (runtime.runs.guardian) folds a
+child whose runner crashed, so its `run.exited` reaches this run's inbox. While the graph
+runs, three tasks may stop it: the signal watcher (SIGTERM / SIGINT /
 SIGHUP are a graceful stop), the control consumer (`control.stop` / `control.kill` from
 the run's inbox, woken by its doorbell) and, for `retire_when: children_terminal`, the
 retirement watcher. Its own module because it imports trio, which the runner may load
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -21,6 +24,7 @@ from runtime.messaging.mailbox import Mailbox
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.events import record_event
 from runtime.runs.executor import run_node
+from runtime.runs.guardian import watch_session_runs
 from runtime.runs.index import list_runs
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import RunPaths, StateRoot
@@ -40,6 +44,9 @@ async def run_graph(ctx: RunContext, paths: RunPaths, run: RunRecord) -> Outcome
     async with trio.open_nursery() as nursery:
         await nursery.start(_watch_signals, ctx, paths)
         await nursery.start(_consume_controls, ctx, paths)
+        # the runs this run spawns follow up to its inbox: fold them here if they crash
+        me = f"run:{run['run']}"
+        await nursery.start(partial(watch_session_runs, StateRoot.from_env(), me, scan_first=False))
         if run.get("retire_when") == "children_terminal":
             await nursery.start(_retire_when_children_end, ctx, paths, run)
         ctx.progress()

@@ -21,6 +21,9 @@ DOORBELLS = "doorbells"
 FIFO_COMMITS = "fifo-commits"
 """Beside an inbox: one empty file per entry a live sender is about to write to the
 run's control.fifo (runtime.messaging.mailbox, `commit_fifo`)."""
+GUARDIANS = "guardians"
+"""Beside an owner's `doorbells/`: the FIFOs of the processes watching the owner's runs
+(runtime.runs.guardian), rung when a runner of the owner starts; walkers skip it too."""
 MAIN_ROOM = "main"
 """The name of a run's one room: its directory under `rooms/` and its communication.json entry."""
 _STDOUT, _STDERR = "stdout.log", "stderr.log"
@@ -238,6 +241,12 @@ class RunPaths(_Place):
         return self.dir / "followup.json"
 
     @property
+    def fold_lock(self) -> Path:
+        """Held by whoever submits the run's terminal follow-up or folds its dead runner
+        (runner, reconcile, guardians), so racing watchers submit it once."""
+        return self.dir / ".fold.lock"
+
+    @property
     def control_fifo(self) -> Path:
         return self.dir / "control.fifo"
 
@@ -264,6 +273,11 @@ class RunPaths(_Place):
     @property
     def doorbells(self) -> Path:
         return self.dir / DOORBELLS
+
+    @property
+    def guardians(self) -> Path:
+        """Doorbells of the processes watching the runs this run spawned."""
+        return self.dir / GUARDIANS
 
     @property
     def room(self) -> Path:
@@ -362,6 +376,11 @@ class SessionPaths(_Place):
     @property
     def doorbells(self) -> Path:
         return self.dir / DOORBELLS
+
+    @property
+    def guardians(self) -> Path:
+        """Doorbells of the processes watching the session's runs."""
+        return self.dir / GUARDIANS
 
     @property
     def bodies(self) -> Path:

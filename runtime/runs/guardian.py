@@ -1,0 +1,236 @@
+"""Guardians: the long-lived processes a session already has fold its crashed runs.
+
+A runner killed with SIGKILL writes no result and sends no follow-up, and the command it
+left behind keeps running. No daemon watches for that: `actors inbox wait`, `actors mcp`
+and the runner of a run with children each run `watch_session_runs` for the owner whose
+follow-ups they wait for (a session, or `run:<id>` for the runs a run spawned), and fold
+a dead runner's run (runtime.runs.reconcile.fold_run: orphans stopped, `exited`
+published, one follow-up) as soon as it dies.
+
+Nothing here polls. Each watched runner has a pidfd, and the guardian sleeps on it
+(trio.lowlevel.wait_readable) until the process exits. A runner is watched only once its
+recorded identity (pid, start ticks, boot id, argv) is verified *after* its pidfd was
+opened: the pidfd then pins that very process, so a pid reused later can never be taken
+for the runner, alive or dead. New runs are found through a doorbell: every runner rings
+its owner's `guardians/` FIFOs once its identity is recorded, and the guardian then
+scans the owner's runs again. A guardian that starts after a crash folds it in its first
+scan. Several guardians of one session race harmlessly: `fold_run` works under the run's
+fold lock, so exactly one follow-up is submitted.
+
+What stays for `actors reconcile`: a run whose runner's identity cannot be verified (no
+identity was ever recorded). Without a pidfd (a platform without them, or a process
+whose guardians already hold a quarter of its descriptor limit) a slow timer stands in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import trio
+
+from runtime.core.errors import ActorsError
+from runtime.core.process import pidfd_open, verify
+from runtime.messaging.doorbells import doorbell
+from runtime.runs.index import list_runs
+from runtime.runs.launch import guardian_bells, reap_spawned
+from runtime.runs.reconcile import fold_run
+from runtime.runs.status import TERMINAL, load_run, runner_identity
+from runtime.store.layout import StateRoot
+
+NO_PIDFD_RECHECK_S = 2.0
+"""Only without a pidfd (a platform without them, or past the budget below): how often
+a watched runner is verified again."""
+PIDFD_SHARE = 4
+"""The guardians of a process hold at most 1/PIDFD_SHARE of its descriptor limit in
+pidfds, so a session with thousands of live runs never starves the server they run in."""
+
+_pidfds_held = 0
+
+
+def _pidfd_budget() -> int:
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 16 if soft == resource.RLIM_INFINITY else max(16, soft // PIDFD_SHARE)
+
+
+_WATCH, _FOLD, _WAIT = "watch", "fold", "wait"
+
+
+def _log(owner: str, what: str) -> None:
+    """One line on stderr (the harness's log of the process): a guardian never raises
+    into the command or server it runs in."""
+    print(f"actors: guardian of {owner}: {what}", file=sys.stderr, flush=True)
+
+
+def _classify(root: StateRoot, run_id: str) -> tuple[str, dict[str, Any] | None]:
+    """What a run of the owner needs now: `watch` (its runner is verified alive; with its
+    identity), `fold` (the runner is proven gone or its pid is another process's now),
+    or `wait` (no identity yet: its runner's ring will bring it back; or unverifiable)."""
+    paths = root.run(run_id)
+    if paths.followup.exists():
+        return _WAIT, None  # settled (list_runs saw it a moment before the marker)
+    identity = runner_identity(paths, load_run(paths))
+    if identity is None:
+        return _WAIT, None
+    verdict, _reason = verify(identity)
+    if verdict == "valid":
+        return _WATCH, identity
+    return (_FOLD, None) if verdict in ("dead", "mismatch") else (_WAIT, None)
+
+
+def _plan(root: StateRoot, owner: str, busy: frozenset[str]) -> list[tuple[str, str, Any]]:
+    """(run, action, identity) for every run of `owner` that is not settled nor already
+    being watched. A run is settled once its follow-up marker exists."""
+    plans = []
+    for summary in list_runs(root):
+        run_id = summary["run"]
+        if summary.get("owner_id") != owner or run_id in busy:
+            continue
+        if summary.get("status") in TERMINAL and root.run(run_id).followup.exists():
+            continue
+        try:
+            action, identity = _classify(root, run_id)
+        except (ActorsError, OSError) as exc:
+            _log(owner, f"run {run_id}: {exc}")
+            continue
+        if action != _WAIT:
+            plans.append((run_id, action, identity))
+    return plans
+
+
+def _fold(root: StateRoot, owner: str, run_id: str) -> None:
+    with contextlib.suppress(ValueError):  # a spawn reaping the same pid at this instant
+        reap_spawned()  # a runner this process started (the MCP server's): no zombie
+    try:
+        fold_run(root, root.run(run_id))
+    except Exception as exc:  # one bad run must not stop the guardian
+        _log(owner, f"run {run_id}: {type(exc).__name__}: {exc}")
+
+
+async def _until_gone(identity: dict[str, Any]) -> None:
+    """Return once the process `identity` names is no longer that process."""
+    global _pidfds_held
+    fd = None
+    if hasattr(os, "pidfd_open") and _pidfds_held < _pidfd_budget():
+        fd = pidfd_open(identity["pid"])
+    if fd is None:
+        while verify(identity)[0] == "valid":  # no pidfd to sleep on, or already gone
+            await trio.sleep(NO_PIDFD_RECHECK_S)
+        return
+    _pidfds_held += 1
+    try:
+        # verified after the pidfd was opened: the fd pins the runner itself, not a
+        # process that took its pid since
+        if verify(identity)[0] == "valid":
+            await trio.lowlevel.wait_readable(fd)
+    finally:
+        _pidfds_held -= 1
+        os.close(fd)
+
+
+async def _guard_run(
+    root: StateRoot, owner: str, run_id: str, identity: dict[str, Any] | None, busy: set[str]
+) -> None:
+    try:
+        if identity is not None:
+            await _until_gone(identity)
+        # not cancellable: a fold cut in half would leave frozen orphans behind
+        await trio.to_thread.run_sync(_fold, root, owner, run_id)
+    except Exception as exc:  # never into the host's nursery (trio.Cancelled is not one)
+        _log(owner, f"run {run_id}: {type(exc).__name__}: {exc}")
+    finally:
+        busy.discard(run_id)
+
+
+async def _scan(
+    root: StateRoot, owner: str, busy: set[str], nursery: trio.Nursery, *, settle: bool = False
+) -> None:
+    """Plan the owner's runs again and start a task per new one. With `settle` (the first
+    scan), the runs already dead are folded before it returns, so a command that starts
+    guarding sees their follow-ups when it first looks."""
+    try:
+        plans = await trio.to_thread.run_sync(_plan, root, owner, frozenset(busy))
+    except Exception as exc:  # an untrusted runs/ directory, say: the next ring retries
+        _log(owner, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+        return
+    async with trio.open_nursery() as folds:
+        for run_id, action, identity in plans:
+            busy.add(run_id)
+            watched = identity if action == _WATCH else None
+            where = folds if settle and watched is None else nursery
+            where.start_soon(_guard_run, root, owner, run_id, watched, busy)
+
+
+async def watch_session_runs(
+    root: StateRoot,
+    session: str,
+    *,
+    scan_first: bool = True,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Fold every run of `session` (an owner id: a session, `user:<login>` or `run:<id>`)
+    whose runner dies, until cancelled. Started (task_status) once the first scan has
+    folded the runs already dead and watches the live ones. A problem is logged on
+    stderr, never raised into the host. A runner guarding its own children passes
+    `scan_first=False`: none can exist before it."""
+    try:
+        with doorbell(guardian_bells(root, session)) as bell:  # armed before the scan
+            busy: set[str] = set()
+            async with trio.open_nursery() as nursery:
+                if scan_first:
+                    await _scan(root, session, busy, nursery, settle=True)
+                task_status.started()
+                while True:
+                    await trio.lowlevel.wait_readable(bell)
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(bell, 65536)
+                    await _scan(root, session, busy, nursery)
+    except (ActorsError, OSError) as exc:  # a bad owner id, a planted link: not guarded
+        _log(session, getattr(exc, "message", None) or str(exc))
+        with contextlib.suppress(RuntimeError):  # already started: nothing to report
+            task_status.started()
+
+
+@contextlib.contextmanager
+def guarding(root: StateRoot, session: str) -> Iterator[None]:
+    """`watch_session_runs` on a thread of its own, for a synchronous command (`actors
+    inbox wait`): it sleeps in its own event loop while the command sleeps on its
+    doorbell. Entering returns once the runs already dead are folded (their follow-ups
+    are in the inbox); leaving cancels it and waits for a fold in progress to end."""
+    ready = threading.Event()
+    handle: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            handle["scope"], handle["token"] = (
+                nursery.cancel_scope,
+                trio.lowlevel.current_trio_token(),
+            )
+            await nursery.start(partial(watch_session_runs, root, session))
+            ready.set()
+
+    def run() -> None:
+        try:
+            trio.run(main)
+        except Exception as exc:
+            _log(session, f"{type(exc).__name__}: {exc}")
+        finally:
+            ready.set()
+
+    thread = threading.Thread(target=run, name="actors-guardian", daemon=True)
+    thread.start()
+    ready.wait()
+    try:
+        yield
+    finally:
+        if "scope" in handle and thread.is_alive():
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(handle["scope"].cancel, trio_token=handle["token"])
+        thread.join()
