@@ -279,9 +279,14 @@ def run_cmd(
     root = StateRoot.from_env()
     found = load_tool(tool, root)
     values = bind_values(found.name, found.params, _parse_tool_args(found, params, pairs))
-    record = spawn(
-        SpawnRequest(recipe=found.name, values=values, run_id=as_, session=session), root=root
+    request = SpawnRequest(
+        recipe=found.name,
+        values=values,
+        run_id=as_,
+        session=session,
+        waiter=not found.is_async,  # a sync tool's result is printed here: no follow-up
     )
+    record = spawn(request, root=root)
     run_id = record["run"]
     if found.is_async:
         from actors.cli._format import print_started
@@ -298,7 +303,7 @@ def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> N
     from runtime.store.tail import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
 
     try:
-        summary = wait_for(root, run_id, on_tick=progress_printer(run_id))
+        summary = wait_for(root, run_id, on_tick=progress_printer(run_id), hold=True)
     except KeyboardInterrupt:
         _stop(root, run_id, session)
         raise click.Abort() from None
