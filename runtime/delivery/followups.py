@@ -87,19 +87,22 @@ def with_next(headline: str, run_id: str, limit: int = 300) -> str:
     return headline + tail
 
 
-def failure_line(failure: dict[str, Any] | None) -> str | None:
-    """`[<label>: ]`cmd` exited N: <last stderr line>`, or None when nothing is known."""
+def failure_line(failure: dict[str, Any] | None, command_chars: int = 80) -> str | None:
+    """`[<label>: ]exited N: <last stderr line> (`<command, cut>`)`: the reason first, so
+    a long command line never pushes it out of a bounded summary; None when unknown."""
     if not failure:
         return None
     label = failure.get("label")
     name = f"{label}: " if label else ""
-    command = failure.get("command")
+    command = str(failure.get("command") or "")
     if not command:
         return f"{name}{failure.get('reason') or 'failed'}"
+    if len(command) > command_chars:
+        command = command[: command_chars - 1] + "…"
     said = [line.strip() for line in str(failure.get("stderr_tail") or "").splitlines()]
     said = [line for line in said if line]
-    line = f"{name}`{command}` exited {failure.get('exit_code', failure.get('code'))}"
-    return f"{line}: {said[-1]}" if said else line
+    line = f"{name}exited {failure.get('exit_code', failure.get('code'))}"
+    return f"{line}: {said[-1]} (`{command}`)" if said else f"{line} (`{command}`)"
 
 
 def _headline(run_id: str, result: ResultRecord) -> str:
