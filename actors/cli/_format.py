@@ -78,7 +78,8 @@ def failure_lines(failure: Mapping[str, Any] | None, indent: str = "  ") -> list
 
     name = failure.get("label")
     lines = [
-        f"{indent}command  {one_line(str(failure['command']))}" + (f"  ({one_line(str(name))})" if name else ""),
+        f"{indent}command  {one_line(str(failure['command']))}"
+        + (f"  ({one_line(str(name))})" if name else ""),
         f"{indent}exit     {failure.get('exit_code', failure.get('code'))}",
     ]
     tail = str(failure.get("stderr_tail") or "").rstrip("\n")

@@ -177,7 +177,7 @@ def _failure(paths: Any, record: Any) -> list[str]:
     from runtime.runs.status import read_result
 
     try:
-        result = read_result(paths) or {}
+        result: Mapping[str, Any] = read_result(paths) or {}
     except ActorsError:
         return []  # a damaged result.json: the status line already says so
     return failure_lines(redact_deep(result.get("failure"), run_secrets(record)))

@@ -88,7 +88,8 @@ def _explain(run_id: str) -> None:
 
     try:
         paths, record = find_run(_root(), run_id)
-        failure = (read_result(paths) or {}).get("failure")
+        result: Mapping[str, Any] = read_result(paths) or {}
+        failure = result.get("failure")
     except ActorsError:
         return
     for line in failure_lines(redact_deep(failure, run_secrets(record))):

@@ -95,9 +95,7 @@ def _recipe_source(
     from runtime.store.writes import dump_json
 
     if [from_file, template, from_run].count(None) != 2:
-        raise BadInput(
-            "give the recipe once: --from FILE, --template STR or --from-run RUN"
-        )
+        raise BadInput("give the recipe once: --from FILE, --template STR or --from-run RUN")
     if from_run is not None:
         if description is not None or is_async:
             raise BadInput("--description and --async go with --template")

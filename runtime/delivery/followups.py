@@ -124,7 +124,8 @@ def _failure_body(result: ResultRecord) -> dict[str, Any] | None:
     if not failure:
         return None
     keys = ("label", "node", "command", "exit_code", "reason", "stderr_tail", "stderr_file")
-    return {k: failure.get(k) for k in keys if failure.get(k) is not None}  # type: ignore[misc]
+    found: dict[str, Any] = dict(failure)
+    return {k: found[k] for k in keys if found.get(k) is not None}
 
 
 def keep_offer(run: RunRecord, result: ResultRecord) -> str | None:

@@ -204,6 +204,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     cwd = Path.cwd()
     record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
     record["parent"] = principal.id if principal.via_run_token else None
+    _add_origin(record, req, source)
     if req.waiter:
         record["waiter"] = capture(os.getpid())
     token = claim(root, paths, record)
@@ -302,14 +303,13 @@ def _run_record(
         "artifacts": _resolve_artifacts(compiled, values, cwd),
         "mailbox": compiled["mailbox"],
         "retire_when": compiled["retire_when"],
-        **_origin(req, source),
         "pid": None,
         "argv": None,
         "process_identity": None,
     }
 
 
-def _origin(req: SpawnRequest, source: RecipeSource) -> dict[str, Any]:
+def _add_origin(record: RunRecord, req: SpawnRequest, source: RecipeSource) -> None:
     """Where the recipe came from; an inline template or an ad-hoc file keeps the recipe
     as given and the names of the values set, so a run that worked can become a tool."""
     if source.file is None:
@@ -319,9 +319,10 @@ def _origin(req: SpawnRequest, source: RecipeSource) -> dict[str, Any]:
 
         roots = {d.resolve() for d in search_dirs() if d.is_dir()}
         origin = "library" if source.file.parent.resolve() in roots else "file"
-    if origin == "library":
-        return {"origin": origin}
-    return {"origin": origin, "recipe_raw": source.raw, "given_values": sorted(req.values)}
+    record["origin"] = origin
+    if origin != "library":
+        record["recipe_raw"] = source.raw
+        record["given_values"] = sorted(req.values)
 
 
 __all__ = ["INJECTED", "SpawnRequest", "spawn"]

@@ -336,4 +336,7 @@ def test_register_validates_and_never_overwrites_without_update(
     assert cli("run", "hello").stdout == "local\n"
 
     both = cli("tools", "register", "x", "-t", "true", "--from", str(recipe))
-    assert both.returncode == 2 and "give the recipe once: --from FILE, --template STR or --from-run RUN" in both.stderr
+    assert (
+        both.returncode == 2
+        and "give the recipe once: --from FILE, --template STR or --from-run RUN" in both.stderr
+    )

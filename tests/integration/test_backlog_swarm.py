@@ -328,11 +328,13 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
     owner = SessionInbox(session_paths(home, record["owner_id"])).entries()
     (told,) = [e["envelope"] for e in owner]
     assert told["type"] == "task.failed" and told["from"] == f"branch:{run}/front"
-    assert told["summary"].startswith(f"Run {run}: front failed task 1 (broken item): validation exited 3: lint: 2 problems")
+    assert told["summary"].startswith(
+        f"Run {run}: front failed task 1 (broken item): validation exited 3: lint: 2 problems"
+    )
     assert told["summary"].endswith(f"; next: actors inspect room:{run}")
     assert told["body"]["reason"] == failed["reason"]
     assert told["body"]["retry"] == (
-        f"actors message branch:{run}/front task.assign '{{\"item\": \"broken item\"}}'"
+        f'actors message branch:{run}/front task.assign \'{{"item": "broken item"}}\''
     )
 
     # Still alive: the next assignment (with a validation override) runs and lands.
