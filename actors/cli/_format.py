@@ -80,7 +80,12 @@ def failure_lines(failure: Mapping[str, Any] | None, indent: str = "  ") -> list
     lines = [
         f"{indent}command  {one_line(str(failure['command']))}"
         + (f"  ({one_line(str(name))})" if name else ""),
-        f"{indent}exit     {failure.get('exit_code', failure.get('code'))}",
+        f"{indent}exit     {failure.get('exit_code', failure.get('code'))}"
+        + (
+            f"  ({one_line(str(failure.get('reason')))})"
+            if failure.get("status") == "timeout"
+            else ""
+        ),
     ]
     tail = str(failure.get("stderr_tail") or "").rstrip("\n")
     if tail:

@@ -101,7 +101,10 @@ def failure_line(failure: dict[str, Any] | None, command_chars: int = 80) -> str
         command = command[: command_chars - 1] + "…"
     said = [line.strip() for line in str(failure.get("stderr_tail") or "").splitlines()]
     said = [line for line in said if line]
-    line = f"{name}exited {failure.get('exit_code', failure.get('code'))}"
+    if failure.get("status") == "timeout":  # its exit code is the kill's, not its own
+        line = f"{name}{failure.get('reason') or 'timed out'}"
+    else:
+        line = f"{name}exited {failure.get('exit_code', failure.get('code'))}"
     return f"{line}: {said[-1]} (`{command}`)" if said else f"{line} (`{command}`)"
 
 

@@ -147,7 +147,7 @@ def _command_done(
         **preview_fields(common),
     }
     record_event(ctx.paths.events, ctx.instance, "command.done", **done)
-    if ended.status == "failed":
+    if ended.status != "done":  # failed, or cancelled by its node's timeout
         ctx.failed_commands[common["node"]] = done  # the last failed try, for result.json
     ctx.progress()
     if ctx.on_command_done is not None:

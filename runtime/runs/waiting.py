@@ -75,10 +75,10 @@ def wait_for(
 
 
 def _until_runner_exits(paths: RunPaths, run: RunRecord) -> None:
-    """Block (bounded) until the run's runner has exited, i.e. has written followup.json
-    (a skip, since we are its live waiter) or delivered."""
-    if paths.followup.exists():
-        return
+    """Block (bounded) until the runner has decided about the follow-up: followup.json
+    exists (a skip, since we are its live waiter, or a delivery) or the runner is gone.
+    The pidfd wakes us at its exit; the marker is re-checked every 50 ms meanwhile, for a
+    runner that lingers after deciding (an opted-in step delivery still landing)."""
     identity = runner_identity(paths, run)
     pidfd = pidfd_open(int(identity["pid"])) if identity else None
     if pidfd is None:
@@ -88,6 +88,9 @@ def _until_runner_exits(paths: RunPaths, run: RunRecord) -> None:
             return
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
-        poller.poll((config.seconds(config.DELIVERY_BUDGET) + 1.0) * 1000)
+        deadline = time.monotonic() + config.seconds(config.DELIVERY_BUDGET) + 1.0
+        while not paths.followup.exists() and time.monotonic() < deadline:
+            if poller.poll(50):
+                return
     finally:
         os.close(pidfd)

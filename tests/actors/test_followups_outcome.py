@@ -21,7 +21,14 @@ import actors
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
-from tests.conftest import cli, finished, make_fifo, wait_for_change, write_recipe
+from tests.conftest import (
+    cli,
+    finished,
+    make_fifo,
+    read_fifo_line,
+    wait_for_change,
+    write_recipe,
+)
 
 SESSION = "coord"
 
@@ -133,6 +140,35 @@ def test_a_foreground_tool_run_is_owed_no_follow_up_but_an_async_one_is(
     ]
 
 
+def test_the_waiter_outlives_the_runners_decision(home: StateRoot, tmp_path: Path) -> None:
+    """The race: result.json is published before the runner checks its waiter. A waiter
+    that returned as soon as it saw the result would be gone at the check, and the
+    runner would send the follow-up anyway. The runner is frozen right after publishing
+    the result; the waiter must still be there, and once the runner goes on, it skips."""
+    barrier = make_fifo(tmp_path / "barrier.fifo")
+    env = dict(os.environ, ACTORS_PAUSE_AT="runner.after_result", ACTORS_PAUSE_FIFO=str(barrier))
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "actors", "spawn", "--session", SESSION, "-t", "true", "--wait"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    pid, point = read_fifo_line(barrier).split()
+    assert point == "runner.after_result"
+    (run,) = [r["run"] for r in actors.runs()]
+    assert actors.status(run)["status"] == "done"  # the waiter can see the result now
+    with pytest.raises(subprocess.TimeoutExpired):
+        waiter.wait(timeout=2)  # four of its 0.5 s looks at the run: it stays
+    os.kill(int(pid), signal.SIGCONT)
+    out, err = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0, err
+    assert out.strip() == f"run:{run}  done"
+    done(run)
+    assert inbox(home) == []
+    assert json.loads(home.run(run).followup.read_text())["skipped"] == "waited"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "Ctrl-C"])
 def test_a_waiter_stopped_before_the_end_leaves_the_follow_up_owed(
     home: StateRoot, tmp_path: Path, sig: signal.Signals
@@ -208,6 +244,28 @@ def test_a_command_that_cannot_start_says_so(home: StateRoot) -> None:
         in follow_up["summary"]
     )
     assert "cannot start 'no-such-command-xyz'" in follow_up["body"]["failure"]["stderr_tail"]
+
+
+def test_a_timed_out_step_names_its_timeout_command_and_stderr(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    recipe = {
+        "template": [
+            {
+                "label": "slowpoke",
+                "timeout": "300ms",
+                "template": "sh -c 'echo warming up >&2; exec sleep 30'",
+            }
+        ]
+    }
+    run = spawned(str(write_recipe(tmp_path, "slow", recipe)))
+    done(run)
+    (follow_up,) = inbox(home)
+    assert follow_up["summary"].startswith(
+        f"Run {run} failed (code 124): slowpoke: timed out after 300 ms: warming up (`sh -c"
+    )
+    shown = cli("result", run).stdout
+    assert "exit     143  (timed out after 300 ms)" in shown and "    warming up" in shown
 
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "recipes" / "scripts"
