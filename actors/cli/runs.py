@@ -77,7 +77,26 @@ def _wait_and_report(
         click.echo(summary_line(summary))
         if hold and summary["status"] == "failed":  # no follow-up will say why: say it here
             _explain(run_id)
+        elif hold:
+            _offer_to_keep(run_id)
     sys.exit(exit_code(summary))
+
+
+def _offer_to_keep(run_id: str) -> None:
+    """The follow-up's offer to keep a successful ad-hoc run, which a waited run never
+    gets: one line on stderr, for the person or agent that ran it."""
+    from runtime.core.errors import ActorsError
+    from runtime.delivery.followups import keep_offer
+    from runtime.runs.status import find_run, read_result
+
+    try:
+        paths, record = find_run(_root(), run_id)
+        result = read_result(paths)
+    except ActorsError:
+        return
+    offer = keep_offer(record, result) if result else None
+    if offer:
+        click.echo(f"actors: {offer}", err=True)
 
 
 def _explain(run_id: str) -> None:

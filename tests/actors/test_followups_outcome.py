@@ -348,6 +348,12 @@ def test_a_template_that_worked_is_offered_for_keeping_and_kept_only_when_asked(
     forced = cli("tools", "register", "greet", "--from-run", run, "--force")
     assert forced.returncode == 0, forced.stderr
 
+    # a waited run gets no follow-up: the offer comes on the waiter's stderr instead
+    waited = cli("spawn", "--session", SESSION, "-t", "echo once", "--wait")
+    assert waited.returncode == 0, waited.stderr
+    waited_run = waited.stdout.split()[0].removeprefix("run:")
+    assert f"actors tools register echo --from-run {waited_run}" in waited.stderr
+
 
 def test_an_ad_hoc_recipe_file_is_offered_under_its_name(home: StateRoot, tmp_path: Path) -> None:
     path = write_recipe(tmp_path, "nightly-report", {"template": "echo report {day=mon}"})
