@@ -37,6 +37,9 @@ DELIVERY_BUDGET_S = config.seconds(config.DELIVERY_BUDGET)
 OUTPUT_PREVIEW_CHARS = 4000
 FAILURE_TAIL_LINES = 10
 FAILURE_TAIL_BYTES = 2048
+FAILURES_EXPLAINED = 20
+"""Failures given a command and stderr tail in result.json (a 500-branch fan-out that
+fails everywhere must not write 1 MB of tails; the first ones say enough)."""
 
 
 _token = ""
@@ -180,7 +183,7 @@ def _explain_failures(ctx: RunContext, result: dict[str, Any]) -> None:
     `result`, `status` and the follow-up lead with: "exit code 3" alone explains nothing."""
     from runtime.store.tail import bounded_tail  # deferred: start-up cost
 
-    for failure in ctx.failures:
+    for failure in ctx.failures[:FAILURES_EXPLAINED]:
         done = ctx.failed_commands.get(failure["node"])
         if done is None:
             continue
