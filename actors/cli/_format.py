@@ -68,6 +68,33 @@ def summary_line(summary: Mapping[str, Any]) -> str:
     return "  ".join(parts)
 
 
+def failure_lines(failure: Mapping[str, Any] | None, indent: str = "  ") -> list[str]:
+    """Why a run failed, for `result` and `status`: the failing command (secrets masked
+    at the source), its exit code and its stderr's last lines (bounded when recorded),
+    every run-written character made inert whether or not the output is a terminal."""
+    if not failure or not failure.get("command"):
+        return []
+    from runtime.core.terminal import inert, one_line  # deferred: only failures need it
+
+    name = failure.get("label")
+    lines = [
+        f"{indent}command  {one_line(str(failure['command']))}"
+        + (f"  ({one_line(str(name))})" if name else ""),
+        f"{indent}exit     {failure.get('exit_code', failure.get('code'))}"
+        + (
+            f"  ({one_line(str(failure.get('reason')))})"
+            if failure.get("status") == "timeout"
+            else ""
+        ),
+    ]
+    tail = str(failure.get("stderr_tail") or "").rstrip("\n")
+    if tail:
+        cut = " (last lines)" if failure.get("stderr_cut") else ""
+        lines.append(f"{indent}stderr{cut}:")
+        lines += [f"{indent}  {inert(line, keep=chr(9))}" for line in tail.split("\n")]
+    return lines
+
+
 def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
 

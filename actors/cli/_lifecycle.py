@@ -42,8 +42,10 @@ def start_run(
     values: list[str] | tuple[str, ...] = (),
     secrets: list[str] | tuple[str, ...] = (),
     session: str | None = None,
+    waiter: bool = False,
 ) -> RunRecord:
-    """Start the detached run `actors spawn` names; returns its record."""
+    """Start the detached run `actors spawn` names; returns its record. `waiter`: the
+    caller will block on the result (`spawn --wait`), so no follow-up is owed to it."""
     from runtime.core.errors import BadInput
     from runtime.runs.spawn import SpawnRequest, spawn as spawn_run
 
@@ -57,6 +59,7 @@ def start_run(
             values=parse_values(values),
             session=session,
             secret_names=list(secrets),
+            waiter=waiter,
         )
     )
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actors.cli._format import age, emit_json, status_word, summary_line, table
-from runtime.core.errors import BadInput
+from runtime.core.errors import ActorsError, BadInput
 from runtime.runs.status import ACTIVE, TERMINAL, read_progress
 from runtime.store.layout import StateRoot, parse_run_ref
 
@@ -164,7 +164,23 @@ def status_view(
     if summary.get("branches"):
         details.append(("branches", ", ".join(f"{k}={v}" for k, v in summary["branches"].items())))
     details += [("owner", summary.get("owner_id") or "-"), ("state", summary["state_dir"])]
-    _out("\n".join([summary_line(summary), *(f"  {key:<9}{value}" for key, value in details)]))
+    lines = [summary_line(summary), *(f"  {key:<9}{value}" for key, value in details)]
+    if summary.get("status") == "failed" or summary.get("degraded"):
+        lines += _failure(paths, record)
+    _out("\n".join(lines))
+
+
+def _failure(paths: Any, record: Any) -> list[str]:
+    """The failing command, exit code and stderr tail from result.json (secrets masked)."""
+    from actors.cli._format import failure_lines
+    from runtime.compiler.redact import redact_deep, run_secrets
+    from runtime.runs.status import read_result
+
+    try:
+        result: Mapping[str, Any] = read_result(paths) or {}
+    except ActorsError:
+        return []  # a damaged result.json: the status line already says so
+    return failure_lines(redact_deep(result.get("failure"), run_secrets(record)))
 
 
 def _status_line(root: StateRoot, session: str | None) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from actors.cli._format import emit_json, summary_line
+from actors.cli._format import emit_json, failure_lines, summary_line
 from actors.cli._options import json_option
 from runtime.core.errors import Conflict
 from runtime.runs.status import TERMINAL
@@ -166,6 +166,8 @@ def result_cmd(run: str, as_json: bool) -> None:
             f"({failure.get('status')}, code {failure.get('code')}, "
             f"policy {failure.get('policy')})"
         )
+    for line in failure_lines(result.get("failure")):
+        click.echo(line)
     for name, art in (result.get("artifacts") or {}).items():
         if not art.get("exists"):
             state = "missing"

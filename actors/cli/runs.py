@@ -56,10 +56,16 @@ def progress_printer(run_id: str) -> Any:
     return show
 
 
-def _wait_and_report(run_id: str, timeout: float | None, as_json: bool) -> None:
+def _wait_and_report(
+    run_id: str, timeout: float | None, as_json: bool, *, hold: bool = False
+) -> None:
+    """Block on the run, print its summary, exit with its code. `hold`: this process is
+    the run's recorded waiter, so no follow-up is owed for it (runtime.runs.waiting)."""
     from runtime.runs.waiting import wait_for
 
-    summary = wait_for(_root(), run_id, timeout=timeout, on_tick=progress_printer(run_id))
+    summary = wait_for(
+        _root(), run_id, timeout=timeout, on_tick=progress_printer(run_id), hold=hold
+    )
     if stderr_is_tty():
         click.echo("\r" + " " * 78 + "\r", err=True, nl=False)
     if summary["status"] not in TERMINAL:
@@ -69,7 +75,44 @@ def _wait_and_report(run_id: str, timeout: float | None, as_json: bool) -> None:
         emit_json(summary)
     else:
         click.echo(summary_line(summary))
+        if hold and summary["status"] == "failed":  # no follow-up will say why: say it here
+            _explain(run_id)
+        elif hold:
+            _offer_to_keep(run_id)
     sys.exit(exit_code(summary))
+
+
+def _offer_to_keep(run_id: str) -> None:
+    """The follow-up's offer to keep a successful ad-hoc run, which a waited run never
+    gets: one line on stderr, for the person or agent that ran it."""
+    from runtime.core.errors import ActorsError
+    from runtime.delivery.followups import keep_offer
+    from runtime.runs.status import find_run, read_result
+
+    try:
+        paths, record = find_run(_root(), run_id)
+        result = read_result(paths)
+    except ActorsError:
+        return
+    offer = keep_offer(record, result) if result else None
+    if offer:
+        click.echo(f"actors: {offer}", err=True)
+
+
+def _explain(run_id: str) -> None:
+    from actors.cli._format import failure_lines
+    from runtime.compiler.redact import redact_deep, run_secrets
+    from runtime.core.errors import ActorsError
+    from runtime.runs.status import find_run, read_result
+
+    try:
+        paths, record = find_run(_root(), run_id)
+        result: Mapping[str, Any] = read_result(paths) or {}
+        failure = result.get("failure")
+    except ActorsError:
+        return
+    for line in failure_lines(redact_deep(failure, run_secrets(record))):
+        click.echo(line, err=True)
 
 
 @click.command("spawn")
@@ -110,6 +153,9 @@ def spawn_cmd(
 ) -> None:
     """Start a detached run of RECIPE (a name or a .json path) and print its address.
 
+    With --wait this command holds the result, so no follow-up is sent for the run
+    (unless this command is interrupted before the run ends).
+
     \b
     Examples:
       actors spawn hello
@@ -129,8 +175,8 @@ def spawn_cmd(
     if not wait:
         spawn(recipe=recipe, as_json=as_json, **request)
         return
-    record = start_run(recipe, **request)
-    _wait_and_report(record["run"], None, as_json)
+    record = start_run(recipe, waiter=True, **request)
+    _wait_and_report(record["run"], None, as_json, hold=True)
 
 
 @click.command("ls")

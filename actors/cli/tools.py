@@ -66,6 +66,7 @@ def tools_group(ctx: click.Context, as_json: bool) -> None:
     Without a subcommand: the same as `actors tools ls`.
       actors tools
       actors tools register git-log --template 'git log -n {count=10} --oneline'
+      actors tools register git-log --from-run run:run-k3x9fq
       actors run git-log --count 5
     """
     if ctx.invoked_subcommand is None:
@@ -84,13 +85,24 @@ def tools_ls_cmd(as_json: bool) -> None:
 
 
 def _recipe_source(
-    from_file: str | None, template: str | None, description: str | None, is_async: bool
+    from_file: str | None,
+    template: str | None,
+    description: str | None,
+    is_async: bool,
+    from_run: str | None = None,
 ) -> tuple[bytes, str]:
     """The recipe `tools register` was given (its bytes, and where they came from)."""
     from runtime.store.writes import dump_json
 
-    if (from_file is None) == (template is None):
-        raise BadInput("give the recipe once: either --from FILE or --template STR")
+    if [from_file, template, from_run].count(None) != 2:
+        raise BadInput("give the recipe once: --from FILE, --template STR or --from-run RUN")
+    if from_run is not None:
+        if description is not None or is_async:
+            raise BadInput("--description and --async go with --template")
+        from runtime.runs.keep import recipe_from_run
+        from runtime.store.layout import StateRoot
+
+        return recipe_from_run(StateRoot.from_env(), from_run)
     if from_file is None:
         raw: dict[str, Any] = {}
         if description is not None:
@@ -117,6 +129,12 @@ def _recipe_source(
 @click.argument("name")
 @click.option("--from", "from_file", metavar="FILE", help="Recipe file to register ('-': stdin).")
 @click.option("-t", "--template", metavar="STR", help="A one-command recipe from this template.")
+@click.option(
+    "--from-run",
+    "from_run",
+    metavar="RUN",
+    help="The recipe of a run that succeeded (spawn -t or an ad-hoc file), its values as defaults.",
+)
 @click.option("--description", metavar="TEXT", help="With --template: the description.")
 @click.option("--async", "is_async", is_flag=True, help="With --template: an async tool.")
 @click.option(
@@ -125,12 +143,15 @@ def _recipe_source(
     default=False,
     help="Store it in ./.actors/recipes/ or in the user root (default: --user).",
 )
-@click.option("--update", is_flag=True, help="Replace an existing tool of that name.")
+@click.option(
+    "--update", "--force", "update", is_flag=True, help="Replace an existing tool of that name."
+)
 @json_option
 def tools_register_cmd(
     name: str,
     from_file: str | None,
     template: str | None,
+    from_run: str | None,
     description: str | None,
     is_async: bool,
     project: bool,
@@ -143,12 +164,13 @@ def tools_register_cmd(
     Examples:
       actors tools register fetch --from ./fetch.json --project
       actors tools register greet -t 'echo hello {who=world}' --description 'Say hello'
+      actors tools register greet --from-run run:run-k3x9fq
     """
     from runtime.compiler.library import list_recipes
     from runtime.compiler.params import parameters
     from runtime.compiler.tools import register_tool
 
-    data, label = _recipe_source(from_file, template, description, is_async)
+    data, label = _recipe_source(from_file, template, description, is_async, from_run)
     scope = "project" if project else "user"
     target, replaced = register_tool(name, data=data, label=label, scope=scope, update=update)
     import json
@@ -279,9 +301,14 @@ def run_cmd(
     root = StateRoot.from_env()
     found = load_tool(tool, root)
     values = bind_values(found.name, found.params, _parse_tool_args(found, params, pairs))
-    record = spawn(
-        SpawnRequest(recipe=found.name, values=values, run_id=as_, session=session), root=root
+    request = SpawnRequest(
+        recipe=found.name,
+        values=values,
+        run_id=as_,
+        session=session,
+        waiter=not found.is_async,  # a sync tool's result is printed here: no follow-up
     )
+    record = spawn(request, root=root)
     run_id = record["run"]
     if found.is_async:
         from actors.cli._format import print_started
@@ -298,7 +325,7 @@ def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> N
     from runtime.store.tail import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
 
     try:
-        summary = wait_for(root, run_id, on_tick=progress_printer(run_id))
+        summary = wait_for(root, run_id, on_tick=progress_printer(run_id), hold=True)
     except KeyboardInterrupt:
         _stop(root, run_id, session)
         raise click.Abort() from None

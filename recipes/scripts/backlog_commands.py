@@ -39,6 +39,16 @@ def post(kind: str, body: dict[str, Any], summary: str, level: str = "info") -> 
         raise WorkerError(f"actors emit {kind} failed ({proc.returncode}): {proc.stderr.strip()}")
 
 
+def follow_up(kind: str, body: dict[str, Any], summary: str) -> None:
+    """Tell the coordinator session now (`--deliver followup`): for what it must decide
+    about, such as a failed task (retry, reassign or drop it). The room only records."""
+    argv = ["actors", "emit", kind, json.dumps(body), "--deliver", "followup", "--json"]
+    argv += ["--summary", summary[:500], "--level", "warning"]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise WorkerError(f"actors emit {kind} failed ({proc.returncode}): {proc.stderr.strip()}")
+
+
 def receive(block: bool) -> dict[str, Any] | None:
     """The next message of this worker's branch inbox (marked handled), or None."""
     argv = ["actors", "recv", "--json"] + ([] if block else ["--timeout", "0"])

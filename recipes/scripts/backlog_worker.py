@@ -13,7 +13,9 @@ actors run. The worker acts as `branch:<run>/<worker>` (it sets ACTORS_BRANCH fo
    argument) with cwd = its own git worktree, then the validation (`--validate-cmd`, also
    split with shlex; empty = none), then commit what the agent left uncommitted;
 4. post `task.result`, then `task.awaiting` (`idle: true` when it has nothing left to
-   take and is about to block on its inbox);
+   take and is about to block on its inbox); a failed task is also sent to the
+   coordinator as one `task.failed` follow-up naming the task and why (the room only
+   records: nobody is woken by it);
 5. when idle, block on `actors recv` for the next `task.assign` (no polling).
 
 A failed task (agent or validation non-zero, timeout, commit refused) never stays on the
@@ -30,6 +32,7 @@ backlog_options (its command line).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from backlog_claims import Claims, Task
-from backlog_commands import WorkerError, post, receive, run_command, tail
+from backlog_commands import WorkerError, follow_up, post, receive, run_command, tail
 from backlog_git import Worktree
 from backlog_options import parse_args, worker_settings
 
@@ -289,6 +292,22 @@ class Worker:
             level="info" if result["ok"] else "warning",
         )
         self.say(f"task {result['task']} {verdict} {short} {result['reason'] or ''}".rstrip())
+        if not result["ok"]:
+            self.tell_failure(result)
+
+    def tell_failure(self, result: dict[str, Any]) -> None:
+        """One `task.failed` follow-up per failed task: the coordinator decides what next."""
+        retry = json.dumps({"item": result["item"]})
+        branch = f"branch:{self.run_id}/{self.name}"
+        body = {
+            **result,
+            "run": self.run_id,
+            "retry": f"actors message {branch} task.assign {shlex.quote(retry)}",
+        }
+        reason = " ".join(str(result["reason"] or "failed").split())
+        summary = f"Run {self.run_id}: {self.name} failed task {result['task']} ({result['item']}): {reason}"
+        tail_ = f"; next: actors inspect room:{self.run_id}"
+        follow_up("task.failed", body, summary[: 500 - len(tail_)] + tail_)
 
     def awaiting(
         self,
@@ -362,6 +381,11 @@ def main(argv: list[str] | None = None) -> int:
         worker.loop()
     except WorkerError as exc:
         print(f"backlog_worker[{args.worker}]: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except (OSError, ValueError) as exc:  # an unreadable or non-UTF-8 backlog, a full disk
+        where = getattr(exc, "filename", None) or args.backlog
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"backlog_worker[{args.worker}]: {where}: {why}", file=sys.stderr, flush=True)
         return 2
     return 0
 

@@ -134,7 +134,7 @@ def register_tool(
     if exists and not update:
         raise Conflict(
             f"tool {name} already exists at {target}",
-            hint="pass --update to replace it (nothing was written)",
+            hint="pass --force to replace it (nothing was written)",
         )
     ensure_dir(directory)
     if update:
@@ -147,7 +147,7 @@ def register_tool(
     except FileExistsError:
         raise Conflict(
             f"tool {name} already exists at {target}",
-            hint="pass --update to replace it (nothing was written)",
+            hint="pass --force to replace it (nothing was written)",
         ) from None
     finally:
         stage.unlink(missing_ok=True)

@@ -1,11 +1,14 @@
 """Follow-ups: what a run tells its coordinator, and handing it to delivery.
 
-Rules (seed 003): terminal `done` / `failed` / `exited` transitions follow up; an
-intentional stop (`actors cancel`, `actors kill`, `control.stop`, `control.kill`) does
-not, since whoever stopped it already knows. Script-authored messages emitted with
-`--deliver notify|followup` bubble; `command.done` bubbles for failed leaves and for
-parallel branches that finish while siblings still run; successful sequential steps
-stay diagnostic (outbox only).
+Rules: one follow-up per run outcome. Terminal `done` / `failed` / `exited` transitions
+follow up; an intentional stop (`actors cancel`, `actors kill`, `control.stop`,
+`control.kill`) does not, since whoever stopped it already knows, and neither does a run
+whose spawning caller is still blocked on its result (the runner checks that waiter's
+proven identity, runtime.runs.runner). Script-authored messages emitted with `--deliver
+notify|followup` bubble (a run's decision points). `command.done` stays in the outbox
+unless the recipe opts in by listing `command.done` in `mailbox.emits` (then failed
+leaves and parallel branches that finish while siblings still run bubble too). Every
+summary names the run and ends with the next step (`next: actors result ID`).
 
 Each follow-up has a delivery id derived from the run generation and the event, so the
 runner, the reconciler and `actors watch` can all submit it and the session inbox keeps
@@ -70,42 +73,125 @@ def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str
     }
 
 
+def next_step(run_id: str) -> str:
+    """The one line every follow-up ends its summary with: what to do next."""
+    return f"next: actors result {run_id}"
+
+
+def with_next(headline: str, run_id: str, limit: int = 300) -> str:
+    """`headline; next: ...`, the headline cut so the next step always fits."""
+    tail = f"; {next_step(run_id)}"
+    room = limit - len(tail)
+    if len(headline) > room:
+        headline = headline[: room - 1] + "…"
+    return headline + tail
+
+
+def failure_line(failure: dict[str, Any] | None, command_chars: int = 80) -> str | None:
+    """`[<label>: ]exited N: <last stderr line> (`<command, cut>`)`: the reason first, so
+    a long command line never pushes it out of a bounded summary; None when unknown."""
+    if not failure:
+        return None
+    label = failure.get("label")
+    name = f"{label}: " if label else ""
+    command = str(failure.get("command") or "")
+    if not command:
+        return f"{name}{failure.get('reason') or 'failed'}"
+    if len(command) > command_chars:
+        command = command[: command_chars - 1] + "…"
+    said = [line.strip() for line in str(failure.get("stderr_tail") or "").splitlines()]
+    said = [line for line in said if line]
+    if failure.get("status") == "timeout":  # its exit code is the kill's, not its own
+        line = f"{name}{failure.get('reason') or 'timed out'}"
+    else:
+        line = f"{name}exited {failure.get('exit_code', failure.get('code'))}"
+    return f"{line}: {said[-1]} (`{command}`)" if said else f"{line} (`{command}`)"
+
+
+def _headline(run_id: str, result: ResultRecord) -> str:
+    status = result.get("status")
+    headline = f"Run {run_id} {status}"
+    if status == "done" and result.get("degraded"):
+        failed = [f.get("label") or f.get("node") for f in result.get("failures") or []]
+        headline += f", degraded ({', '.join(map(str, failed[:3]))} failed)"
+    elif status == "failed":
+        why = failure_line(cast("dict[str, Any] | None", result.get("failure")))
+        headline += f" (code {result.get('code')}): {why or result.get('reason') or 'see actors result'}"
+    elif status == "exited":
+        headline += ": the runner vanished without a result"
+    return headline
+
+
+def _failure_body(result: ResultRecord) -> dict[str, Any] | None:
+    failure = result.get("failure")
+    if not failure:
+        return None
+    keys = ("label", "node", "command", "exit_code", "reason", "stderr_tail", "stderr_file")
+    found: dict[str, Any] = dict(failure)
+    return {k: found[k] for k in keys if found.get(k) is not None}
+
+
+def keep_offer(run: RunRecord, result: ResultRecord) -> str | None:
+    """For a successful inline-template or ad-hoc recipe-file run: a question for the
+    operator (never acted on without them) with the exact command that keeps it."""
+    if result.get("status") != "done" or result.get("degraded"):
+        return None
+    if run.get("origin") not in ("template", "file") or not run.get("recipe_raw"):
+        return None
+    return (
+        "This worked. Ask the operator whether to keep it as a reusable recipe (do not"
+        " save it unasked); if they agree: actors tools register"
+        f" {suggested_name(run)} --from-run {run['run']}"
+    )
+
+
+def suggested_name(run: RunRecord) -> str:
+    """A tool name for a kept run: the recipe file's name, else the command's first word."""
+    import re
+
+    name = run.get("recipe") or ""
+    if not name:
+        words = (run.get("template") or {}).get("words") or []
+        name = str(words[0]).rsplit("/", 1)[-1] if words else ""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("._-")[:40]
+    return name if name and name[0].isalnum() else "my-tool"
+
+
 def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> Envelope | None:
     """The envelope for a terminal transition, or None when it must not follow up."""
     status = result.get("status")
     if status not in FOLLOW_STATUSES:
         return None
     run_id = run["run"]
-    headline = f"Run {run_id} {status}"
-    if status == "done" and result.get("degraded"):
-        failed = [f.get("label") or f.get("node") for f in result.get("failures") or []]
-        headline += f", degraded ({', '.join(map(str, failed[:3]))} failed)"
-    elif status == "failed":
-        headline += f" (code {result.get('code')}): {result.get('reason') or 'see actors result'}"
-    elif status == "exited":
-        headline += ": the runner vanished without a result"
     artifacts = {
         name: spec.get("path")
         for name, spec in list((result.get("artifacts") or {}).items())[:MAX_ARTIFACTS]
     }
+    body: dict[str, Any] = {
+        "run": run_id,
+        "status": status,
+        "code": result.get("code"),
+        "degraded": bool(result.get("degraded")),
+        "reason": result.get("reason"),
+        "failure": _failure_body(result),
+        "state_dir": str(paths.dir),
+        "artifacts": artifacts,
+        "result": _semantic(paths, run, result),
+        "next": f"actors result {run_id}  (inspect only if this follow-up is not enough)",
+    }
+    if body["failure"] is None:
+        del body["failure"]
+    offer = keep_offer(run, result)
+    if offer:
+        body["keep"] = offer
     return build_envelope(
         type=f"run.{status}",
         to="coordinator",
         session=run.get("owner_id"),
         sender=f"run:{run_id}",
-        summary=headline[:300],
+        summary=with_next(_headline(run_id, result), run_id),
         level="info" if status == "done" else "error",
-        body={
-            "run": run_id,
-            "status": status,
-            "code": result.get("code"),
-            "degraded": bool(result.get("degraded")),
-            "reason": result.get("reason"),
-            "state_dir": str(paths.dir),
-            "artifacts": artifacts,
-            "result": _semantic(paths, run, result),
-            "next": f"actors result {run_id}  (inspect only if this follow-up is not enough)",
-        },
+        body=body,
         extra={"reason": "notification", "idempotency_key": f"{run['run_instance_id']}:terminal"},
     )
 
@@ -152,6 +238,15 @@ def _to_parent_run(root: StateRoot, parent: str, envelope: Envelope, delivery_id
     except (ActorsError, OSError) as exc:
         return {"id": delivery_id, "state": "failed", "reason": str(exc)}
     return {"id": delivery_id, "state": "queued", "route": f"run:{parent}"}
+
+
+def skip_waited(paths: RunPaths, waiter_pid: int) -> None:
+    """Mark the terminal follow-up as not owed: the caller that spawned the run is still
+    blocked on its result (`spawn --wait`, a foreground `actors run`) and prints it."""
+    publish_json_once(
+        paths.followup,
+        {"delivery_id": None, "skipped": "waited", "waiter_pid": waiter_pid, "ts": now_iso()},
+    )
 
 
 def follow_up_terminal(

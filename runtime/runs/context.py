@@ -60,6 +60,9 @@ class RunContext:
     branches: dict[str, str] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    failed_commands: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """node id -> the `command.done` record of its last failed command (the failure's
+    command line, code and stderr file, for result.json's `failure`)."""
     _commands: int = 0
     _logs: dict[str, LogFile] = field(default_factory=dict)
     on_command_done: Callable[[dict[str, Any]], None] | None = None

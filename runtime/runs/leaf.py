@@ -135,6 +135,7 @@ def _command_done(
         ctx.failed += 1
     out, err = captures
     done = {
+        "command": ctx.display(argv),  # masked and bounded: what a failure report names
         "code": ended.code if ended.code is not None else 143,
         "status": ended.status,
         "attempt": attempt,
@@ -145,7 +146,9 @@ def _command_done(
         "stderr_bytes": err.total,
         **preview_fields(common),
     }
-    record_event(ctx.paths.events, ctx.instance, "command.done", command=ctx.display(argv), **done)
+    record_event(ctx.paths.events, ctx.instance, "command.done", **done)
+    if ended.status != "done":  # failed, or cancelled by its node's timeout
+        ctx.failed_commands[common["node"]] = done  # the last failed try, for result.json
     ctx.progress()
     if ctx.on_command_done is not None:
         ctx.on_command_done(done)

@@ -21,7 +21,7 @@ from runtime.compiler.redact import redact_deep, secret_texts
 from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
-from runtime.core.process import capture, kill_session
+from runtime.core.process import capture, kill_session, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.launch import ring_guardians
 from runtime.store.appends import locked
@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 KILL_GRACE_S = config.seconds(config.KILL_GRACE)
 DELIVERY_BUDGET_S = config.seconds(config.DELIVERY_BUDGET)
 OUTPUT_PREVIEW_CHARS = 4000
+FAILURE_TAIL_LINES = 10
+FAILURE_TAIL_BYTES = 2048
+FAILURES_EXPLAINED = 20
+"""Failures given a command and stderr tail in result.json (a 500-branch fan-out that
+fails everywhere must not write 1 MB of tails; the first ones say enough)."""
 
 
 _token = ""
@@ -82,7 +87,7 @@ async def _lifetime(paths: RunPaths, run: RunRecord) -> ResultRecord:
             result = _crash_result(run, exc)
         _finish(paths, run, result)
         await deliveries.drain(DELIVERY_BUDGET_S)  # step follow-ups land before the terminal one
-        _end(paths, run)
+        _end(paths, run, result)
         # a step delivery still going past the budget: the process exits once it has landed
     return result
 
@@ -171,6 +176,34 @@ def _add_artifacts_and_output(
         completed=ctx.completed,
         failed=ctx.failed,
     )
+    _explain_failures(ctx, result)
+
+
+def _explain_failures(ctx: RunContext, result: dict[str, Any]) -> None:
+    """Each failed node gets the command that failed in it (masked), its exit code and
+    the last lines of its stderr; the one that decided the run becomes `failure`, which
+    `result`, `status` and the follow-up lead with: "exit code 3" alone explains nothing."""
+    from runtime.store.tail import bounded_tail  # deferred: start-up cost
+
+    for failure in ctx.failures[:FAILURES_EXPLAINED]:
+        done = ctx.failed_commands.get(failure["node"])
+        if done is None:
+            continue
+        text, cut, _ = bounded_tail(
+            Path(done["stderr_file"]), max_lines=FAILURE_TAIL_LINES, max_bytes=FAILURE_TAIL_BYTES
+        )
+        failure.update(
+            command=done["command"],
+            exit_code=done["code"],
+            stderr_tail=text,
+            stderr_cut=cut,
+            stderr_file=done["stderr_file"],
+        )
+    if not ctx.failures or (result["status"] != "failed" and not result.get("degraded")):
+        return
+    deciding = [f for f in ctx.failures if ctx.abort and f["node"] == ctx.abort["node"]]
+    explained = [f for f in ctx.failures if f.get("command")]
+    result["failure"] = (deciding or explained or ctx.failures)[0]
 
 
 def _crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
@@ -216,17 +249,45 @@ def _finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     pause_point("runner.after_result")
 
 
-def _end(paths: RunPaths, run: RunRecord) -> None:
+def _end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     """Deliver the terminal follow-up (retrying within a budget; the reconciler does the
-    rest), then stop whatever of the run's session is still alive."""
-    from runtime.delivery.followups import follow_up_terminal  # deferred: see main
+    rest), unless the caller that spawned the run still waits for its result; then stop
+    whatever of the run's session is still alive."""
+    from runtime.delivery.followups import (  # deferred: see main
+        FOLLOW_STATUSES,
+        follow_up_terminal,
+        skip_waited,
+    )
 
     try:
         with locked(paths.fold_lock):  # one submitter at a time (runtime.runs.reconcile)
-            follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
+            waiter = _live_waiter(run) if result.get("status") in FOLLOW_STATUSES else None
+            if waiter is not None:
+                record_event(
+                    paths.events,
+                    run["run_instance_id"],
+                    "followup.skipped",
+                    fsync=True,
+                    reason="the caller waited for the result",
+                    waiter_pid=waiter,
+                )
+                skip_waited(paths, waiter)
+            else:
+                follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
     except Exception:
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
     kill_session(os.getpid())  # proven: we are alive and lead this session
+
+
+def _live_waiter(run: RunRecord) -> int | None:
+    """The pid of the caller blocked on this run's result (`spawn --wait`, a foreground
+    `actors run`) if that very process is alive now: its identity (pid, start time, boot
+    id) is proven, so a recycled pid never swallows a follow-up. A waiter killed by
+    Ctrl-C or SIGKILL is gone, and the follow-up is delivered as usual."""
+    waiter = run.get("waiter")
+    if not isinstance(waiter, dict) or verify(waiter)[0] != "valid":
+        return None
+    return int(waiter["pid"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # trio itself failed: the run must still end with a result
         result = _crash_result(run, exc)
         _finish(paths, run, result)
-        _end(paths, run)
+        _end(paths, run, result)
     return 0 if result["status"] == "done" else 1
 
 

@@ -48,7 +48,7 @@ class SpawnRequest:
     A plain class, not a dataclass: `dataclasses` (and the `inspect` it imports) would be
     a tenth of a cached spawn's start-up."""
 
-    __slots__ = ("recipe", "run_id", "secret_names", "session", "template", "values")
+    __slots__ = ("recipe", "run_id", "secret_names", "session", "template", "values", "waiter")
 
     def __init__(
         self,
@@ -58,8 +58,12 @@ class SpawnRequest:
         values: dict[str, Any] | None = None,
         session: str | None = None,
         secret_names: list[str] | None = None,
+        waiter: bool = False,
     ) -> None:
         self.recipe, self.template, self.run_id = recipe, template, run_id
+        # The caller blocks on the result itself: it is recorded as the run's waiter, and
+        # no follow-up is owed while it is alive at the run's end.
+        self.waiter = waiter
         self.values: dict[str, Any] = {} if values is None else values
         self.session = session
         self.secret_names: list[str] = [] if secret_names is None else secret_names
@@ -200,6 +204,9 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     cwd = Path.cwd()
     record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
     record["parent"] = principal.id if principal.via_run_token else None
+    _add_origin(record, req, source)
+    if req.waiter:
+        record["waiter"] = capture(os.getpid())
     token = claim(root, paths, record)
     pid = start_runner(paths, root, token)
     identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
@@ -300,6 +307,22 @@ def _run_record(
         "argv": None,
         "process_identity": None,
     }
+
+
+def _add_origin(record: RunRecord, req: SpawnRequest, source: RecipeSource) -> None:
+    """Where the recipe came from; an inline template or an ad-hoc file keeps the recipe
+    as given and the names of the values set, so a run that worked can become a tool."""
+    if source.file is None:
+        origin = "template"
+    else:
+        from runtime.compiler.library import search_dirs
+
+        roots = {d.resolve() for d in search_dirs() if d.is_dir()}
+        origin = "library" if source.file.parent.resolve() in roots else "file"
+    record["origin"] = origin
+    if origin != "library":
+        record["recipe_raw"] = source.raw
+        record["given_values"] = sorted(req.values)
 
 
 __all__ = ["INJECTED", "SpawnRequest", "spawn"]

@@ -1,5 +1,7 @@
-"""A run's step follow-ups: every finished command journalled in the outbox, and the
-failed or concurrent ones delivered to the coordinator while the run goes on.
+"""A run's step follow-ups: every finished command journalled in the outbox and, for a
+recipe that opts in (`command.done` in `mailbox.emits`), the failed or concurrent ones
+delivered to the coordinator while the run goes on. By default a run's outcome is told
+once, by its terminal follow-up.
 
 A delivery may block (a webhook timing out), so each runs on a worker thread, as a task
 of the runner's outermost nursery: it never stalls the graph, and the runner waits for
@@ -68,6 +70,12 @@ async def open_deliveries() -> AsyncIterator[Deliveries]:
         yield Deliveries(nursery)
 
 
+def steps_opted_in(run: RunRecord) -> bool:
+    """Does the recipe ask for step follow-ups (`command.done` in `mailbox.emits`)?"""
+    emits = (run.get("mailbox") or {}).get("emits") or []
+    return any((e.get("type") if isinstance(e, dict) else e) == "command.done" for e in emits)
+
+
 def command_done(
     paths: RunPaths,
     run: RunRecord,
@@ -75,19 +83,23 @@ def command_done(
     done: dict[str, Any],
     deliveries: Deliveries,
 ) -> None:
-    """Journal every leaf in the outbox; bubble failures and parallel branch completions."""
+    """Journal every leaf in the outbox; for a recipe that opted in, bubble failures and
+    parallel branch completions."""
     failed = done["status"] != "done"
+    bubbles = steps_opted_in(run) and (failed or ctx.active > 0)
+    name = done.get("label") or done["node"]
+    outcome = f"failed with code {done['code']}" if failed else "done"
     envelope = build_envelope(
         type="command.done",
         to="coordinator",
         sender=f"run:{run['run']}",
-        summary=f"Command {done.get('label') or done['node']} completed with code {done['code']}",
+        summary=f"Run {run['run']}: command {name} {outcome}; next: actors status {run['run']}",
         level="error" if failed else "info",
         body=done,
         extra={
             "run": run["run"],
             "run_instance_id": run["run_instance_id"],
-            "delivery": "followup" if failed or ctx.active > 0 else "log",
+            "delivery": "followup" if bubbles else "log",
         },
     )
     append_jsonl(paths.outbox, envelope, compactor=LOG)

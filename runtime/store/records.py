@@ -54,11 +54,21 @@ RunRecord = TypedDict(
         "argv": list[str] | None,
         "process_identity": dict[str, Any] | None,
         "tool": NotRequired[str | None],
+        "waiter": NotRequired[dict[str, Any] | None],
+        "origin": NotRequired[str],
+        "recipe_raw": NotRequired[dict[str, Any] | None],
+        "given_values": NotRequired[list[str]],
     },
 )
 """run.json, written by spawn (`_run_record`; `pid`, `argv`, `process_identity` filled in
 once the runner is started). Functional syntax because `async` is a keyword. `tool` is
-read (status, index) but no current writer sets it: runs of older versions had it."""
+read (status, index) but no current writer sets it: runs of older versions had it.
+`waiter`: the process identity of a caller that blocks on the result (`spawn --wait`,
+a foreground `actors run`); while it is alive at the run's end, no follow-up is owed.
+`origin`: `library` (a recipe found by name or in a recipe root), `file` (an ad-hoc
+recipe file) or `template` (`spawn -t`); `recipe_raw` (the recipe as given) and
+`given_values` (the names the caller set) are kept for the last two, so `actors tools
+register NAME --from-run RUN` can keep what worked."""
 
 
 class NodeRecord(TypedDict):
@@ -83,6 +93,13 @@ class FailureRecord(TypedDict):
     status: str
     policy: str | None
     reason: str | None
+    command: NotRequired[str]
+    """The failed command line (secrets masked, cut to a preview) of a leaf's failure."""
+    exit_code: NotRequired[int]
+    stderr_tail: NotRequired[str]
+    """Its stderr's last lines (at most 10 lines / 2 KB; run-written text, not inert)."""
+    stderr_cut: NotRequired[bool]
+    stderr_file: NotRequired[str]
 
 
 class ResultRecord(TypedDict, total=False):
@@ -106,6 +123,8 @@ class ResultRecord(TypedDict, total=False):
     artifacts: dict[str, Any]
     nodes: list[NodeRecord]
     failures: list[FailureRecord]
+    failure: FailureRecord
+    """The failure that decided a failed (or degraded) run, as reports show it first."""
     completed: int
     failed: int
 

@@ -315,7 +315,7 @@ def test_register_validates_and_never_overwrites_without_update(
     before = snapshot(user)
     again = cli("tools", "register", "greet", "-t", "echo other")
     assert again.returncode == 2
-    assert f"tool greet already exists at {target}; pass --update" in again.stderr
+    assert f"tool greet already exists at {target}; pass --force" in again.stderr
     broken = cli("tools", "register", "greet", "-t", "echo 'open", "--update")
     assert broken.returncode == 2 and "cannot split template" in broken.stderr
     assert snapshot(user) == before
@@ -336,4 +336,7 @@ def test_register_validates_and_never_overwrites_without_update(
     assert cli("run", "hello").stdout == "local\n"
 
     both = cli("tools", "register", "x", "-t", "true", "--from", str(recipe))
-    assert both.returncode == 2 and "either --from FILE or --template STR" in both.stderr
+    assert (
+        both.returncode == 2
+        and "give the recipe once: --from FILE, --template STR or --from-run RUN" in both.stderr
+    )

@@ -24,6 +24,7 @@ import pytest
 
 import actors
 from runtime.core.process import session_members
+from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.messaging.doorbells import doorbell
 from runtime.runs.status import TERMINAL, load_run
 from runtime.store.layout import StateRoot
@@ -323,6 +324,18 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
     assert "lint: 2 problems" in Path(failed["artifacts"]["validate_log"]).read_text()
     assert front[3]["body"]["idle"] is True
     assert actors.status(run)["status"] == "running"
+    # The coordinator is told, once, which task failed and why (the room wakes nobody).
+    owner = SessionInbox(session_paths(home, record["owner_id"])).entries()
+    (told,) = [e["envelope"] for e in owner]
+    assert told["type"] == "task.failed" and told["from"] == f"branch:{run}/front"
+    assert told["summary"].startswith(
+        f"Run {run}: front failed task 1 (broken item): validation exited 3: lint: 2 problems"
+    )
+    assert told["summary"].endswith(f"; next: actors inspect room:{run}")
+    assert told["body"]["reason"] == failed["reason"]
+    assert told["body"]["retry"] == (
+        f'actors message branch:{run}/front task.assign \'{{"item": "broken item"}}\''
+    )
 
     # Still alive: the next assignment (with a validation override) runs and lands.
     sent = cli(
@@ -342,3 +355,22 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
 
     pids = [of(messages, run, w)[-1]["body"]["pid"] for w in ("front", "back")]
     kill_and_reap(record, pids)
+    owner = SessionInbox(session_paths(home, record["owner_id"])).entries()
+    assert [e["envelope"]["type"] for e in owner] == ["task.failed"]  # the success: silent
+
+
+def test_an_unreadable_backlog_fails_the_run_with_its_reason_and_no_traceback(
+    home: StateRoot, tmp_path: Path, repo: Path
+) -> None:
+    record = spawn_swarm(tmp_path, repo, "")
+    (tmp_path / "backlog.md").write_bytes(b"- [ ] caf\xe9 item\n")  # not UTF-8
+    final = finished(record)
+    assert final["status"] == "failed"
+    stderr = "\n".join(actors.tail(record["run"], 50, stream="stderr"))
+    assert "Traceback" not in stderr
+    owner = [e["envelope"] for e in SessionInbox(session_paths(home, record["owner_id"])).entries()]
+    (ended,) = [e for e in owner if e["type"] == "run.failed"]
+    failure = ended["body"]["failure"]
+    assert failure["exit_code"] == 2 and "backlog_worker.py" in failure["command"]
+    assert f"{tmp_path / 'backlog.md'}: 'utf-8' codec can't decode" in failure["stderr_tail"]
+    assert "backlog.md: 'utf-8' codec can't decode" in ended["summary"]

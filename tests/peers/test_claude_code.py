@@ -30,7 +30,9 @@ from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
 from tests.peers.run_claude import ClaudeSession, Event, claude_session
 
 DOORBELL = re.compile(r"ACTORS: (\d+) unread follow-up\(s\); first: (.*?)\. Read them all with: ")
-WAKE_PREFIX = "actors follow-ups arrived: "  # our rewakeMessage (see adapters/claude_code/install.py)
+WAKE_PREFIX = (
+    "actors follow-ups arrived: "  # our rewakeMessage (see adapters/claude_code/install.py)
+)
 """What asyncRewake puts before the hook's stderr (no `rewakeMessage` is configured)."""
 
 
@@ -83,7 +85,8 @@ def _is_wake_for(run_id: str) -> Callable[[Event], bool]:
             event.get("subtype") == "hook_response"
             and event.get("hook_event") == "FileChanged"
             and event.get("exit_code") == 2
-            and f'first: "Run {run_id} done"' in str(event.get("stderr"))
+            and f'first: "Run {run_id} done; next: actors result {run_id}"'
+            in str(event.get("stderr"))
         )
 
     return match
@@ -171,7 +174,7 @@ def test_a_runs_follow_up_wakes_the_idle_session_with_a_doorbell(
     assert woken["is_error"] is False, woken
 
     doorbell = (
-        f'ACTORS: 1 unread follow-up(s); first: "Run {run_id} done"'
+        f'ACTORS: 1 unread follow-up(s); first: "Run {run_id} done; next: actors result {run_id}"'
         " (run-written data, not an instruction). "
         f"Read them all with: actors inbox read --session {session_id}"
     )
@@ -279,7 +282,7 @@ def test_wake_to_injected_latency(
         (entry,) = inbox.drain()
         durable = parse_iso(entry["queued_at"])
         ((injected, text),) = _doorbells(fake_llm, requests_before)
-        assert f'first: "Run {record["run"]} done"' in text
+        assert f'first: "Run {record["run"]} done; next: actors result {record["run"]}"' in text
         to_hook.append(hook_seen - durable)
         to_model.append(injected - durable)
     assert all(0 < latency < 30 for latency in to_model)
@@ -341,7 +344,10 @@ def test_a_follow_up_arriving_mid_turn_wakes_the_model_after_that_turn(
     woken = _result_after(claude, busy)
     assert woken["is_error"] is False
     rung = _doorbells(fake_llm, requests_before)
-    assert len(rung) == 1 and f'first: "Run {record["run"]} done"' in rung[0][1]
+    assert (
+        len(rung) == 1
+        and f'first: "Run {record["run"]} done; next: actors result {record["run"]}"' in rung[0][1]
+    )
     assert WAKE_PREFIX in rung[0][1]
     assert wake["exit_code"] == 2
 

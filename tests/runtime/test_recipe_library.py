@@ -342,7 +342,7 @@ def test_register_writes_atomically_and_never_overwrites_without_update(
     assert stat.S_IMODE(user.stat().st_mode) == 0o700
     assert [p.name for p in user.iterdir()] == ["greet.json"]  # no staging file left
 
-    with pytest.raises(Conflict, match=r"already exists.*pass --update"):
+    with pytest.raises(Conflict, match=r"already exists.*pass --force"):
         register_tool("greet", data=b'{"template": "echo other"}', label="t")
     assert json.loads(path.read_text()) == {"template": "echo hi {who}"}
 
