@@ -104,6 +104,7 @@ class CodexAdapter:
             if shutil.which(program) is None:
                 raise AdapterError(f"codex command {program!r} is not on PATH; {NO_CHECK}")
             return
+        address: str | tuple[str, int]
         if options.get("socket"):
             where, address = options["socket"], options["socket"]
         else:
