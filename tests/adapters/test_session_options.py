@@ -166,3 +166,12 @@ def test_every_secret_named_option_is_in_the_masking_test() -> None:
 
     keys = {o.key for h in BUILTIN for o in adapter_class(h).OPTIONS if is_secret_name(o.key)}
     assert keys == set(SECRET_OPTIONS)
+
+
+def test_the_documented_keys_are_the_declared_ones() -> None:
+    """docs/delivery.md's table of session options is the adapters' OPTIONS, row by row."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "delivery.md").read_text()
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| (.*) \|$", text, re.MULTILINE))
+    for harness in BUILTIN:
+        documented = re.findall(r"`([a-z_]+)`", rows[harness])
+        assert documented == [o.key for o in adapter_class(harness).OPTIONS], harness
