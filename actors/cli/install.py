@@ -29,7 +29,8 @@ _scope = click.option(
     "`actors inbox wait` as a background task.",
 )
 def install_cmd(harness: str, project: bool, dry_run: bool, wake: str) -> None:
-    """Add the actors MCP server (and, for Claude Code, the wake hooks) to HARNESS's config."""
+    """Add the actors MCP server (and, for Claude Code, the wake hooks, the read-only tools'
+    permission and the status line) to HARNESS's user config (--project: this directory's)."""
     from actors.install import install, next_steps
 
     scope = "project" if project else "user"
