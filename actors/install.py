@@ -51,6 +51,13 @@ def plan(harness: str, scope: str, wake: str = "hook") -> list[Edit]:
     return edits
 
 
+def next_steps(harness: str) -> Callable[[str], list[str]]:
+    """The harness's `next_steps(scope)`: what install cannot do for the user."""
+    module = importlib.import_module(PLANS[harness].partition(":")[0])
+    steps: Callable[[str], list[str]] = getattr(module, "next_steps", lambda scope: [])
+    return steps
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -71,7 +78,12 @@ def install(
         staged.append((edit, original, st, edit.add(original)))
     records = _records(root)
     results = [
-        {"path": str(e.path), "changed": new != (old or ""), "content": new if dry_run else None}
+        {
+            "path": str(e.path),
+            "changed": new != (old or ""),
+            "what": e.what,
+            "content": new if dry_run else None,
+        }
         for e, old, _, new in staged
     ]
     if dry_run:
@@ -81,6 +93,7 @@ def install(
         for edit, original, st, new in staged:
             if new != (original or ""):
                 _install_one(records, edit.path, original, st, new, (harness, scope), undo)
+                _note_added(records[str(edit.path)], edit.added)
         ensure_dir(root.path)
         write_json_atomic(root.installs, records)
     except (OSError, ActorsError) as exc:
@@ -131,6 +144,16 @@ def _install_one(
     records[key]["written_sha"] = _sha(new)
 
 
+def _note_added(record: dict[str, Any], added: Any) -> None:
+    """Keep what install put in that was not there before (lists merged over installs),
+    so uninstall takes out exactly that."""
+    if not isinstance(added, dict):
+        return
+    kept = record.setdefault("added", {})
+    for key, items in added.items():
+        kept[key] = [*kept.get(key, []), *(i for i in items if i not in kept.get(key, []))]
+
+
 def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]:
     records = _records(root)
     results = []
@@ -169,7 +192,7 @@ def _uninstall_one(
             path.unlink()
         action = "restored"
     else:
-        cleaned = edit.remove(current)
+        cleaned = edit.remove(current, record.get("added") if record else None)
         if cleaned != current:
             write_config(path, cleaned.encode(), st)
         action = "removed entries" if cleaned != current else "unchanged"

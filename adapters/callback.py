@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from runtime.delivery.contract import Capabilities, DeliveryContext, Receipt
+from runtime.delivery.contract import Capabilities, DeliveryContext, Option, Receipt
 
 Callback = Callable[[dict[str, Any], DeliveryContext], Receipt | None]
 _callbacks: dict[str, Callback] = {}
@@ -29,6 +29,7 @@ class CallbackAdapter:
     capabilities = Capabilities(
         wake_mode="in-process call", level="D5", notes="the callable sees the whole envelope"
     )
+    OPTIONS: tuple[Option, ...] = ()
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.session_id = str(session.get("id"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.delivery.contract import Capabilities, DeliveryContext, Receipt
+from runtime.delivery.contract import Capabilities, DeliveryContext, Option, Receipt
 
 
 class FileAdapter:
@@ -19,6 +19,7 @@ class FileAdapter:
         level="D3",
         notes="addressed durable enqueue; waking an agent needs a hook or a watcher",
     )
+    OPTIONS: tuple[Option, ...] = ()
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.session = session

@@ -3,8 +3,10 @@ harness's install module (adapters/<harness>/install.py) builds its plan from.
 
 An `Edit` is a pair of pure text transforms on one file: `add` merges our entries in
 (returning the text unchanged when they are already there, so a second install changes
-no bytes) and `remove` takes only our entries out. Reading, backing up and writing the
-files is actors/install.py's business, the same for every harness.
+no bytes) and notes in `added` what it put in that was not there before; `remove` takes
+only our entries out (given that note, exactly those: a permission the user already had
+stays). Reading, backing up, writing the files and keeping the note is
+actors/install.py's business, the same for every harness.
 """
 
 from __future__ import annotations
@@ -22,15 +24,24 @@ from runtime.core.errors import BadInput
 TOML_BEGIN = "# >>> actors (managed by `actors install`; `actors uninstall` removes it)\n"
 TOML_END = "# <<< actors\n"
 
-Change = Callable[[dict[str, Any]], None]
-"""An in-place change to a parsed JSON config (put our entries in, or take them out)."""
+Put = Callable[[dict[str, Any]], Any]
+"""Puts our entries into a parsed JSON config, in place; returns what it added that was
+not there (JSON, kept in installs.json for `Take`), or None."""
+Take = Callable[[dict[str, Any], Any], None]
+"""Takes our entries out of a parsed JSON config, in place; its second argument is what
+`Put` returned at install (None when unknown: take every entry of ours)."""
+Change = tuple[Put, Take]
 
 
 @dataclass
 class Edit:
     path: Path
     add: Callable[[str | None], str]
-    remove: Callable[[str], str]
+    remove: Callable[[str, Any], str]
+    what: str = ""
+    """What install puts in this file, for its report (`wrote PATH: <what>`)."""
+    added: Any = None
+    """Set by `add`: what it put in that was not there before (see `Put`)."""
 
 
 def actors_command() -> list[str]:
@@ -57,33 +68,34 @@ def _dump(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def json_edit(path: Path, put: Change, take: Change) -> Edit:
+def json_edit(path: Path, put: Put, take: Take, what: str = "") -> Edit:
     """A JSON config file: `put` / `take` our entries; unchanged data keeps its bytes."""
 
     def add(text: str | None) -> str:
         data = _load_json(path, text)
         before = json.dumps(data, sort_keys=True)
-        put(data)
+        edit.added = put(data)
         if text and json.dumps(data, sort_keys=True) == before:
             return text  # already installed: keep the bytes as they are
         return _dump(data)
 
-    def remove(text: str) -> str:
+    def remove(text: str, added: Any = None) -> str:
         data = _load_json(path, text)
         before = json.dumps(data, sort_keys=True)
-        take(data)
+        take(data, added)
         return text if json.dumps(data, sort_keys=True) == before else _dump(data)
 
-    return Edit(path, add, remove)
+    edit = Edit(path, add, remove, what)
+    return edit
 
 
-def mcp_entry(container: str, entry: dict[str, Any]) -> tuple[Change, Change]:
+def mcp_entry(container: str, entry: dict[str, Any]) -> Change:
     """Our MCP server as `<container>.actors` (the container goes when it empties)."""
 
     def put(data: dict[str, Any]) -> None:
         data.setdefault(container, {})["actors"] = entry
 
-    def take(data: dict[str, Any]) -> None:
+    def take(data: dict[str, Any], added: Any = None) -> None:
         servers = data.get(container)
         if isinstance(servers, dict) and "actors" in servers:
             del servers["actors"]
@@ -93,7 +105,7 @@ def mcp_entry(container: str, entry: dict[str, Any]) -> tuple[Change, Change]:
     return put, take
 
 
-def toml_edit(path: Path, block: str) -> Edit:
+def toml_edit(path: Path, block: str, what: str = "") -> Edit:
     """A TOML config file: our `block` between marker lines (no TOML parser needed, and
     uninstall removes exactly what install appended)."""
 
@@ -108,7 +120,7 @@ def toml_edit(path: Path, block: str) -> Edit:
         sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
         return text + sep + TOML_BEGIN + block + TOML_END
 
-    def remove(text: str) -> str:
+    def remove(text: str, added: Any = None) -> str:
         start = text.find(TOML_BEGIN)
         end = text.find(TOML_END, start)
         if start < 0 or end < 0:
@@ -119,4 +131,4 @@ def toml_edit(path: Path, block: str) -> Edit:
             + text[end + len(TOML_END) :]
         )
 
-    return Edit(path, add, remove)
+    return Edit(path, add, remove, what)

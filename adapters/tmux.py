@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.terminal import one_line
 from runtime.delivery.contract import (
+    NO_CHECK,
     AdapterError,
     Capabilities,
     DeliveryContext,
+    Option,
     Receipt,
-    check_seconds,
+    check_values,
 )
 
 if TYPE_CHECKING:
@@ -60,6 +62,13 @@ class TmuxAdapter:
         modes=("immediate", "on-idle", "manual"),
         notes="wakes an idle TUI by typing; not a native channel (D1 not claimed)",
     )
+    OPTIONS = (
+        Option("target", "the pane: SESSION:WINDOW.PANE or a %pane id"),
+        Option("socket", "the tmux server's -L socket name"),
+        Option("socket_path", "the tmux server's -S socket path (recorded at registration)"),
+        Option("enter_delay", "seconds between the line and its Enter (default 0.15)", "seconds"),
+        Option("confirm_timeout", "seconds to see the line in the pane (default 2)", "seconds"),
+    )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.options = self.check_options(options)
@@ -70,15 +79,33 @@ class TmuxAdapter:
             raise AdapterError("tmux needs -o target=SESSION:WINDOW.PANE (or a %pane id)")
         if shutil.which("tmux") is None:
             raise AdapterError("tmux is not installed on this machine")
-        check_seconds("tmux", options, "enter_delay", "confirm_timeout")
+        check_values("tmux", TmuxAdapter.OPTIONS, options)
         return options
+
+    @classmethod
+    def pin_options(cls, options: dict[str, str]) -> dict[str, str]:
+        """Registration: record the socket of the server that holds the pane. Without it
+        a delivery uses whatever server its own process finds: a runner started outside
+        tmux (or from another server) gets `error connecting to /tmp/tmux-UID/default`
+        for a pane registered from inside tmux, where $TMUX named the server."""
+        if options.get("socket") or options.get("socket_path"):
+            return options
+        probe = cls({"id": "probe"}, options)._tmux(
+            "display-message", "-p", "-t", options["target"], "#{socket_path}"
+        )
+        path = probe.stdout.strip()
+        return {**options, "socket_path": path} if probe.returncode == 0 and path else options
 
     @classmethod
     def check_reachable(cls, options: dict[str, str]) -> None:
         """Registration: the pane must exist now (a typo'd target would fail every delivery)."""
         reachable, why = cls({"id": "probe"}, options).pane_state()
         if not reachable:
-            raise AdapterError(f"tmux target {options['target']} is not reachable: {why}")
+            raise AdapterError(
+                f"tmux target {options['target']} is not reachable: {why} (`tmux list-panes -a`"
+                " lists the panes; for another server give -o socket= or -o socket_path=),"
+                f" {NO_CHECK}"
+            )
 
     @classmethod
     def judge_probe(cls, probe: Probe) -> None:

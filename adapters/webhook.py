@@ -22,8 +22,9 @@ from runtime.delivery.contract import (
     AdapterError,
     Capabilities,
     DeliveryContext,
+    Option,
     Receipt,
-    check_seconds,
+    check_values,
 )
 
 REPLAY_WINDOW_S = 300
@@ -68,6 +69,11 @@ class WebhookAdapter:
         modes=("immediate", "on-idle", "manual"),
         notes="delivered = the receiver answered 2xx; what it does next is its own business",
     )
+    OPTIONS = (
+        Option("url", "where to POST: http(s)://host[:port]/path"),
+        Option("secret", "signs each request (X-Actors-Signature)"),
+        Option("timeout", "seconds per request (default 5)", "seconds"),
+    )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.options = self.check_options(options)
@@ -78,7 +84,7 @@ class WebhookAdapter:
         parsed = urlparse(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise AdapterError("webhook needs -o url=http(s)://host[:port]/path")
-        check_seconds("webhook", options, "timeout")
+        check_values("webhook", WebhookAdapter.OPTIONS, options)
         return options
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:

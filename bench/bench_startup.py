@@ -16,9 +16,9 @@ from pathlib import Path
 from bench._stats import emit, row
 
 
-def _timed(argv: list[str], env: dict[str, str]) -> float:
+def _timed(argv: list[str], env: dict[str, str], stdin: bytes | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, input=stdin)
     return (time.perf_counter() - started) * 1000
 
 
@@ -38,18 +38,28 @@ def main(quick: bool) -> None:
         import json
 
         run = json.loads(idle.stdout)["run"]
+        # a status line's run: its session is named by the harness's JSON on stdin
+        line_run = subprocess.run(
+            [*actors, "spawn", "-t", "sleep 600", "--session", "bench-line", "--json"],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        status_input = {"actors status --line --stdin": b'{"session_id": "bench-line"}'}
         commands: dict[str, list[str]] = {
             "python -c pass": [sys.executable, "-c", "pass"],
             "actors --version": [*actors, "--version"],
             "actors message": [*actors, "message", f"run:{run}", "note", "hi", "--force"],
             "actors status": [*actors, "status", run],
+            "actors status --line --stdin": [*actors, "status", "--line", "--stdin"],
             "actors spawn": [*actors, "spawn", "-t", "true"],
         }
         samples: dict[str, list[float]] = {name: [] for name in commands}
         samples["actors kill"] = []
         for _ in range(rounds):
             for name, argv in commands.items():
-                samples[name].append(_timed(argv, env))
+                samples[name].append(_timed(argv, env, status_input.get(name)))
             victim = subprocess.run(
                 [*actors, "spawn", "-t", "sleep 600", "--json"],
                 env=env,
@@ -59,7 +69,8 @@ def main(quick: bool) -> None:
             )
             victim_run = json.loads(victim.stdout)["run"]
             samples["actors kill"].append(_timed([*actors, "kill", victim_run], env))
-        subprocess.run([*actors, "kill", run], env=env, check=False, capture_output=True)
+        for stop in (run, json.loads(line_run.stdout)["run"]):
+            subprocess.run([*actors, "kill", stop], env=env, check=False, capture_output=True)
         base = samples.pop("python -c pass")
         emit(row("python -c pass (baseline)", base))
         for name, values in samples.items():

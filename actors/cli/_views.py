@@ -133,16 +133,16 @@ def status_view(
     line: bool = False,
     session: str | None = None,
     as_json: bool = False,
+    stdin: bool = False,
+    then: str | None = None,
 ) -> None:
     """The body of `actors status`: one run in detail, or this session's active work."""
     from runtime.compiler.redact import redact_deep, run_secrets
     from runtime.runs.status import find_run, full_status
 
     root = StateRoot.from_env()
-    if line:
-        text = _status_line(root, session)
-        if text:
-            _out(text)
+    if line or stdin or then is not None:
+        _print_status_line(root, session, stdin=stdin, then=then)
         return
     if run is None:
         raise BadInput("which run?", hint="actors status RUN, or actors status --line")
@@ -181,6 +181,50 @@ def _failure(paths: Any, record: Any) -> list[str]:
     except ActorsError:
         return []  # a damaged result.json: the status line already says so
     return failure_lines(redact_deep(result.get("failure"), run_secrets(record)))
+
+
+def _print_status_line(
+    root: StateRoot, session: str | None, *, stdin: bool, then: str | None
+) -> None:
+    """`status --line`, as a harness's status line runs it: with `--stdin`, the session is
+    the `session_id` of the JSON the harness writes there (Claude Code's status line
+    input); with `--then CMD`, CMD (the user's own status line, run by `sh -c` as Claude
+    Code runs it) gets the same input, and ours is appended to its last line."""
+    data = sys.stdin.buffer.read() if stdin or then is not None else b""
+    if stdin and session is None:
+        session = _input_session(data)
+    ours = _status_line(root, session)
+    theirs = _run_theirs(then, data) if then is not None else ""
+    text = "  ".join(part for part in (theirs, ours) if part)
+    if text:
+        _out(text)
+
+
+def _input_session(data: bytes) -> str | None:
+    """The `session_id` of a harness's status-line JSON; None when absent or unusable (the
+    line then falls back to $ACTORS_SESSION: a status line must never fail)."""
+    import json
+
+    from runtime.core.ids import is_valid_id
+
+    try:
+        found = json.loads(data or b"{}").get("session_id")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) and is_valid_id(found) else None
+
+
+def _run_theirs(command: str, data: bytes) -> str:
+    """The user's status line command's output (trailing newline off), or "" on failure."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["/bin/sh", "-c", command], input=data, capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.decode(errors="replace").rstrip("\n")
 
 
 def _status_line(root: StateRoot, session: str | None) -> str:

@@ -157,8 +157,8 @@ LS_ARGS = FastSpec(
 STATUS_ARGS = FastSpec(
     body="actors.cli._views:status_view",
     positionals=("run",),
-    flags={"--line": "line", "--json": "as_json"},
-    options={"--session": "session"},
+    flags={"--line": "line", "--json": "as_json", "--stdin": "stdin"},
+    options={"--session": "session", "--then": "then"},
 )
 
 _RUNS = "actors.cli.runs"

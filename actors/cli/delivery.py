@@ -64,24 +64,31 @@ def session_group() -> None:
     metavar="KEY=VALUE",
     help="Adapter option (repeatable).",
 )
+@click.option(
+    "--no-check",
+    is_flag=True,
+    help="Do not check that the target answers now (a server you start later).",
+)
 @click.option("--json", "as_json", is_flag=True)
 def session_register(
-    harness: str, session_id: str | None, options: tuple[str, ...], as_json: bool
+    harness: str, session_id: str | None, options: tuple[str, ...], no_check: bool, as_json: bool
 ) -> None:
-    """Register a session; prints its id (export it as ACTORS_SESSION)."""
+    """Register a session; prints its id (export it as ACTORS_SESSION).
+
+    Every -o key must be one the harness takes (or `mode` / `fallback`), and the target
+    must answer now (a tmux pane, an OpenCode, Codex or pi server) unless --no-check.
+    """
     from runtime.core.ids import now_iso, short_suffix
-    from runtime.delivery.contract import AdapterError, check_registration
-    from runtime.delivery.registry import adapter_class
+    from runtime.delivery.contract import AdapterError
+    from runtime.delivery.registry import check_registration
     from runtime.delivery.sessions import save_session, session_key
 
-    opts = _options(options)
-    try:
-        cls = adapter_class(harness)
-        check_registration(cls, opts)
-    except AdapterError as exc:
-        raise BadInput(str(exc)) from None
     ident = session_id or config.text(config.SESSION) or f"sess-{short_suffix()}"
     session_key(ident)
+    try:
+        cls, opts = check_registration(harness, _options(options), reach=not no_check)
+    except AdapterError as exc:
+        raise BadInput(str(exc)) from None
     caps = cls.capabilities
     record = save_session(
         _root(),
@@ -106,8 +113,8 @@ def session_register(
         emit_json(redact_session(record))
     else:
         click.echo(ident)
-        if sys.stderr.isatty():
-            click.echo(f"  export {config.SESSION.name}={ident}", err=True)
+    # on stderr for every caller (an agent reads it too), never mixed into the id or JSON
+    click.echo(f"export {config.SESSION.name}={ident}  # runs you spawn report here", err=True)
 
 
 @session_group.command("ls")

@@ -10,9 +10,9 @@ from runtime.store.layout import StateRoot
 _scope = click.option(
     "--project/--user",
     "project",
-    default=True,
-    show_default=True,
-    help="Configure this project (cwd) or your user account.",
+    default=False,
+    help="Configure this project (cwd) or your user account (the default: it works in"
+    " every project without an approval prompt, and Codex reads only the user config).",
 )
 
 
@@ -29,22 +29,22 @@ _scope = click.option(
     "`actors inbox wait` as a background task.",
 )
 def install_cmd(harness: str, project: bool, dry_run: bool, wake: str) -> None:
-    """Add the actors MCP server (and, for Claude Code, the wake hooks) to HARNESS's config."""
-    from actors.install import install
+    """Add the actors MCP server (and, for Claude Code, the wake hooks, the read-only tools'
+    permission and the status line) to HARNESS's user config (--project: this directory's)."""
+    from actors.install import install, next_steps
 
-    for item in install(
-        StateRoot.from_env(),
-        harness,
-        "project" if project else "user",
-        dry_run=dry_run,
-        wake=wake,
-    ):
+    scope = "project" if project else "user"
+    for item in install(StateRoot.from_env(), harness, scope, dry_run=dry_run, wake=wake):
         if dry_run:
             click.echo(f"--- {item['path']} ({'would change' if item['changed'] else 'unchanged'})")
             if item["changed"]:
                 click.echo(item["content"], nl=False)
         else:
-            click.echo(f"{item['path']}: {'updated' if item['changed'] else 'already installed'}")
+            done = f"wrote {item['what']}" if item["changed"] else "already installed"
+            click.echo(f"{item['path']} ({scope}): {done}")
+    if not dry_run:
+        for step in next_steps(harness)(scope):
+            click.echo(f"next: {step}")
 
 
 @click.command("uninstall")

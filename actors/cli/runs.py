@@ -203,11 +203,29 @@ def ls_cmd(
 @click.option(
     "--line", is_flag=True, help="Compact indicator of this session's active work (for a prompt)."
 )
+@click.option(
+    "--stdin",
+    is_flag=True,
+    help="--line for a harness's status line: the session is the session_id of the JSON on"
+    " stdin (Claude Code's status line input).",
+)
+@click.option(
+    "--then",
+    metavar="COMMAND",
+    help="--line after COMMAND's output (a status line you already had; gets the same stdin).",
+)
 @session_option
 @json_option
-def status_cmd(run: str | None, line: bool, session: str | None, as_json: bool) -> None:
+def status_cmd(
+    run: str | None,
+    line: bool,
+    stdin: bool,
+    then: str | None,
+    session: str | None,
+    as_json: bool,
+) -> None:
     """Show RUN's status (run:ID or the bare id); --line: this session's active work."""
-    status_view(run, line=line, session=session, as_json=as_json)
+    status_view(run, line=line, session=session, as_json=as_json, stdin=stdin, then=then)
 
 
 @click.command("wait")

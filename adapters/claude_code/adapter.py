@@ -24,7 +24,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from adapters.file import FileAdapter
-from runtime.delivery.contract import Capabilities, DeliveryContext, Receipt
+from runtime.delivery.contract import Capabilities, DeliveryContext, Option, Receipt
 from runtime.delivery.render import injected_text
 
 if TYPE_CHECKING:
@@ -40,6 +40,20 @@ class ClaudeCodeAdapter(FileAdapter):
         level="D6",
         notes="doorbell wake, body self-fetched with `actors inbox read`; proven by tests/peers",
         native=True,
+    )
+    OPTIONS = (
+        Option(
+            "messaging",
+            "socket: also send through Claude Code's messaging socket (unverified)",
+            "choice",
+            ("socket",),
+        ),
+        Option(
+            "messaging_socket", "CLAUDE_CODE_MESSAGING_SOCKET (recorded by the SessionStart hook)"
+        ),
+        Option(
+            "messaging_token", "CLAUDE_CODE_MESSAGING_TOKEN (recorded by the SessionStart hook)"
+        ),
     )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:

@@ -1,18 +1,47 @@
-"""`actors install claude-code`: the MCP server (`.mcp.json` in the project,
-`~/.claude.json` for the user) and our hooks (`.claude/settings.json` /
-`~/.claude/settings.json`; `$CLAUDE_CONFIG_DIR` moves the user files): SessionStart,
-FileChanged (asyncRewake; not with `--wake watcher`) and the boundary hooks
-UserPromptSubmit / PreToolUse that hand over `next-message` / `next-tool-call`
-follow-ups (adapters/claude_code/hooks.py runs them).
+"""`actors install claude-code`: the MCP server (`~/.claude.json` for the user, the
+default; `.mcp.json` in the project) and, in `settings.json` (`~/.claude/`, or
+`.claude/` in the project; `$CLAUDE_CONFIG_DIR` moves the user files):
+- our hooks: SessionStart, FileChanged (asyncRewake; not with `--wake watcher`) and the
+  boundary hooks UserPromptSubmit / PreToolUse that hand over `next-message` /
+  `next-tool-call` follow-ups (adapters/claude_code/hooks.py runs them);
+- `permissions.allow` for the tools that change nothing outside this session
+  (QUIET_TOOLS), so neither a prompt nor `claude -p` stops at them; `spawn` and
+  `message` start and steer commands, so they stay the user's decision;
+- `statusLine`: `actors status --line --stdin` (this session's active runs); a status
+  line the user already has is kept and composed: our command runs theirs (`--then`)
+  and appends to its output, and uninstall puts their command back.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 from adapters.install_edits import Change, Edit, json_edit, mcp_entry
+
+QUIET_TOOLS = ("inspect", "recipes", "inbox_read")
+"""The actors MCP tools allowed without asking (Claude Code names them mcp__actors__NAME):
+they read runs, recipes and this session's own follow-ups."""
+STATUS_LINE = "status --line --stdin"
+"""Our status line command, after the actors command; `--then CMD` composes theirs."""
+STATUS_REFRESH_S = 5
+"""How often Claude Code re-runs a status line that is only ours (it also re-runs it on
+every conversation update), so a run ending while the session is idle shows."""
+HEADLESS = (
+    "headless `claude -p`: add --allowedTools mcp__actors to let the model spawn and message"
+    " runs (the read-only tools are already allowed)"
+)
+
+
+def next_steps(scope: str) -> list[str]:
+    """What the user still has to do, printed after install."""
+    steps = [HEADLESS]
+    if scope == "project":
+        steps.insert(0, "run `claude` here once and approve the actors server of .mcp.json")
+    return steps
+
 
 _OUR_HOOKS = (
     "hook session-start",
@@ -36,10 +65,88 @@ def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
         )
         settings = config_dir / "settings.json"
     entry: dict[str, Any] = {"type": "stdio", "command": command[0], "args": [*command[1:], "mcp"]}
+    cmd = shlex.join(command)
+    hooks = ", ".join(_groups(cmd, wake))
     return [
-        json_edit(mcp_file, *mcp_entry("mcpServers", entry)),
-        json_edit(settings, *_hooks(" ".join(command), wake)),
+        json_edit(mcp_file, *mcp_entry("mcpServers", entry), what="MCP server actors"),
+        json_edit(
+            settings,
+            *_settings(cmd, wake),
+            what=f"hooks {hooks}; permissions.allow {', '.join(_allowed())}; statusLine",
+        ),
     ]
+
+
+def _allowed() -> list[str]:
+    return [f"mcp__actors__{name}" for name in QUIET_TOOLS]
+
+
+def _settings(cmd: str, wake: str) -> Change:
+    """Hooks, permissions and the status line, as one change of settings.json."""
+    put_hooks, take_hooks = _hooks(cmd, wake)
+    put_line, take_line = _status_line(cmd)
+
+    def put(data: dict[str, Any]) -> dict[str, Any]:
+        put_hooks(data)
+        put_line(data)
+        permissions = data.setdefault("permissions", {})
+        allow = permissions.setdefault("allow", [])
+        added = [rule for rule in _allowed() if rule not in allow]
+        allow.extend(added)
+        return {"allow": added}
+
+    def take(data: dict[str, Any], added: Any = None) -> None:
+        take_hooks(data, None)
+        take_line(data, None)
+        ours = added.get("allow", []) if isinstance(added, dict) else _allowed()
+        permissions = data.get("permissions")
+        if not isinstance(permissions, dict) or not isinstance(permissions.get("allow"), list):
+            return
+        permissions["allow"] = [rule for rule in permissions["allow"] if rule not in ours]
+        if not permissions["allow"]:
+            del permissions["allow"]
+        if not permissions:
+            del data["permissions"]
+
+    return put, take
+
+
+def _status_line(cmd: str) -> Change:
+    """`statusLine`: ours alone, or wrapping the user's command (kept verbatim after
+    `--then`, which is how uninstall restores it without any other record)."""
+    ours = f"{cmd} {STATUS_LINE}"
+
+    def is_ours(line: Any) -> bool:  # also when the actors command moved since install
+        return isinstance(line, dict) and f" {STATUS_LINE}" in str(line.get("command", ""))
+
+    def put(data: dict[str, Any]) -> None:
+        line = data.get("statusLine")
+        if is_ours(line):
+            return
+        if isinstance(line, dict) and line.get("command"):
+            theirs = str(line["command"])
+            data["statusLine"] = {**line, "command": f"{ours} --then {shlex.quote(theirs)}"}
+        elif line is None:
+            data["statusLine"] = {
+                "type": "command",
+                "command": ours,
+                "refreshInterval": STATUS_REFRESH_S,
+            }
+
+    def take(data: dict[str, Any], added: Any = None) -> None:
+        line = data.get("statusLine")
+        if not isinstance(line, dict) or not is_ours(line):
+            return
+        try:
+            words = shlex.split(str(line["command"]))
+        except ValueError:  # edited by hand into something unparsable: ours alone goes
+            words = []
+        if "--then" in words[:-1]:
+            data["statusLine"] = {**line, "command": words[words.index("--then") + 1]}
+        else:
+            del data["statusLine"]
+
+    return put, take
 
 
 def _is_ours(group: Any) -> bool:
@@ -86,7 +193,7 @@ def _groups(cmd: str, wake: str) -> dict[str, Any]:
     return ours
 
 
-def _hooks(cmd: str, wake: str = "hook") -> tuple[Change, Change]:
+def _hooks(cmd: str, wake: str = "hook") -> Change:
     ours = _groups(cmd, wake)
 
     def put(data: dict[str, Any]) -> None:
@@ -96,7 +203,7 @@ def _hooks(cmd: str, wake: str = "hook") -> tuple[Change, Change]:
             if group not in groups:
                 groups[:] = [g for g in groups if not _is_ours(g)] + [group]
 
-    def take(data: dict[str, Any]) -> None:
+    def take(data: dict[str, Any], added: Any = None) -> None:
         hooks = data.get("hooks")
         if not isinstance(hooks, dict):
             return

@@ -45,7 +45,13 @@ from adapters.claude_code.mailbox import (
     sanitize,
 )
 from runtime.core.ids import now_iso
-from runtime.delivery.contract import AdapterError, Capabilities, DeliveryContext, Receipt
+from runtime.delivery.contract import (
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Option,
+    Receipt,
+)
 from runtime.delivery.render import injected_text
 from runtime.store.writes import ensure_dir
 
@@ -57,8 +63,6 @@ SUMMARY_CHARS = 200
 
 def msg_id_for(delivery_id: str) -> str:
     return str(uuid.uuid5(MSG_ID_NAMESPACE, delivery_id))
-
-
 
 
 class ClaudeTeamsAdapter:
@@ -74,6 +78,12 @@ class ClaudeTeamsAdapter:
         ),
         native=True,
         injects=True,
+    )
+    OPTIONS = (
+        Option("team", "the agent team's name, as in ~/.claude/teams/TEAM"),
+        Option("name", "the recipient: team-lead or a teammate's name"),
+        Option("home", "Claude's config dir (default $CLAUDE_CONFIG_DIR or ~/.claude)"),
+        Option("confirm_timeout", "seconds to wait for the read (default 0)", "seconds"),
     )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:

@@ -27,18 +27,22 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from runtime.delivery.contract import (
+    NO_CHECK,
     AdapterError,
     Capabilities,
     DeliveryContext,
+    Option,
     Receipt,
     Refused,
-    check_seconds,
+    check_values,
+    connect_error,
     elapsed_ms,
     option_seconds,
     processed_timeout,
@@ -59,6 +63,18 @@ class CodexAdapter:
         injects=True,
         completion=True,
     )
+    OPTIONS = (
+        Option("socket", "the app-server's --listen unix://PATH"),
+        Option("url", "the app-server's ws://127.0.0.1:PORT"),
+        Option("command", "an app-server to start on stdio, e.g. 'codex app-server'"),
+        Option("codex_home", "CODEX_HOME for `command`"),
+        Option("thread", "the live thread's id"),
+        Option(
+            "confirm_timeout", "seconds to see the message in the thread (default 10)", "seconds"
+        ),
+        Option("processed_timeout", "seconds to watch the turn finish (default 3)", "seconds"),
+        Option("hold_timeout", "seconds on-idle waits for an idle thread (default 20)", "seconds"),
+    )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.options = self.check_options(options)
@@ -76,8 +92,31 @@ class CodexAdapter:
             raise AdapterError("codex url must be ws://HOST:PORT")
         if not options.get("thread"):
             raise AdapterError("codex needs -o thread=<thread id> (the live thread's id)")
-        check_seconds("codex", options, "confirm_timeout", "processed_timeout", "hold_timeout")
+        check_values("codex", CodexAdapter.OPTIONS, options)
         return options
+
+    @staticmethod
+    def check_reachable(options: dict[str, str]) -> None:
+        """Registration: the app-server's socket or port accepts a connection, or the
+        `command` exists (a Codex that is not listening would fail every delivery)."""
+        if options.get("command"):
+            program = (shlex.split(options["command"]) or [""])[0]
+            if shutil.which(program) is None:
+                raise AdapterError(f"codex command {program!r} is not on PATH; {NO_CHECK}")
+            return
+        address: str | tuple[str, int]
+        if options.get("socket"):
+            where, address = options["socket"], options["socket"]
+        else:
+            from adapters.codex.rpc import _host_port
+
+            where, address = options["url"], _host_port(options["url"])
+        why = connect_error(address)
+        if why is not None:
+            raise AdapterError(
+                f"no codex app-server at {where} ({why}): start `codex app-server --listen"
+                f" unix://PATH` (or ws://127.0.0.1:PORT) and register that, {NO_CHECK}"
+            )
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         from adapters.codex.rpc import CodexError

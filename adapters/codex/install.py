@@ -18,4 +18,4 @@ def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
     codex_home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
     args = json.dumps([*command[1:], "mcp"])
     block = f"[mcp_servers.actors]\ncommand = {json.dumps(command[0])}\nargs = {args}\n"
-    return [toml_edit(codex_home / "config.toml", block)]
+    return [toml_edit(codex_home / "config.toml", block, what="[mcp_servers.actors]")]

@@ -32,12 +32,14 @@ import time
 from typing import Any
 
 from runtime.delivery.contract import (
+    NO_CHECK,
     AdapterError,
     Capabilities,
     DeliveryContext,
+    Option,
     Receipt,
     Refused,
-    check_seconds,
+    check_values,
     elapsed_ms,
     option_seconds,
     processed_timeout,
@@ -73,6 +75,15 @@ class OpenCodeAdapter:
         injects=True,
         completion=True,
     )
+    OPTIONS = (
+        Option("url", "the server: http://HOST:PORT (opencode serve, or the TUI's --port)"),
+        Option("session", "the OpenCode session id (ses_...)"),
+        Option("password", "HTTP Basic password (OPENCODE_SERVER_PASSWORD)"),
+        Option("username", "HTTP Basic user (default opencode)"),
+        Option("model", "provider/model for the woken turn"),
+        Option("confirm_timeout", "seconds to see the message stored (default 5)", "seconds"),
+        Option("processed_timeout", "seconds to watch the turn finish (default 3)", "seconds"),
+    )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.options = self.check_options(options)
@@ -91,8 +102,24 @@ class OpenCodeAdapter:
             raise AdapterError(
                 "opencode model must be provider/model, e.g. -o model=anthropic/claude"
             )
-        check_seconds("opencode", options, "confirm_timeout", "processed_timeout")
+        check_values("opencode", OpenCodeAdapter.OPTIONS, options)
         return options
+
+    @classmethod
+    def check_reachable(cls, options: dict[str, str]) -> None:
+        """Registration: the server answers, accepts the credentials and holds the
+        session (a URL with nothing listening would fail every delivery)."""
+        adapter = cls({"id": "probe"}, options)
+        url = options["url"]
+        try:
+            with adapter._client() as client:
+                adapter._call(client, "GET", f"/session/{adapter.session_id}", timeout=3.0)
+        except Refused as exc:
+            if "unreachable" in str(exc):
+                port = url.rstrip("/").rsplit(":", 1)[-1]
+                fix = f"start `opencode serve --port {port}` (or the TUI with --port {port})"
+                raise AdapterError(f"nothing answers at {url}: {fix}, {NO_CHECK}") from None
+            raise AdapterError(f"{exc}; check -o url / session / password, {NO_CHECK}") from None
 
     # -- HTTP -----------------------------------------------------------------------
     def _client(self) -> Any:

@@ -18,4 +18,4 @@ def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
         Path.cwd() / "opencode.json" if scope == "project" else xdg / "opencode" / "opencode.json"
     )
     local: dict[str, Any] = {"type": "local", "command": [*command, "mcp"], "enabled": True}
-    return [json_edit(target, *mcp_entry("mcp", local))]
+    return [json_edit(target, *mcp_entry("mcp", local), what="MCP server actors (mcp.actors)")]

@@ -56,12 +56,15 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.delivery.contract import (
+    NO_CHECK,
     AdapterError,
     Capabilities,
     DeliveryContext,
+    Option,
     Receipt,
     Refused,
-    check_seconds,
+    check_values,
+    connect_error,
     option_seconds,
     processed_timeout,
 )
@@ -207,6 +210,11 @@ class PiAdapter:
         injects=True,
         completion=True,
     )
+    OPTIONS = (
+        Option("socket", "the absolute path of the pi host's socket"),
+        Option("confirm_timeout", "seconds to see the message in pi (default 5)", "seconds"),
+        Option("processed_timeout", "seconds to watch the turn finish (default 3)", "seconds"),
+    )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
         self.options = self.check_options(options)
@@ -229,8 +237,18 @@ class PiAdapter:
                 f"pi socket path is longer than {SUN_PATH_MAX} bytes (a Unix socket limit);"
                 " use a shorter one"
             )
-        check_seconds("pi", options, "confirm_timeout", "processed_timeout")
+        check_values("pi", PiAdapter.OPTIONS, options)
         return options
+
+    @staticmethod
+    def check_reachable(options: dict[str, str]) -> None:
+        """Registration: the pi host's socket accepts a connection."""
+        why = connect_error(options["socket"])
+        if why is not None:
+            raise AdapterError(
+                f"no pi host at {options['socket']} ({why}): start `python -m adapters.pi.host"
+                f" --socket {options['socket']} -- pi ...` first, {NO_CHECK}"
+            )
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         ident = context.delivery_id

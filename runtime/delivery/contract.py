@@ -1,8 +1,11 @@
 """The adapter contract: how a harness receives one message and says what happened.
 
-`receive_message(envelope, context) -> Receipt` and `check_options(options)`; optional
-`flush` and `cancel`, and on the class `check_reachable(options)` (registration refuses a
-target that is not there now, see `check_registration`) and `judge_probe(probe)` (the
+`receive_message(envelope, context) -> Receipt` and `check_options(options)`; on the
+class `OPTIONS`, the typed `-o KEY=VALUE` keys it takes (registration refuses any other,
+see `runtime.delivery.registry.check_registration`); optional `flush` and `cancel`, and
+on the class `pin_options(options)` (what registration records from the registering
+environment, e.g. the tmux server's socket), `check_reachable(options)` (registration
+refuses a target that is not there now) and `judge_probe(probe)` (the
 adapter writes `actors doctor delivery`'s levels itself, from a
 `runtime.delivery.doctor.Probe`), so callers need not single a harness out by name. Each
 adapter declares its capabilities: the wake mode it uses, the highest delivery level
@@ -81,14 +84,63 @@ class AdapterError(Exception):
     """Adapter options are wrong (raised at registration, where it can be known)."""
 
 
-def check_registration(cls: Any, options: dict[str, str]) -> None:
-    """What `actors session register` checks, the same for every harness: the adapter's
-    `check_options`, then, when the adapter declares one, its `check_reachable(options)`
-    (a target that must exist right now, e.g. a tmux pane). Raises AdapterError."""
-    cls.check_options(options)
-    reachable = getattr(cls, "check_reachable", None)
-    if reachable is not None:
-        reachable(options)
+@dataclass(frozen=True)
+class Option:
+    """One `-o KEY=VALUE` an adapter takes: declared once, on the adapter class
+    (`OPTIONS`), so registration can refuse a typo'd key or a bad value before anything
+    is written, and the docs and the error name the same keys."""
+
+    key: str
+    help: str
+    kind: Literal["text", "seconds", "choice"] = "text"
+    choices: tuple[str, ...] = ()
+
+
+def common_options(cls: Any) -> tuple[Option, ...]:
+    """The two keys every harness takes: `mode` (one of the modes this adapter supports)
+    and `fallback` (adapters to try after a final failure)."""
+    modes = tuple(cls.capabilities.modes)
+    return (
+        Option("mode", "deliver every follow-up in this mode", "choice", modes),
+        Option("fallback", "comma-separated harnesses tried after a final failure"),
+    )
+
+
+def check_values(harness: str, declared: tuple[Option, ...], options: dict[str, str]) -> None:
+    """Each given value against its declaration (seconds >= 0, a choice among its
+    values). Raises AdapterError naming the key and what it accepts."""
+    by_key = {option.key: option for option in declared}
+    for key, value in options.items():
+        option = by_key.get(key)
+        if option is None:
+            continue
+        if option.kind == "choice" and value not in option.choices:
+            raise AdapterError(
+                f"{harness} {key} must be one of {', '.join(option.choices)} (got {value!r})"
+            )
+        if option.kind == "seconds":
+            check_seconds(harness, {key: value}, key)
+
+
+NO_CHECK = "or register with --no-check to skip this check"
+"""The tail of every reachability refusal: how to register a target that comes later."""
+
+
+def connect_error(address: str | tuple[str, int], timeout: float = 3.0) -> str | None:
+    """Why a Unix socket path (str) or a (host, port) does not accept a connection now,
+    or None when it does. Registration's reachability check for socket-based adapters."""
+    import socket
+
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    if not isinstance(address, str) and ":" in address[0]:
+        family = socket.AF_INET6
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout)
+            conn.connect(address)
+    except OSError as exc:
+        return exc.strerror or type(exc).__name__
+    return None
 
 
 class Refused(Exception):

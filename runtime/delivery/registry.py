@@ -10,6 +10,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.delivery.contract import Option
+
 BUILTIN = {
     "file": "adapters.file:FileAdapter",
     "webhook": "adapters.webhook:WebhookAdapter",
@@ -46,3 +51,48 @@ def adapter_class(harness: str) -> Any:
 def make_adapter(session: dict[str, Any], harness: str | None = None) -> Any:
     cls = adapter_class(harness or session.get("harness", "file"))
     return cls(session, dict(session.get("options") or {}))
+
+
+def check_registration(
+    harness: str, options: dict[str, str], *, reach: bool = True
+) -> tuple[Any, dict[str, str]]:
+    """What `actors session register` checks, the same for every harness, before anything
+    is written: every key is one the adapter (or a `fallback` adapter, which gets the
+    same options) declares in `OPTIONS`, and every value fits its declaration; then the
+    adapters' own `check_options`; then `pin_options` (what the registering environment
+    knows and the delivering process may not, e.g. the tmux server) and, unless `reach`
+    is False (`--no-check`), `check_reachable` (a target that must answer now). Returns
+    the adapter class and the options to record. Raises AdapterError (one line)."""
+    import difflib
+
+    from runtime.delivery.contract import AdapterError, check_values, common_options
+
+    cls = adapter_class(harness)
+    chain = [cls]
+    for name in [v.strip() for v in options.get("fallback", "").split(",") if v.strip()]:
+        try:
+            chain.append(adapter_class(name))
+        except AdapterError as exc:
+            raise AdapterError(f"fallback: {exc}") from None
+    declared: tuple[Option, ...] = common_options(cls)
+    for each in chain:
+        declared += tuple(getattr(each, "OPTIONS", ()))
+    keys = list(dict.fromkeys(option.key for option in declared))
+    if all(hasattr(each, "OPTIONS") for each in chain):  # an older third-party adapter: unchecked
+        for key in options:
+            if key not in keys:
+                close = difflib.get_close_matches(key, keys, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise AdapterError(
+                    f"{harness} has no option {key!r}: {hint}its options: {', '.join(keys)}"
+                )
+    check_values(harness, declared, options)
+    for each in chain:
+        each.check_options(options)
+    pin = getattr(cls, "pin_options", None)
+    if pin is not None:
+        options = pin(options)
+    reachable = getattr(cls, "check_reachable", None)
+    if reach and reachable is not None:
+        reachable(options)
+    return cls, options

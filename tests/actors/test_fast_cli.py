@@ -104,6 +104,16 @@ def test_ls_and_status_parse_their_flags() -> None:
         "line": True,
         "as_json": False,
         "session": "s1",
+        "stdin": False,
+        "then": None,
+    }
+    assert _parse(_STATUS, ["--line", "--stdin", "--then", "echo x"]) == {
+        "run": None,
+        "line": True,
+        "as_json": False,
+        "session": None,
+        "stdin": True,
+        "then": "echo x",
     }
     assert _parse(_LS, ["extra"]) is None  # ls takes no argument: click says so
     assert _parse(_STATUS, ["a", "b"]) is None

@@ -35,7 +35,12 @@ def test_claude_code_project_install_merges_is_idempotent_and_uninstalls_exactly
     assert set(merged_mcp["mcpServers"]) == {"other", "actors"}
     assert merged_mcp["mcpServers"]["actors"]["args"][-1] == "mcp"
     merged = json.loads(settings.read_text())
-    assert merged["permissions"] == CLAUDE_SETTINGS["permissions"]
+    assert merged["permissions"]["allow"] == [
+        "Bash(ls)",
+        "mcp__actors__inspect",
+        "mcp__actors__recipes",
+        "mcp__actors__inbox_read",
+    ]
     starts = merged["hooks"]["SessionStart"]
     assert starts[0] == CLAUDE_SETTINGS["hooks"]["SessionStart"][0]
     assert starts[1]["hooks"][0]["command"].endswith("hook session-start")

@@ -554,8 +554,8 @@ def _safe_entries(home: Path) -> list[dict[str, Any]]:
     [
         (["name=team-lead"], "claude_teams needs -o team=TEAM"),
         (["team=crew"], "claude_teams needs -o name=NAME"),
-        (["team=crew", "name=x", "confirm_timeout=soon"], "confirm_timeout must be seconds"),
-        (["team=crew", "name=x", "confirm_timeout=-1"], "confirm_timeout must be seconds"),
+        (["team=crew", "name=x", "confirm_timeout=soon"], "confirm_timeout must be a number"),
+        (["team=crew", "name=x", "confirm_timeout=-1"], "confirm_timeout must be a number"),
         (["team=crew", "name=x", "home=rel/dir"], "home must be an absolute path"),
         (["team=nope", "name=x"], "no agent team 'nope'"),
     ],

@@ -34,12 +34,13 @@ def peer_bin(name: str) -> Path:
     pytest.skip(why)
 
 
-def register_session(harness: str, ident: str = "coord", **options: str) -> None:
-    """`actors session register` through the real CLI (exit 0 asserted)."""
+def register_session(harness: str, ident: str = "coord", *flags: str, **options: str) -> None:
+    """`actors session register` through the real CLI (exit 0 asserted); `flags` such as
+    --no-check go before the options."""
     from tests.conftest import cli
 
     args = [item for key, value in options.items() for item in ("-o", f"{key}={value}")]
-    done = cli("session", "register", "--harness", harness, "--id", ident, *args)
+    done = cli("session", "register", "--harness", harness, "--id", ident, *flags, *args)
     assert done.returncode == 0, done.stderr
 
 

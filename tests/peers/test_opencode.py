@@ -25,7 +25,7 @@ def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[OpenCode]:
         yield oc
 
 
-def register(oc: OpenCode, session: str, **extra: str) -> None:
+def register(oc: OpenCode, session: str, *flags: str, **extra: str) -> None:
     # a fresh server spends seconds bootstrapping before its first turn: generous waits
     options = {
         "url": oc.url,
@@ -35,7 +35,7 @@ def register(oc: OpenCode, session: str, **extra: str) -> None:
         "processed_timeout": "30",
         **extra,
     }
-    register_session("opencode", **options)
+    register_session("opencode", "coord", *flags, **options)
 
 
 def test_run_followup_reaches_idle_session(
@@ -105,14 +105,28 @@ def test_wrong_password_and_missing_session_fail_with_reasons(
     home: StateRoot, server: OpenCode
 ) -> None:
     ses = server.new_session()
-    register(server, ses, password="wrong")
+    register(server, ses, "--no-check", password="wrong")  # registration would refuse it
     state = DeliveryRunner(home).submit("coord", followup("TOKEN-PW"), delivery_id="d-pw")
     assert state["state"] == "failed-final"
     assert "401" in state["reason"] and "password" in state["reason"]
-    register(server, "ses_doesnotexist")
+    register(server, "ses_doesnotexist", "--no-check")
     state = DeliveryRunner(home).submit("coord", followup("TOKEN-NS"), delivery_id="d-ns")
     assert state["state"] == "failed-final"
     assert "Session not found" in state["reason"]
+
+
+def test_registration_refuses_a_wrong_password_or_session(
+    home: StateRoot, server: OpenCode
+) -> None:
+    base = ["session", "register", "--harness", "opencode", "--id", "c", "-o", f"url={server.url}"]
+    ses = server.new_session()
+    wrong = cli(*base, "-o", f"session={ses}", "-o", "password=wrong")
+    assert wrong.returncode == 2 and "401" in wrong.stderr, wrong.stderr
+    missing = cli(*base, "-o", "session=ses_doesnotexist", "-o", f"password={server.password}")
+    assert missing.returncode == 2 and "404" in missing.stderr, missing.stderr
+    assert not home.sessions.exists()
+    right = cli(*base, "-o", f"session={ses}", "-o", f"password={server.password}")
+    assert right.returncode == 0, right.stderr
 
 
 def test_server_down_is_retried_and_delivered_once_after_restart(

@@ -92,13 +92,16 @@ def test_the_api_refuses_a_declared_secret_too_short_to_mask(home: StateRoot) ->
 
 
 @pytest.mark.parametrize(
-    "option", ["secret=WEBHOOK-SEKRET-1", "api_token=WEBHOOK-SEKRET-2"], ids=["secret", "api_token"]
+    ("harness", "option"),
+    [("webhook", "secret=WEBHOOK-SEKRET-1"), ("opencode", "password=OPENCODE-SEKRET-2")],
+    ids=["secret", "password"],
 )
-def test_session_listings_mask_adapter_secrets(home: StateRoot, option: str) -> None:
+def test_session_listings_mask_adapter_secrets(home: StateRoot, harness: str, option: str) -> None:
     value = option.split("=", 1)[1]
     reg = cli(
-        "session", "register", "--harness", "webhook", "--id", "wh",
+        "session", "register", "--harness", harness, "--id", "wh", "--no-check",
         "-o", "url=http://127.0.0.1:9/hook", "-o", option,
+        *(["-o", "session=ses_x"] if harness == "opencode" else []),
     )  # fmt: skip
     assert reg.returncode == 0, reg.stderr
     views = {

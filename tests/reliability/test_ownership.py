@@ -508,8 +508,9 @@ def test_secrets_are_masked_in_events_inspect_status_tail_and_result(
 
 
 def test_session_options_named_like_secrets_are_masked(home: StateRoot) -> None:
-    args = ["session", "register", "--harness", "file", "--id", "hooks"]
-    args += ["-o", "secret=SEKRET-OPT-1", "-o", "api_token=SEKRET-OPT-2", "-o", "label=shown"]
+    args = ["session", "register", "--harness", "opencode", "--id", "hooks", "--no-check"]
+    args += ["-o", "url=http://127.0.0.1:9/shown", "-o", "session=ses_x"]
+    args += ["-o", "password=SEKRET-OPT-1", "-o", "fallback=webhook", "-o", "secret=SEKRET-OPT-2"]
     assert_clean(args, cli(*args), allowed=(0,))
     shown = fast_cli("session", "show", "hooks").stdout
     assert "SEKRET-OPT" not in shown and "shown" in shown
