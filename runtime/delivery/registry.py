@@ -8,9 +8,7 @@ importlib.metadata costs ~36 ms a process, paid only for a harness not found her
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from runtime.delivery.contract import Option

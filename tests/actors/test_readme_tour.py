@@ -353,15 +353,19 @@ def doctor(tour: Tour, results: list[Result]) -> None:
 
 
 def install_claude(tour: Tour, results: list[Result]) -> None:
-    """`MCP server + wake hooks for Claude Code (also codex, opencode)`: Claude Code here,
-    the other two in the next step."""
+    """`MCP server, wake hooks, status line (user config; also codex, opencode)`: Claude
+    Code here, the other two in the next step."""
     (out,) = results
     ok(out)
-    mcp = json.loads((tour.project / ".mcp.json").read_text())["mcpServers"]["actors"]
+    home = Path(tour.env["HOME"])
+    mcp = json.loads((home / ".claude.json").read_text())["mcpServers"]["actors"]
     assert mcp["args"][-1] == "mcp", mcp
-    hooks = json.loads((tour.project / ".claude" / "settings.json").read_text())["hooks"]
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    hooks = settings["hooks"]
     assert hooks["SessionStart"][0]["hooks"][0]["command"].endswith("hook session-start")
     assert hooks["FileChanged"][0]["hooks"][0]["command"].endswith("hook file-changed")
+    assert "status --line" in settings["statusLine"]["command"], settings["statusLine"]
+    assert not (tour.project / ".mcp.json").exists()  # the user config, not the project
 
 
 def run_install_others(tour: Tour) -> list[Result]:
@@ -375,7 +379,8 @@ def install_others(tour: Tour, results: list[Result]) -> None:
     ok(opencode)
     config = (Path(tour.env["HOME"]) / ".codex" / "config.toml").read_text()
     assert "[mcp_servers.actors]" in config, config
-    assert "actors" in json.loads((tour.project / "opencode.json").read_text())["mcp"]
+    opencode_config = Path(tour.env["XDG_CONFIG_HOME"]) / "opencode" / "opencode.json"
+    assert "actors" in json.loads(opencode_config.read_text())["mcp"]
 
 
 def register_opencode(tour: Tour, results: list[Result]) -> None:
@@ -425,7 +430,8 @@ def mcp_tools(tour: Tour, results: list[Result]) -> None:
     answers = {m.get("id"): m for m in map(json.loads, out.stdout.splitlines())}
     names = {tool["name"] for tool in answers[2]["result"]["tools"]}
     assert {"spawn", "message", "inspect", "inbox_read", "recipes"} <= names, names
-    installed = json.loads((tour.project / ".mcp.json").read_text())["mcpServers"]["actors"]
+    claude_json = Path(tour.env["HOME"]) / ".claude.json"
+    installed = json.loads(claude_json.read_text())["mcpServers"]["actors"]
     assert installed["args"][-1] == "mcp"  # what install configures is this command
 
 
@@ -482,7 +488,6 @@ STEPS = [
         install_others,
         run_install_others,
         name="also codex, opencode",
-        marks=(_xfail(8, "`install codex` fails unless --user is given"),),
     ),
     Step(
         "actors session register --harness opencode --id oc -o url=http://127.0.0.1:4096"
