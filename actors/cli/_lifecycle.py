@@ -15,10 +15,18 @@ if TYPE_CHECKING:
 
 
 def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """`-v KEY=VALUE` pairs as a mapping."""
+    """`-v KEY=VALUE` pairs as a mapping; a name given twice is refused (an array takes
+    a JSON array or a comma list in one value, so a repeat is a mistake, not a choice)."""
+    from runtime.core.errors import BadInput
+
     values: dict[str, Any] = {}
     for pair in pairs:
         name, value = split_pair(pair)
+        if name in values:
+            raise BadInput(
+                f"-v {name} is given twice",
+                hint=f"give it once; an array takes -v {name}=a,b or -v {name}='[\"a\",\"b\"]'",
+            )
         values[name] = value
     return values
 
