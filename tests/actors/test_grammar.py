@@ -103,3 +103,51 @@ def test_run_spawn_and_the_api_split_a_list_the_same_way(
     actors.wait(run_id, timeout=60)
     outputs.append(actors.result(run_id)["output"])
     assert outputs == ['["api","ui"]\n'] * 5
+
+
+# --- point 9: output sized for agents -----------------------------------------------------
+
+
+def test_inspect_n_limits_session_targets_and_every_list(home: StateRoot) -> None:
+    ids = []
+    for _ in range(3):
+        ids.append(actors.spawn(template="true")["run"])
+        actors.wait(ids[-1], timeout=60)
+    newest = [r["run"] for r in actors.runs()][:2]
+    for target in ("session:all", f"session:{actors.status(ids[0])['owner_id']}"):
+        proc = cli("inspect", target, "--view", "runs", "-n", "2", "--json")
+        data = json.loads(proc.stdout)
+        assert [r["run"] for r in data["runs"]] == newest
+        assert data["total"] == 3 and data["runs_omitted"] == 1
+        text = cli("inspect", target, "--view", "runs", "-n", "2").stdout.splitlines()
+        assert text[0].endswith("total=3 runs_omitted=1")
+        assert [line.split()[1] for line in text[1:] if line.startswith("  run:")] == [
+            f"run={r}" for r in newest
+        ]
+        assert actors.inspect(target, "runs", lines=2) == data  # the API: the same limit
+        assert actors.api.inspect_text(target, "runs", lines=2).splitlines() == text
+    files = json.loads(cli("inspect", ids[0], "--view", "files", "-n", "1", "--json").stdout)
+    assert len(files["files"]) == 1 and files["files_omitted"] >= 1
+    for bad in ("-1", "2001", "x"):
+        refused = cli("inspect", "session:all", "-n", bad)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+
+
+def test_cli_api_and_mcp_inspect_share_default_and_bounds() -> None:
+    import inspect as pyinspect
+
+    import click
+
+    from actors.cli.messages import inspect_cmd
+    from actors.tool_models import InspectParams
+    from runtime.routing.inspect import LINES, MAX_LINES
+
+    option = next(p for p in inspect_cmd.params if p.name == "lines")
+    assert isinstance(option.type, click.IntRange)
+    assert (option.default, option.type.min, option.type.max) == (LINES, 0, MAX_LINES)
+    for function in (actors.api.inspect, actors.api.inspect_text):
+        assert pyinspect.signature(function).parameters["lines"].default == LINES
+    field = InspectParams.model_fields["lines"]
+    assert field.default == LINES
+    bounds = {type(m).__name__: m for m in field.metadata}
+    assert (bounds["Ge"].ge, bounds["Le"].le) == (0, MAX_LINES)
