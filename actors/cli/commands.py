@@ -94,10 +94,10 @@ MESSAGE_ARGS = FastSpec(
     positionals=("address", "type", "body"),
     required=2,
     flags={
-        "--json": "body_json",
+        "--body-json": "body_json",
         "--force": "force",
         "--no-fsync": "no_fsync",
-        "--print-json": "as_json",
+        "--json": "as_json",
     },
     options={"--summary": "summary", "--reply-to": "reply_to", "--session": "session"},
 )
@@ -106,7 +106,7 @@ EMIT_ARGS = FastSpec(
     body="actors.cli._messaging:emit",
     positionals=("type", "body"),
     required=1,
-    flags={"--json": "body_json", "--print": "show"},
+    flags={"--body-json": "body_json", "--print": "show", "--json": "as_json"},
     options={"--to": "to", "--summary": "summary", "--level": "level", "--deliver": "delivery"},
     choices={"level": ("info", "warning", "error"), "delivery": ("log", "notify", "followup")},
     defaults={"to": "coordinator", "level": "info", "delivery": "log"},

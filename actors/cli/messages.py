@@ -14,7 +14,7 @@ from runtime.store.layout import StateRoot
 @click.argument("address")
 @click.argument("type")
 @click.argument("body", required=False)
-@click.option("--json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
+@click.option("--body-json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
 @click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
 @click.option("--reply-to", metavar="ID", help="The message id this answers.")
 @click.option("--force", is_flag=True, help="Send to another session's run, or an undeclared type.")
@@ -22,7 +22,7 @@ from runtime.store.layout import StateRoot
 @click.option(
     "--no-fsync", is_flag=True, help="Skip the durability fsync (faster; a crash may lose it)."
 )
-@click.option("--print-json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def message_cmd(
     address: str,
     type: str,
@@ -40,7 +40,7 @@ def message_cmd(
     \b
     Examples:
       actors message run:music player.next
-      actors message branch:swarm/front task.assign '{"slice": "T-12"}' --json
+      actors message branch:swarm/front task.assign '{"slice": "T-12"}' --body-json
       actors message run:music control.stop
     """
     from actors.cli._messaging import message
@@ -97,7 +97,7 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
 @click.command("emit")
 @click.argument("type")
 @click.argument("body", required=False)
-@click.option("--json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
+@click.option("--body-json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
 @click.option(
     "--to",
     default="coordinator",
@@ -108,6 +108,7 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
 @click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
 @click.option("--level", type=click.Choice(["info", "warning", "error"]), default="info")
 @click.option("--print", "show", is_flag=True, help="Print the outcome (quiet by default).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.option(
     "--deliver",
     "delivery",
@@ -125,6 +126,7 @@ def emit_cmd(
     level: str,
     show: bool,
     delivery: str,
+    as_json: bool,
 ) -> None:
     """Inside a run: append an actor message (e.g. a notify or followup) to the outbox."""
     from actors.cli._messaging import emit
@@ -138,6 +140,7 @@ def emit_cmd(
         level=level,
         show=show,
         delivery=delivery,
+        as_json=as_json,
     )
 
 

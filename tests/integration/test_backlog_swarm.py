@@ -300,7 +300,7 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
     messages = wait_room(home, run, lambda ms: idle(ms, run, "front") and idle(ms, run, "back"))
     assert [m["type"] for m in messages] == ["task.awaiting", "task.awaiting"]
 
-    sent = cli("message", f"branch:{run}/front", "task.assign", '{"backlog": "next"}', "--json")
+    sent = cli("message", f"branch:{run}/front", "task.assign", '{"backlog": "next"}', "--body-json")
     assert sent.returncode == 0, sent.stderr
     messages = wait_room(home, run, lambda ms: len(results(ms)) == 1 and idle(ms, run, "front"))
     front = of(messages, run, "front")
