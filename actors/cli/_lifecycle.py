@@ -6,7 +6,6 @@ so both paths start and stop runs the same way and print the same thing.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
         if name in values:
             raise BadInput(
                 f"-v {name} is given twice",
-                hint=f"give it once; an array takes -v {name}=a,b or -v {name}='[\"a\",\"b\"]'",
+                hint=f'give it once; an array takes -v {name}=a,b or -v {name}=\'["a","b"]\'',
             )
         values[name] = value
     return values
@@ -101,10 +100,9 @@ def cancel(run: str, *, grace: float, force: bool, session: str | None, as_json:
 
 
 def _report(summary: Mapping[str, Any], as_json: bool) -> None:
-    from actors.cli._format import emit_json, summary_line
+    from actors.cli._format import emit_json, summary_parts, write_line
 
     if as_json:
         emit_json(summary)
     else:
-        sys.stdout.write(summary_line(summary) + "\n")
-        sys.stdout.flush()
+        write_line(summary_parts(summary))

@@ -169,6 +169,7 @@ class _Use:
 
 def _walk_refs(raw: Mapping[str, Any]) -> Iterator[tuple[Any, bool, bool]]:
     """`(ref, optional_context, inside_repeat)` for every placeholder of the recipe."""
+
     def nodes(node: Mapping[str, Any], in_repeat: bool) -> Iterator[tuple[Mapping[str, Any], bool]]:
         yield node, in_repeat
         inner = in_repeat or node.get("repeat") is not None
@@ -340,11 +341,10 @@ def graph_params(params: list[Param], root: Mapping[str, Any]) -> list[Param]:
         texts = [*(node.get("words") or ()), *(node.get("recover") or ())]
         texts += [t for t in (node.get("when"), node.get("repeat")) if isinstance(t, str)]
         for ref in references(texts):
-            if ref.name and ref.name not in known and ref.name not in INJECTED:
-                if ref.name not in REPEAT_VARS:
-                    expr = ref.expr or ""
-                    array = expr.startswith((f"{ref.name}.length", f"{ref.name}["))
-                    extra[ref.name] = extra.get(ref.name, False) or array
+            name = ref.name
+            if name and name not in known and name not in (*INJECTED, *REPEAT_VARS):
+                array = (ref.expr or "").startswith((f"{name}.length", f"{name}["))
+                extra[name] = extra.get(name, False) or array
         for child in node.get("children") or ():
             walk(child)
 

@@ -101,7 +101,12 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
 
         out.update(full_status(paths, run))
         children = [r for r in list_runs(root) if r.get("parent") == f"run:{run_id}"]
-        _cut(out, "children", [_row(r, ("run", "status", "recipe", "created_at")) for r in children], lines)
+        _cut(
+            out,
+            "children",
+            [_row(r, ("run", "status", "recipe", "created_at")) for r in children],
+            lines,
+        )
     elif view == "tail":
         out["stdout"] = read_text_tail(paths.stdout, lines)
         out["stderr"] = read_text_tail(paths.stderr, min(lines, 10))

@@ -42,6 +42,7 @@ from runtime.store.writes import write_json_atomic
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
 
+
 class SpawnRequest:
     """What the caller asked for; exactly one of `recipe` and `template`.
 
@@ -158,7 +159,12 @@ def _merge_values(
                 raise BadInput(f"invalid value name {name!r}", hint="use letters, digits and '_'")
             if name in INJECTED:
                 raise BadInput(f"{name} is set by the runtime and cannot be given ({origin})")
-    return {**compiled["defaults"], **compiled["values"], **_given(req, source, compiled), **injected}
+    return {
+        **compiled["defaults"],
+        **compiled["values"],
+        **_given(req, source, compiled),
+        **injected,
+    }
 
 
 def _given(req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any]) -> dict[str, Any]:
