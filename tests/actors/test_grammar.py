@@ -276,7 +276,7 @@ def test_ls_shows_the_command_of_a_template_run(home: StateRoot) -> None:
     listed = {r["run"]: r for r in json.loads(cli("ls", "--json").stdout)}
     assert listed[run_id]["command"] == "sh -c 'exit 0' 'a b'"
     assert listed[hello]["command"] is None
-    assert f"sh -c 'exit 0' 'a b'" in cli("ls", "--tree").stdout
+    assert "sh -c 'exit 0' 'a b'" in cli("ls", "--tree").stdout
 
 
 def test_tail_and_inbox_wait_print_json(home: StateRoot) -> None:
@@ -335,7 +335,9 @@ def test_bash_loads_the_completion_script(home: StateRoot) -> None:
     assert "_actors_completion" in loaded.stdout
 
 
-def _in_pty(argv: list[str], env: dict[str, str], *, stdout_too: bool = True) -> tuple[str, str, int]:
+def _in_pty(
+    argv: list[str], env: dict[str, str], *, stdout_too: bool = True
+) -> tuple[str, str, int]:
     """Run `argv` with stderr (and stdout, unless not `stdout_too`) on a real pseudo
     terminal; returns (what the terminal showed, piped stdout, exit status)."""
     import pty
@@ -412,7 +414,17 @@ def test_wait_and_inbox_wait_draw_one_progress_line_on_a_terminal_only(home: Sta
     assert "\r" not in again.stderr and again.stderr == ""
     cli("session", "register", "--harness", "file", "--id", "coord-tty")
     shown, piped, code = _in_pty(
-        [sys.executable, "-m", "actors", "inbox", "wait", "--session", "coord-tty", "--timeout", "1.5"],
+        [
+            sys.executable,
+            "-m",
+            "actors",
+            "inbox",
+            "wait",
+            "--session",
+            "coord-tty",
+            "--timeout",
+            "1.5",
+        ],
         env,
         stdout_too=False,
     )
