@@ -383,19 +383,25 @@ def _in_pty(
 def test_colour_only_on_a_terminal_and_never_with_no_color(home: StateRoot) -> None:
     done = actors.spawn(template="true")["run"]
     failed = actors.spawn(template="false")["run"]
-    for r in (done, failed):
+    nasty = actors.spawn(template="echo Z\x1b]0;pwned\x07\x1b[2JEND")["run"]
+    for r in (done, failed, nasty):
         actors.wait(r, timeout=60)
     env = dict(os.environ)
     env.pop("NO_COLOR", None)
     shown, _, code = _in_pty([sys.executable, "-m", "actors", "ls"], env)
     assert code == 0
     assert "\x1b[32mdone" in shown and "\x1b[31mfailed" in shown
+    import re
+
+    # actors' own colours are the only escape sequences; a command's ESC is shown inert
+    assert "\x1b" not in re.sub(r"\x1b\[(?:3[1-6]|2|0)m", "", shown)
+    assert "Z\\x1b]0;pwned\\x07\\x1b[2JEND" in shown
     status, _, _ = _in_pty([sys.executable, "-m", "actors", "status", failed], env)
     assert "\x1b[31mfailed" in status
     plain, _, _ = _in_pty([sys.executable, "-m", "actors", "ls"], {**env, "NO_COLOR": "1"})
     assert "\x1b" not in plain and "done" in plain
     piped = cli("ls", env={"NO_COLOR": ""})
-    assert "\x1b" not in piped.stdout and "done" in piped.stdout
+    assert "done" in piped.stdout and "\x1b[0m" not in piped.stdout  # never coloured
     as_json, _, _ = _in_pty([sys.executable, "-m", "actors", "ls", "--json"], env)
     assert "\x1b" not in as_json
 
