@@ -14,9 +14,11 @@ A parameter's default is the first of: the recipe's `values`, its `defaults`, th
 default, the placeholder's inline default. It is required when it has none and some
 placeholder needs it (`{x}`; `{x??fb}`, `{x?a:b}` and `when` conditions do not).
 
-Values given for a recipe or tool (`actors run TOOL --key value`, or a `tool:NAME` message body)
-are checked and converted here, before anything is spawned: an unknown name, a badly
-typed value or a missing required parameter is a `BadInput` (exit 2, nothing written).
+Values given for a recipe or tool (`actors run TOOL --key value`, a `tool:NAME` message
+body, `actors spawn -v`, the MCP `values`, `actors.spawn(values=...)`) are checked and
+converted here (`convert_given`), before anything is spawned: an unknown name (with a
+did-you-mean), a badly typed value or a missing required parameter is a `BadInput` (exit
+2, nothing written).
 """
 
 from __future__ import annotations
