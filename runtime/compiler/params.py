@@ -76,8 +76,6 @@ class Param:
             getattr(self, n) == getattr(other, n) for n in self.__slots__
         )
 
-    __hash__ = None  # type: ignore[assignment]
-
     def __repr__(self) -> str:
         return f"Param({self.name!r}, {self.type!r})"
 
