@@ -228,10 +228,28 @@ def inspect(
     status: str = "all",
     home: str | None = None,
 ) -> dict[str, Any]:
-    """A bounded read of a run, branch, room or session (see the CLI's `inspect`)."""
+    """A bounded read of a run, branch, room or session (see the CLI's `inspect`): every
+    list holds at most `lines` records (0-2000; the CLI's `-n` and the MCP tool's
+    `lines` have the same default and bounds)."""
     from runtime.routing.inspect import inspect as _inspect
 
     return _inspect(_root(home), target, view, lines=lines, status=status)
+
+
+def inspect_text(
+    target: str,
+    view: str = "status",
+    *,
+    lines: int = 40,
+    status: str = "all",
+    home: str | None = None,
+) -> str:
+    """The same view in the compact text `actors inspect` prints without `--json` (one
+    line per record): what a model with a small context should read."""
+    from runtime.routing.inspect import compact_lines
+
+    data = inspect(target, view, lines=lines, status=status, home=home)
+    return "\n".join(compact_lines(data))
 
 
 def sender(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.core.ids import parse_iso
@@ -38,12 +38,23 @@ def status_word(summary: Mapping[str, Any]) -> str:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
+    return "\n".join("".join(line).rstrip() for line in padded(rows, headers))
+
+
+def padded(rows: list[list[str]], headers: list[str]) -> list[list[str]]:
+    """The header and every row as cells padded to their column's width (with the two
+    spaces between columns), for a caller that colours some of them."""
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join(lines)
+    out = []
+    for row in [headers, *rows]:
+        cells = [c.ljust(w) + "  " for c, w in zip(row, widths, strict=True)]
+        while len(cells) > 1 and not cells[-1].strip():
+            cells.pop()  # no trailing blanks: empty last columns are left out
+        cells[-1] = cells[-1].rstrip()
+        out.append(cells)
+    return out
 
 
 def emit_json(data: Any) -> None:
@@ -59,13 +70,57 @@ def emit_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def summary_line(summary: Mapping[str, Any]) -> str:
-    parts = [f"run:{summary['run']}", status_word(summary)]
+STATUS_COLOURS = {
+    "done": "green",
+    "failed": "red",
+    "killed": "red",
+    "exited": "red",
+    "damaged": "red",
+    "cancelled": "yellow",
+    "starting": "cyan",
+    "running": "cyan",
+}
+
+Part = str | tuple[str, str]
+"""Text, or (text, colour name): a piece of a line `write_line` prints."""
+
+
+def painted(summary: Mapping[str, Any], text: str | None = None) -> Part:
+    """The status word (or `text`) in its status's colour."""
+    colour = STATUS_COLOURS.get(str(summary.get("status")))
+    word = status_word(summary) if text is None else text
+    return (word, colour) if colour else word
+
+
+def write_line(parts: Sequence[Part], *, err: bool = False) -> None:
+    """One line of `parts`; the coloured ones in colour only on a terminal (the stream is
+    then actors.cli's TerminalStream) and only when NO_COLOR is not set."""
+    from runtime.core import config
+
+    stream = sys.stderr if err else sys.stdout
+    styled = None if config.flag(config.NO_COLOR) else getattr(stream, "styled", None)
+    for part in parts:
+        if isinstance(part, str):
+            stream.write(part)
+        elif styled is not None:
+            styled(*part)
+        else:
+            stream.write(part[0])
+    stream.write("\n")
+    stream.flush()
+
+
+def summary_parts(summary: Mapping[str, Any]) -> list[Part]:
+    parts: list[Part] = [f"run:{summary['run']}  ", painted(summary)]
     if summary.get("reason") and summary.get("status") not in ("done", "running"):
-        parts.append(f"- {summary['reason']}")
+        parts.append(f"  - {summary['reason']}")
     if summary.get("damaged") and summary.get("status") != "damaged":
-        parts.append(f"- damaged: {summary['damaged']}")
-    return "  ".join(parts)
+        parts.append(f"  - damaged: {summary['damaged']}")
+    return parts
+
+
+def summary_line(summary: Mapping[str, Any]) -> str:
+    return "".join(p if isinstance(p, str) else p[0] for p in summary_parts(summary))
 
 
 def failure_lines(failure: Mapping[str, Any] | None, indent: str = "  ") -> list[str]:
@@ -97,6 +152,32 @@ def failure_lines(failure: Mapping[str, Any] | None, indent: str = "  ") -> list
 
 def stderr_is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+class ProgressLine:
+    """One line on stderr, redrawn in place while a command blocks (`wait`, `inbox
+    wait`, `run`, `spawn --wait`), only when stderr is a terminal: an agent reading a pipe
+    never gets it. `clear` wipes it before anything else is printed."""
+
+    def __init__(self) -> None:
+        self.live = stderr_is_tty()
+        self.shown = 0
+
+    def show(self, text: str) -> None:
+        if not self.live:
+            return
+        import shutil
+
+        text = text[: max(10, shutil.get_terminal_size((80, 24)).columns - 1)]
+        sys.stderr.write("\r" + text.ljust(self.shown))
+        sys.stderr.flush()
+        self.shown = len(text)
+
+    def clear(self) -> None:
+        if self.live and self.shown:
+            sys.stderr.write("\r" + " " * self.shown + "\r")
+            sys.stderr.flush()
+            self.shown = 0
 
 
 def print_started(record: Mapping[str, Any], as_json: bool, **extra: Any) -> None:

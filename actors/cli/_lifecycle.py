@@ -6,7 +6,6 @@ so both paths start and stop runs the same way and print the same thing.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,10 +14,18 @@ if TYPE_CHECKING:
 
 
 def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """`-v KEY=VALUE` pairs as a mapping."""
+    """`-v KEY=VALUE` pairs as a mapping; a name given twice is refused (an array takes
+    a JSON array or a comma list in one value, so a repeat is a mistake, not a choice)."""
+    from runtime.core.errors import BadInput
+
     values: dict[str, Any] = {}
     for pair in pairs:
         name, value = split_pair(pair)
+        if name in values:
+            raise BadInput(
+                f"-v {name} is given twice",
+                hint=f'give it once; an array takes -v {name}=a,b or -v {name}=\'["a","b"]\'',
+            )
         values[name] = value
     return values
 
@@ -96,10 +103,9 @@ def cancel(run: str, *, grace: float, force: bool, session: str | None, as_json:
 
 
 def _report(summary: Mapping[str, Any], as_json: bool) -> None:
-    from actors.cli._format import emit_json, summary_line
+    from actors.cli._format import emit_json, summary_parts, write_line
 
     if as_json:
         emit_json(summary)
     else:
-        sys.stdout.write(summary_line(summary) + "\n")
-        sys.stdout.flush()
+        write_line(summary_parts(summary))

@@ -55,6 +55,7 @@ def emit(
     level: str,
     show: bool,
     delivery: str,
+    as_json: bool = False,
 ) -> None:
     """The body of `actors emit` (its defaults are click's, which the hand parser shares
     through actors.cli.commands)."""
@@ -75,8 +76,8 @@ def emit(
         level=level,
         delivery=delivery,
     )
-    if show:
-        print_outcome(outcome, as_json=False)
+    if show or as_json:
+        print_outcome(outcome, as_json=as_json)
 
 
 def print_outcome(outcome: Mapping[str, Any], *, as_json: bool) -> None:

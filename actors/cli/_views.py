@@ -12,7 +12,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from actors.cli._format import age, emit_json, status_word, summary_line, table
+from actors.cli._format import (
+    age,
+    emit_json,
+    padded,
+    painted,
+    short,
+    status_word,
+    summary_parts,
+    write_line,
+)
 from runtime.core.errors import ActorsError, BadInput
 from runtime.runs.status import ACTIVE, TERMINAL, read_progress
 from runtime.store.layout import StateRoot, parse_run_ref
@@ -81,15 +90,22 @@ def list_view(
         if r.get("status") in ACTIVE:
             progress_active = str(read_progress(root.run(r["run"])).get("active", ""))
         rows.append(
-            [
-                r["run"],
-                status_word(r),
-                age(r.get("created_at"), now),
-                str(r.get("recipe") or r.get("tool") or "-"),
-                progress_active,
-            ]
+            [r["run"], status_word(r), age(r.get("created_at"), now), _what(r), progress_active]
         )
-    _out(table(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"]))
+    header, *lines = padded(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"])
+    write_line(header)
+    for r, cells in zip(runs, lines, strict=True):
+        write_line([cells[0], painted(r, cells[1]), *cells[2:]] if len(cells) > 1 else cells)
+
+
+COMMAND_WIDTH = 40
+
+
+def _what(run: Mapping[str, Any]) -> str:
+    """What a run runs: its recipe or tool, else (an inline template) its command."""
+    return str(
+        run.get("recipe") or run.get("tool") or short(run.get("command"), COMMAND_WIDTH) or "-"
+    )
 
 
 def _tree_lines(root: StateRoot, runs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -108,9 +124,8 @@ def _tree_lines(root: StateRoot, runs: Sequence[Mapping[str, Any]]) -> list[str]
 
     def walk(r: dict[str, Any], prefix: str, last: bool, top: bool) -> None:
         joint = "" if top else ("└─ " if last else "├─ ")
-        recipe = r.get("recipe") or r.get("tool") or "-"
         lines.append(
-            f"{prefix}{joint}{r['run']}  {status_word(r)}  {age(r.get('created_at'), now)}  {recipe}"
+            f"{prefix}{joint}{r['run']}  {status_word(r)}  {age(r.get('created_at'), now)}  {_what(r)}"
         )
         inner = prefix + ("" if top else ("   " if last else "│  "))
         branches: dict[str, Any] = {}
@@ -153,7 +168,7 @@ def status_view(
         emit_json(summary)
         return
     details = [
-        ("recipe", summary.get("recipe") or summary.get("tool") or "-"),
+        ("recipe", _what(summary)),
         ("age", age(summary.get("created_at"))),
         (
             "steps",
@@ -164,7 +179,8 @@ def status_view(
     if summary.get("branches"):
         details.append(("branches", ", ".join(f"{k}={v}" for k, v in summary["branches"].items())))
     details += [("owner", summary.get("owner_id") or "-"), ("state", summary["state_dir"])]
-    lines = [summary_line(summary), *(f"  {key:<9}{value}" for key, value in details)]
+    write_line(summary_parts(summary))
+    lines = [f"  {key:<9}{value}" for key, value in details]
     if summary.get("status") == "failed" or summary.get("degraded"):
         lines += _failure(paths, record)
     _out("\n".join(lines))

@@ -94,10 +94,10 @@ MESSAGE_ARGS = FastSpec(
     positionals=("address", "type", "body"),
     required=2,
     flags={
-        "--json": "body_json",
+        "--body-json": "body_json",
         "--force": "force",
         "--no-fsync": "no_fsync",
-        "--print-json": "as_json",
+        "--json": "as_json",
     },
     options={"--summary": "summary", "--reply-to": "reply_to", "--session": "session"},
 )
@@ -106,7 +106,7 @@ EMIT_ARGS = FastSpec(
     body="actors.cli._messaging:emit",
     positionals=("type", "body"),
     required=1,
-    flags={"--json": "body_json", "--print": "show"},
+    flags={"--body-json": "body_json", "--print": "show", "--json": "as_json"},
     options={"--to": "to", "--summary": "summary", "--level": "level", "--deliver": "delivery"},
     choices={"level": ("info", "warning", "error"), "delivery": ("log", "notify", "followup")},
     defaults={"to": "coordinator", "level": "info", "delivery": "log"},
@@ -181,7 +181,7 @@ TABLE: tuple[Command, ...] = (
         "tail", "actors.cli.output:tail_cmd", "Print the end of a run's output; -f follows it."
     ),
     Command("result", "actors.cli.output:result_cmd", "Print a finished run's result."),
-    Command("wait", f"{_RUNS}:wait_cmd", "Block until a run finishes; exit with its code."),
+    Command("wait", f"{_RUNS}:wait_cmd", "Block until runs finish; exit with the worst exit code."),
     Command(
         "cancel",
         f"{_RUNS}:cancel_cmd",
@@ -265,6 +265,11 @@ TABLE: tuple[Command, ...] = (
     ),
     Command(
         "run", "actors.cli.tools:run_cmd", "Run a tool: sync in the foreground, async detached."
+    ),
+    Command(
+        "completion",
+        "actors.cli.completion:completion_cmd",
+        "Print the shell completion script (bash, zsh, fish).",
     ),
 )
 

@@ -6,10 +6,11 @@ import json
 import os
 import sys
 import time
+from typing import Any
 
 import click
 
-from actors.cli._format import emit_json
+from actors.cli._format import ProgressLine, emit_json
 from runtime.core import config
 from runtime.core.errors import BadInput
 from runtime.delivery.registry import BUILTIN
@@ -198,7 +199,8 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
 @inbox_group.command("wait")
 @click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
-def inbox_wait(session: str | None, timeout: float | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the wake as JSON.")
+def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> None:
     """Block until this session has unread follow-ups; print one line and exit 0.
 
     Made to run as a background shell task of an agent (Claude Code, Copilot CLI): when it
@@ -211,7 +213,7 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
     """
     import select
 
-    from runtime.delivery.boundary import doorbell_line, doorbell_unread
+    from runtime.delivery.boundary import doorbell_unread
     from runtime.delivery.sessions import session_paths
     from runtime.messaging.doorbells import doorbell
     from runtime.runs.guardian import guarding
@@ -219,23 +221,50 @@ def inbox_wait(session: str | None, timeout: float | None) -> None:
     owner = _session_id(session)
     root = _root()
     paths = session_paths(root, owner)
-    deadline = None if timeout is None else time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = None if timeout is None else started + timeout
+    line = ProgressLine()
     with guarding(root, owner), doorbell(paths.doorbells) as fd:
         while True:
             # follow-ups held for the next prompt / tool call are not a reason to wake
             unread = doorbell_unread(root, owner)
             if unread:
-                click.echo(doorbell_line(owner, unread))
+                line.clear()
+                _print_wake(owner, unread, as_json)
                 return
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
+                line.clear()
                 raise SystemExit(75)
+            if line.live:  # redraw the progress line each second; the doorbell still wakes at once
+                line.show(f"  waiting for follow-ups to {owner}: {time.monotonic() - started:.0f}s")
+                remaining = 1.0 if remaining is None else min(remaining, 1.0)
             ready, _, _ = select.select([fd], [], [], remaining)
             if ready:
                 try:
                     os.read(fd, 65536)
                 except BlockingIOError:
                     pass
+
+
+def _print_wake(owner: str, unread: list[dict[str, Any]], as_json: bool) -> None:
+    """The wake: the one doorbell line, or with --json its facts (nothing is marked read)."""
+    from runtime.delivery.boundary import doorbell_line
+
+    if not as_json:
+        click.echo(doorbell_line(owner, unread))
+        return
+    envelopes = [e["envelope"] for e in unread]
+    emit_json(
+        {
+            "session": owner,
+            "unread": len(unread),
+            "followups": [
+                {k: env.get(k) for k in ("id", "type", "from", "summary")} for env in envelopes
+            ],
+            "read_with": f"actors inbox read --session {owner}",
+        }
+    )
 
 
 @click.command("flush")

@@ -14,7 +14,7 @@ from runtime.store.layout import StateRoot
 @click.argument("address")
 @click.argument("type")
 @click.argument("body", required=False)
-@click.option("--json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
+@click.option("--body-json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
 @click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
 @click.option("--reply-to", metavar="ID", help="The message id this answers.")
 @click.option("--force", is_flag=True, help="Send to another session's run, or an undeclared type.")
@@ -22,7 +22,7 @@ from runtime.store.layout import StateRoot
 @click.option(
     "--no-fsync", is_flag=True, help="Skip the durability fsync (faster; a crash may lose it)."
 )
-@click.option("--print-json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def message_cmd(
     address: str,
     type: str,
@@ -40,7 +40,7 @@ def message_cmd(
     \b
     Examples:
       actors message run:music player.next
-      actors message branch:swarm/front task.assign '{"slice": "T-12"}' --json
+      actors message branch:swarm/front task.assign '{"slice": "T-12"}' --body-json
       actors message run:music control.stop
     """
     from actors.cli._messaging import message
@@ -97,7 +97,7 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
 @click.command("emit")
 @click.argument("type")
 @click.argument("body", required=False)
-@click.option("--json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
+@click.option("--body-json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
 @click.option(
     "--to",
     default="coordinator",
@@ -108,6 +108,7 @@ def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> No
 @click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")
 @click.option("--level", type=click.Choice(["info", "warning", "error"]), default="info")
 @click.option("--print", "show", is_flag=True, help="Print the outcome (quiet by default).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.option(
     "--deliver",
     "delivery",
@@ -125,6 +126,7 @@ def emit_cmd(
     level: str,
     show: bool,
     delivery: str,
+    as_json: bool,
 ) -> None:
     """Inside a run: append an actor message (e.g. a notify or followup) to the outbox."""
     from actors.cli._messaging import emit
@@ -138,6 +140,7 @@ def emit_cmd(
         level=level,
         show=show,
         delivery=delivery,
+        as_json=as_json,
     )
 
 
@@ -150,7 +153,14 @@ def emit_cmd(
     help="run: status|tail|messages|artifacts|files|mailbox|communication; "
     "room: status|messages|roster; session: status|runs; branch: mailbox.",
 )
-@click.option("-n", "--lines", default=40, show_default=True, help="How many records at most.")
+@click.option(
+    "-n",
+    "--lines",
+    type=click.IntRange(0, 2000),
+    default=40,
+    show_default=True,
+    help="How many records of each list at most (the newest).",
+)
 @click.option(
     "--status",
     "status_filter",
@@ -161,52 +171,11 @@ def emit_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print the whole view as JSON.")
 def inspect_cmd(target: str, view: str, lines: int, status_filter: str, as_json: bool) -> None:
     """Read TARGET on purpose: a run, branch:RUN/B, room:RUN, session:ID or session:all."""
-    from runtime.routing.inspect import inspect
+    from runtime.routing.inspect import compact_lines, inspect
 
     data = inspect(StateRoot.from_env(), target, view, lines=lines, status=status_filter)
     if as_json:
         emit_json(data)
         return
-    for line in _compact(data):
+    for line in compact_lines(data):
         click.echo(line)
-
-
-_SINGULAR = {
-    "entries": "entry",
-    "messages": "message",
-    "runs": "run",
-    "files": "file",
-    "stdout": "out",
-    "stderr": "err",
-}
-
-
-def _compact(data: dict[str, object]) -> list[str]:
-    """One line per record; scalars as key=value."""
-    import json
-
-    def show(v: object) -> str:
-        return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
-
-    out: list[str] = []
-    scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
-    out.append(" ".join(f"{k}={v}" for k, v in scalars.items() if v is not None))
-    for key, value in data.items():
-        if (
-            isinstance(value, list)
-            and all(isinstance(i, str) for i in value)
-            and key not in _SINGULAR
-        ):
-            out.append(f"  {key}: {', '.join(value) if value else '-'}")
-        elif isinstance(value, list):
-            label = _SINGULAR.get(key, key)
-            for item in value:
-                if isinstance(item, dict):
-                    fields = " ".join(f"{k}={show(v)}" for k, v in item.items() if v is not None)
-                    out.append(f"  {label}: {fields}")
-                else:
-                    out.append(f"  {label}: {item}")
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                out.append(f"  {key}.{k}: {show(v)}")
-    return out

@@ -10,31 +10,47 @@ from typing import Any
 
 import click
 
-from actors.cli._format import emit_json, failure_lines, summary_line
+from actors.cli._format import emit_json, failure_lines, summary_parts, write_line
 from actors.cli._options import json_option
-from runtime.core.errors import Conflict
+from actors.cli.completion import run_ids
+from runtime.core.errors import BadInput, Conflict
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import StateRoot, parse_run_ref, rotated
 from runtime.store.reads import read_bytes, read_jsonl, read_text_tail, tail_jsonl
 
 
 @click.command("tail")
-@click.argument("run")
+@click.argument("run", shell_complete=run_ids)
 @click.option("-n", "--lines", default=20, show_default=True, help="How many lines to show.")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run ends.")
 @click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr.log instead of stdout.log.")
 @click.option(
     "--events", "use_events", is_flag=True, help="Show the lifecycle journal (events.jsonl)."
 )
-def tail_cmd(run: str, lines: int, follow: bool, use_stderr: bool, use_events: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the lines (or events) as one JSON document."
+)
+def tail_cmd(
+    run: str, lines: int, follow: bool, use_stderr: bool, use_events: bool, as_json: bool
+) -> None:
     """Print the end of RUN's output."""
-    from runtime.compiler.redact import redact_text, run_secrets
+    from runtime.compiler.redact import redact_deep, redact_text, run_secrets
     from runtime.runs.status import find_run
 
+    if as_json and follow:
+        raise BadInput("--json prints one document and -f never ends", hint="use one of them")
     root = StateRoot.from_env()
     paths, record = find_run(root, parse_run_ref(run))
     secrets = run_secrets(record)  # a command may print a secret value: never echo it
     path = paths.events if use_events else paths.stderr if use_stderr else paths.stdout
+    if as_json:
+        stream = "events" if use_events else "stderr" if use_stderr else "stdout"
+        if use_events:
+            found: list[Any] = redact_deep(tail_jsonl(path, lines), secrets)
+        else:
+            found = [redact_text(line, secrets) for line in read_text_tail(path, lines)]
+        emit_json({"run": paths.run_id, "stream": stream, "lines": found})
+        return
     if use_events:
         for event in tail_jsonl(path, lines):
             click.echo(redact_text(_event_line(event), secrets))
@@ -132,7 +148,7 @@ def _log_since(path: Any, offset: int, inode: int | None) -> tuple[bytes, int, i
 
 
 @click.command("result")
-@click.argument("run")
+@click.argument("run", shell_complete=run_ids)
 @json_option
 def result_cmd(run: str, as_json: bool) -> None:
     """Print a finished RUN's result (status, code, output head, artifacts)."""
@@ -158,7 +174,7 @@ def result_cmd(run: str, as_json: bool) -> None:
     if as_json:
         emit_json(result)
         return
-    click.echo(summary_line({**summary, **result}))
+    write_line(summary_parts({**summary, **result}))
     click.echo(f"  code     {result.get('code')}")
     for failure in result.get("failures") or []:
         click.echo(

@@ -8,6 +8,7 @@ import click
 
 from actors.cli._format import emit_json
 from actors.cli._options import force_option, json_option, session_option
+from actors.cli.completion import run_ids
 from runtime.core.errors import BadInput
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import StateRoot, parse_run_ref
@@ -22,7 +23,7 @@ def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, actio
 
 
 @click.command("archive")
-@click.argument("runs", nargs=-1, required=True)
+@click.argument("runs", nargs=-1, required=True, shell_complete=run_ids)
 @force_option
 @session_option
 def archive_cmd(runs: tuple[str, ...], force: bool, session: str | None) -> None:
@@ -37,7 +38,7 @@ def archive_cmd(runs: tuple[str, ...], force: bool, session: str | None) -> None
 
 
 @click.command("prune")
-@click.argument("runs", nargs=-1)
+@click.argument("runs", nargs=-1, shell_complete=run_ids)
 @click.option(
     "--older-than",
     metavar="DURATION",

@@ -13,9 +13,10 @@ from typing import Any
 
 import click
 
-from actors.cli._format import emit_json, stderr_is_tty, summary_line
+from actors.cli._format import ProgressLine, emit_json, summary_parts, write_line
 from actors.cli._options import force_option, json_option, session_option
 from actors.cli._views import list_view, status_view
+from actors.cli.completion import run_ids
 from runtime.runs.status import TERMINAL, read_progress
 from runtime.store.layout import StateRoot, parse_run_ref
 
@@ -36,50 +37,59 @@ def exit_code(summary: Mapping[str, Any]) -> int:
     return 1
 
 
-def progress_printer(run_id: str) -> Any:
+def progress_printer(run_id: str, line: ProgressLine, prefix: str = "") -> Any:
+    """An on_tick for wait_for: the run's state and counters on the progress line."""
     started = time.monotonic()
-    interactive = stderr_is_tty()
 
     def show(summary: dict[str, Any]) -> None:
-        if not interactive:
+        if not line.live:
             return
-
         progress = read_progress(_root().run(run_id))
-        elapsed = time.monotonic() - started
-        line = (
-            f"  {run_id}: {summary['status']} {elapsed:4.0f}s  "
+        line.show(
+            f"  {prefix}{run_id}: {summary['status']} {time.monotonic() - started:4.0f}s  "
             f"{progress.get('active', 0)} active, {progress.get('completed', 0)} done, "
             f"{progress.get('failed', 0)} failed"
         )
-        click.echo(f"\r{line:<78}", err=True, nl=False)
 
     return show
 
 
 def _wait_and_report(
-    run_id: str, timeout: float | None, as_json: bool, *, hold: bool = False
+    ids: list[str], timeout: float | None, as_json: bool, *, hold: bool = False
 ) -> None:
-    """Block on the run, print its summary, exit with its code. `hold`: this process is
-    the run's recorded waiter, so no follow-up is owed for it (runtime.runs.waiting)."""
+    """Wait for every run in turn (one deadline for all), print each one's status line
+    as it ends, and exit with the worst outcome: 75 when the timeout left any active,
+    else the highest exit code (0 only when all are done)."""
+    from runtime.runs.status import find_run
     from runtime.runs.waiting import wait_for
 
-    summary = wait_for(
-        _root(), run_id, timeout=timeout, on_tick=progress_printer(run_id), hold=hold
-    )
-    if stderr_is_tty():
-        click.echo("\r" + " " * 78 + "\r", err=True, nl=False)
-    if summary["status"] not in TERMINAL:
-        click.echo(f"run:{run_id} still {summary['status']} after {timeout:g}s", err=True)
-        sys.exit(WAIT_TIMEOUT_EXIT)
+    root = _root()
+    for run_id in ids:
+        find_run(root, run_id)  # an unknown run is refused before any waiting
+    deadline = None if timeout is None else time.monotonic() + timeout
+    line = ProgressLine()
+    summaries: list[dict[str, Any]] = []
+    for index, run_id in enumerate(ids):
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        prefix = f"[{index + 1}/{len(ids)}] " if len(ids) > 1 else ""
+        summary = wait_for(
+            root, run_id, timeout=left, on_tick=progress_printer(run_id, line, prefix), hold=hold
+        )
+        line.clear()
+        summaries.append(dict(summary))
+        if summary["status"] not in TERMINAL:
+            click.echo(f"run:{run_id} still {summary['status']} after {timeout:g}s", err=True)
+        elif not as_json:
+            write_line(summary_parts(summary))
+            if hold and summary["status"] == "failed":  # no follow-up will say why
+                _explain(run_id)
+            elif hold:
+                _offer_to_keep(run_id)
     if as_json:
-        emit_json(summary)
-    else:
-        click.echo(summary_line(summary))
-        if hold and summary["status"] == "failed":  # no follow-up will say why: say it here
-            _explain(run_id)
-        elif hold:
-            _offer_to_keep(run_id)
-    sys.exit(exit_code(summary))
+        emit_json(summaries[0] if len(summaries) == 1 else summaries)
+    if any(s["status"] not in TERMINAL for s in summaries):
+        sys.exit(WAIT_TIMEOUT_EXIT)
+    sys.exit(max(exit_code(s) for s in summaries))
 
 
 def _offer_to_keep(run_id: str) -> None:
@@ -176,7 +186,7 @@ def spawn_cmd(
         spawn(recipe=recipe, as_json=as_json, **request)
         return
     record = start_run(recipe, waiter=True, **request)
-    _wait_and_report(record["run"], None, as_json, hold=True)
+    _wait_and_report([record["run"]], None, as_json, hold=True)
 
 
 @click.command("ls")
@@ -199,7 +209,7 @@ def ls_cmd(
 
 
 @click.command("status")
-@click.argument("run", required=False)
+@click.argument("run", required=False, shell_complete=run_ids)
 @click.option(
     "--line", is_flag=True, help="Compact indicator of this session's active work (for a prompt)."
 )
@@ -229,16 +239,20 @@ def status_cmd(
 
 
 @click.command("wait")
-@click.argument("run")
+@click.argument("runs", nargs=-1, required=True, metavar="RUN...", shell_complete=run_ids)
 @click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
 @json_option
-def wait_cmd(run: str, timeout: float | None, as_json: bool) -> None:
-    """Block until RUN finishes, then exit with its code."""
-    _wait_and_report(parse_run_ref(run), timeout, as_json)
+def wait_cmd(runs: tuple[str, ...], timeout: float | None, as_json: bool) -> None:
+    """Block until every RUN finishes; exit with the highest of their exit codes.
+
+    Each run's status line is printed as it ends. --timeout is one deadline for all of
+    them: a run still active then exits 75. With --json: one run's summary, or a list.
+    """
+    _wait_and_report([parse_run_ref(run) for run in dict.fromkeys(runs)], timeout, as_json)
 
 
 @click.command("cancel")
-@click.argument("run")
+@click.argument("run", shell_complete=run_ids)
 @click.option(
     "--grace",
     type=float,
@@ -258,7 +272,7 @@ def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json
 
 
 @click.command("kill")
-@click.argument("run")
+@click.argument("run", shell_complete=run_ids)
 @force_option
 @session_option
 @json_option

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from actors.cli._format import emit_json, param_lines, short, stderr_is_tty, summary_line
+from actors.cli._format import ProgressLine, emit_json, param_lines, short, summary_line
 from actors.cli._options import json_option, session_option
 from runtime.core.errors import BadInput, NotFound
 
@@ -324,13 +324,14 @@ def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> N
     from runtime.store.reads import read_json
     from runtime.store.tail import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
 
+    line = ProgressLine()
     try:
-        summary = wait_for(root, run_id, on_tick=progress_printer(run_id), hold=True)
+        summary = wait_for(root, run_id, on_tick=progress_printer(run_id, line), hold=True)
     except KeyboardInterrupt:
+        line.clear()
         _stop(root, run_id, session)
         raise click.Abort() from None
-    if stderr_is_tty():
-        click.echo("\r" + " " * 78 + "\r", err=True, nl=False)
+    line.clear()
     paths = root.run(run_id)
     result = read_json(paths.result) or {}
     output_file = Path(result["output_file"]) if result.get("output_file") else None

@@ -32,7 +32,7 @@ class WorkerError(Exception):
 
 def post(kind: str, body: dict[str, Any], summary: str, level: str = "info") -> None:
     """Post one message to this run's room as branch:<run>/<worker>."""
-    argv = ["actors", "emit", "--to", "room", kind, json.dumps(body), "--json"]
+    argv = ["actors", "emit", "--to", "room", kind, json.dumps(body), "--body-json"]
     argv += ["--summary", summary[:500], "--level", level]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:

@@ -5,7 +5,7 @@
 count=${1:-3}
 index=1
 announce() {
-    actors emit player.track "{\"index\": $index, \"count\": $count, \"state\": \"$1\"}" --json \
+    actors emit player.track "{\"index\": $index, \"count\": $count, \"state\": \"$1\"}" --body-json \
         --summary "$1: track $index of $count"
 }
 announce playing
@@ -15,7 +15,7 @@ while message=$(actors recv); do
         player.pause) announce paused ;;
         player.resume) announce playing ;;
         player.stop)
-            actors emit player.stopped "{\"index\": $index}" --json --summary "stopped at track $index"
+            actors emit player.stopped "{\"index\": $index}" --body-json --summary "stopped at track $index"
             exit 0 ;;
     esac
 done

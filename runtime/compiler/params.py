@@ -14,16 +14,17 @@ A parameter's default is the first of: the recipe's `values`, its `defaults`, th
 default, the placeholder's inline default. It is required when it has none and some
 placeholder needs it (`{x}`; `{x??fb}`, `{x?a:b}` and `when` conditions do not).
 
-Values given for a recipe or tool (`actors run TOOL --key value`, or a `tool:NAME` message body)
-are checked and converted here, before anything is spawned: an unknown name, a badly
-typed value or a missing required parameter is a `BadInput` (exit 2, nothing written).
+Values given for a recipe or tool (`actors run TOOL --key value`, a `tool:NAME` message
+body, `actors spawn -v`, the MCP `values`, `actors.spawn(values=...)`) are checked and
+converted here (`convert_given`), before anything is spawned: an unknown name (with a
+did-you-mean), a badly typed value or a missing required parameter is a `BadInput` (exit
+2, nothing written).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from runtime.compiler.placeholders import INJECTED, REPEAT_VARS, references, split_words
@@ -34,20 +35,49 @@ from runtime.core.ids import is_valid_name
 _ARG_KEYS = {"type", "values", "default", "description"}
 
 
-@dataclass(frozen=True)
 class Param:
-    """One parameter of a tool."""
+    """One parameter of a recipe or tool.
 
-    name: str
-    type: str = "string"
-    default: Any = None
-    default_from: str | None = None
-    """Where the default comes from: `values`, `defaults`, `args`, `inline`, or None."""
-    required: bool = False
-    choices: tuple[str, ...] = ()
-    description: str | None = None
-    declared: bool = False
-    """Declared in `args` (else only found in a placeholder)."""
+    A plain slotted class, not a dataclass: spawn checks every given value against these,
+    and `dataclasses` (with the `inspect` it imports) would cost a cached spawn a tenth
+    of its start-up."""
+
+    __slots__ = (
+        "choices",
+        "declared",
+        "default",
+        "default_from",
+        "description",
+        "name",
+        "required",
+        "type",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        type: str = "string",
+        default: Any = None,
+        default_from: str | None = None,
+        required: bool = False,
+        choices: tuple[str, ...] = (),
+        description: str | None = None,
+        declared: bool = False,
+    ) -> None:
+        self.name, self.type, self.default = name, type, default
+        self.default_from = default_from
+        """Where the default comes from: `values`, `defaults`, `args`, `inline`, or None."""
+        self.required, self.choices, self.description = required, choices, description
+        self.declared = declared
+        """Declared in `args` (else only found in a placeholder)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Param) and all(
+            getattr(self, n) == getattr(other, n) for n in self.__slots__
+        )
+
+    def __repr__(self) -> str:
+        return f"Param({self.name!r}, {self.type!r})"
 
     @property
     def has_default(self) -> bool:
@@ -128,15 +158,18 @@ def declared_args(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-@dataclass
 class _Use:
-    required: bool = False
-    inline: str | None = None
-    array: bool = False
+    __slots__ = ("array", "inline", "required")
+
+    def __init__(self) -> None:
+        self.required = False
+        self.inline: str | None = None
+        self.array = False
 
 
 def _walk_refs(raw: Mapping[str, Any]) -> Iterator[tuple[Any, bool, bool]]:
     """`(ref, optional_context, inside_repeat)` for every placeholder of the recipe."""
+
     def nodes(node: Mapping[str, Any], in_repeat: bool) -> Iterator[tuple[Mapping[str, Any], bool]]:
         yield node, in_repeat
         inner = in_repeat or node.get("repeat") is not None
@@ -154,6 +187,8 @@ def _walk_refs(raw: Mapping[str, Any]) -> Iterator[tuple[Any, bool, bool]]:
                 texts.append((item, True, False, inner))
         if isinstance(node.get("recover"), str):
             texts.append((node["recover"], True, False, inner))
+        if node is raw and isinstance(raw.get("precheck"), str):
+            texts.append((raw["precheck"], True, False, False))
         if isinstance(node.get("when"), str):
             texts.append((node["when"], False, True, inner))
         if isinstance(node.get("repeat"), str):
@@ -231,11 +266,6 @@ def coerce(param: Param, value: Any, cwd: str | None = None) -> Any:
     return convert(param.type, value, choices=param.choices, cwd=cwd)
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def bind_values(
     tool_name: str,
     params: list[Param],
@@ -247,10 +277,40 @@ def bind_values(
     defaults filled in; BadInput (nothing spawned) for anything wrong. `given` maps a
     name (`-` accepted for `_`) to the values given for it, in order; an `array`
     parameter given several times collects them all."""
+    owner = f"tool {tool_name}"
+    out = convert_given(owner, params, given, prefix=prefix)
+    for param in params:
+        if param.name in out:
+            continue
+        if param.required:
+            raise BadInput(
+                f"{owner} needs {prefix}{param.name} ({param.describe_type()})",
+                hint=f"{_example(param, prefix)}; `actors tools` lists every parameter",
+            )
+        if param.default_from == "args":
+            out[param.name] = param.default
+    return out
+
+
+def convert_given(
+    owner: str,
+    params: list[Param],
+    given: Mapping[str, list[Any]],
+    *,
+    prefix: str = "",
+    cwd: str | None = None,
+) -> dict[str, Any]:
+    """Each given value converted to its parameter's type by the one converter; an
+    unknown name (with a did-you-mean), a badly typed value or a non-array given twice
+    is a BadInput naming `owner` ("tool x", "recipe x", "the template").
+
+    Every way of giving values ends here: `actors run`, `tool:` bodies, `spawn -v`, the
+    MCP `values` and the Python API. An array given several times (`--tags a --tags b,c`)
+    is each occurrence converted by the array rule, then joined: `["a", "b", "c"]`."""
     out: dict[str, Any] = {}
-    cwd = os.getcwd()
+    cwd = os.getcwd() if cwd is None else cwd
     for key, items in given.items():
-        param = find_param(tool_name, params, key, prefix=prefix)
+        param = find_param("", params, key, prefix=prefix, owner=owner)
         name = param.name
         if len(items) > 1 and param.type != "array":
             raise BadInput(
@@ -259,29 +319,50 @@ def bind_values(
             )
         try:
             if len(items) > 1:
-                out[name] = [coerce(Param(name), item, cwd) for item in items]
+                out[name] = [part for item in items for part in coerce(param, item, cwd)]
             else:
                 out[name] = coerce(param, items[0], cwd)
         except ValueError as exc:
             raise BadInput(
-                f"tool {tool_name}: {prefix}{name} ({param.describe_type()}): {exc}",
+                f"{owner}: {prefix}{name} ({param.describe_type()}): {exc}",
                 hint=_example(param, prefix),
             ) from None
-    for param in params:
-        if param.name in out:
-            continue
-        if param.required:
-            raise BadInput(
-                f"tool {tool_name} needs {prefix}{param.name} ({param.describe_type()})",
-                hint=f"{_example(param, prefix)}; `actors tools` lists every parameter",
-            )
-        if param.default_from == "args":
-            out[param.name] = param.default
     return out
 
 
-def find_param(tool_name: str, params: list[Param], key: str, *, prefix: str = "--") -> Param:
-    """The parameter called `key` (`-` accepted for `_`), or BadInput saying which exist."""
+def graph_params(params: list[Param], root: Mapping[str, Any]) -> list[Param]:
+    """`params` (from the raw recipe) plus the names only an imported recipe's commands
+    use, found in the compiled graph: an array when used as one (`{x.length}`, `{x[i]}`),
+    else text. Spawn accepts a value for any of them and no other."""
+    known = {p.name for p in params}
+    extra: dict[str, bool] = {}
+
+    def walk(node: Mapping[str, Any]) -> None:
+        texts = [*(node.get("words") or ()), *(node.get("recover") or ())]
+        texts += [t for t in (node.get("when"), node.get("repeat")) if isinstance(t, str)]
+        for ref in references(texts):
+            name = ref.name
+            if name and name not in known and name not in (*INJECTED, *REPEAT_VARS):
+                array = (ref.expr or "").startswith((f"{name}.length", f"{name}["))
+                extra[name] = extra.get(name, False) or array
+        for child in node.get("children") or ():
+            walk(child)
+
+    walk(root)
+    return [*params, *(Param(n, "array" if a else "string") for n, a in extra.items())]
+
+
+def find_param(
+    tool_name: str,
+    params: list[Param],
+    key: str,
+    *,
+    prefix: str = "--",
+    owner: str | None = None,
+) -> Param:
+    """The parameter called `key` (`-` accepted for `_`), or BadInput saying which exist
+    and which one was probably meant."""
+    owner = owner or f"tool {tool_name}"
     name = key.replace("-", "_")
     if name in INJECTED:
         raise BadInput(f"{prefix}{key}: {name} is set by the runtime and cannot be given")
@@ -289,14 +370,14 @@ def find_param(tool_name: str, params: list[Param], key: str, *, prefix: str = "
         if param.name == name:
             return param
     raise BadInput(
-        f"tool {tool_name} has no parameter {prefix}{key}",
-        hint=_params_hint(tool_name, params, name, prefix),
+        f"{owner} has no parameter {prefix}{key}",
+        hint=_params_hint(owner, params, name, prefix),
     )
 
 
-def _params_hint(tool: str, params: list[Param], name: str, prefix: str) -> str:
+def _params_hint(owner: str, params: list[Param], name: str, prefix: str) -> str:
     if not params:
-        return f"{tool} takes no parameters"
+        return f"{owner} takes no parameters"
     import difflib
 
     close = difflib.get_close_matches(name, [p.name for p in params], n=1)
@@ -309,8 +390,10 @@ def _example(param: Param, prefix: str) -> str:
         "int": "3",
         "number": "2.5",
         "bool": "true",
-        "array": '\'["a","b"]\'',
+        "array": "a,b",
         "path": "./file",
         "enum": param.choices[0] if param.choices else "X",
     }.get(param.type, "TEXT")
-    return f"e.g. {prefix}{param.name} {sample}"
+    if prefix:  # a command-line option: `--name VALUE`
+        return f"e.g. {prefix}{param.name} {sample}"
+    return f"e.g. {param.name}={sample}"

@@ -152,6 +152,14 @@ DEBUG = Setting(
     "Show the traceback of an internal error instead of one line.",
     USER,
 )
+NO_COLOR = Setting(
+    "NO_COLOR",
+    "flag",
+    "unset",
+    "Set to anything non-empty to turn colour off (https://no-color.org). Colour is only "
+    "ever written to a terminal, never to a pipe or a file, and never with `--json`.",
+    USER,
+)
 RUN_ID = Setting(
     "ACTORS_RUN_ID",
     "id",
@@ -231,6 +239,7 @@ SETTINGS = (
     PROCESSED_TIMEOUT,
     HOOK_LOCK_WAIT,
     DEBUG,
+    NO_COLOR,
     RUN_ID,
     RUN_TOKEN,
     STATE_DIR,

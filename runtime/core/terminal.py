@@ -63,6 +63,10 @@ def one_line(text: str, limit: int | None = None) -> str:
     return text
 
 
+COLOURS = {"green": "32", "red": "31", "yellow": "33", "cyan": "36", "dim": "2"}
+"""SGR codes of the colours the CLI uses (status words), by name."""
+
+
 class TerminalStream:
     """A text stream that makes everything written to it inert (newlines and tabs kept,
     and carriage returns when `keep` says so): the CLI's stdout and stderr when they are
@@ -76,6 +80,11 @@ class TerminalStream:
         if isinstance(text, str):
             text = inert(text, keep=self._keep)
         return self._stream.write(text)
+
+    def styled(self, text: str, colour: str) -> None:
+        """`text`, made inert, in one of COLOURS: the only escape sequences that reach
+        the terminal are these, written by actors itself around its own words."""
+        self._stream.write(f"\x1b[{COLOURS[colour]}m{inert(text, keep=self._keep)}\x1b[0m")
 
     def writelines(self, lines: Any) -> None:
         for line in lines:

@@ -207,7 +207,7 @@ def _encoded(envelope: Envelope) -> tuple[str, int]:
 
 
 def parse_body(text: str | None, *, as_json: bool) -> Any:
-    """A CLI body argument: text as is, or JSON with --json."""
+    """A CLI body argument: text as is, or JSON with --body-json."""
     if text is None:
         return None
     if not as_json:
@@ -217,7 +217,7 @@ def parse_body(text: str | None, *, as_json: bool) -> Any:
     except json.JSONDecodeError as exc:
         raise BadInput(
             f"body is not valid JSON: {exc.msg} at column {exc.colno}",
-            hint="quote it for the shell, or drop --json to send it as text",
+            hint="quote it for the shell, or drop --body-json to send it as text",
         ) from None
     except RecursionError:
         raise BadInput(

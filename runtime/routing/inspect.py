@@ -24,6 +24,10 @@ from runtime.store.reads import read_json, read_text_tail, tail_jsonl
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
 
+LINES = 40
+"""How many records of each list a view shows by default (CLI `-n`, MCP `lines`, API)."""
+MAX_LINES = 2000
+"""The most records a view shows, whoever asks."""
 RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
 ROOM_VIEWS = ("status", "messages", "roster")
 SESSION_VIEWS = ("status", "runs")
@@ -31,10 +35,19 @@ STATUS_FILTERS = ("all", "active", "running", "terminal", *TERMINAL)
 
 
 def inspect(
-    root: StateRoot, target: str, view: str = "status", *, lines: int = 40, status: str = "all"
+    root: StateRoot, target: str, view: str = "status", *, lines: int = LINES, status: str = "all"
 ) -> dict[str, Any]:
+    """The view's data, every list in it cut to the newest `lines` records (a list that
+    was cut says how many it left out in `<list>_omitted`)."""
+    if isinstance(lines, bool) or not isinstance(lines, int) or not 0 <= lines <= MAX_LINES:
+        raise BadInput(
+            f"lines must be a whole number from 0 to {MAX_LINES}, got {lines!r}",
+            hint=f"e.g. -n {LINES}",
+        )
     if target == "session:all":
-        return _session(root, None, view, status)
+        return _session(root, None, view, status, lines)
+    if ":" not in target:  # a bare id is a run, as for every command that takes a run
+        target = f"run:{target}"
     address = parse_address(target)
     if address.kind == "run":
         return _run(root, address.target or "", view, lines)
@@ -48,7 +61,7 @@ def inspect(
     if address.kind == "room":
         return _room(root, address.target or "", view, lines)
     if address.kind == "session":
-        return _session(root, address.target, view, status)
+        return _session(root, address.target, view, status, lines)
     raise BadInput(
         f"cannot inspect {target}", hint="inspect run:, branch:, room: or session: targets"
     )
@@ -87,11 +100,13 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
         from runtime.runs.index import list_runs
 
         out.update(full_status(paths, run))
-        out["children"] = [
-            {k: r.get(k) for k in ("run", "status", "recipe", "created_at")}
-            for r in list_runs(root)
-            if r.get("parent") == f"run:{run_id}"
-        ]
+        children = [r for r in list_runs(root) if r.get("parent") == f"run:{run_id}"]
+        _cut(
+            out,
+            "children",
+            [_row(r, ("run", "status", "recipe", "created_at")) for r in children],
+            lines,
+        )
     elif view == "tail":
         out["stdout"] = read_text_tail(paths.stdout, lines)
         out["stderr"] = read_text_tail(paths.stderr, min(lines, 10))
@@ -109,7 +124,7 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
 
             out["artifacts"] = manifest(run.get("artifacts") or {})
     elif view == "files":
-        out["files"] = _files(paths)
+        _cut(out, "files", _files(paths), lines)
     elif view == "mailbox":
         mailbox = run.get("mailbox") or {}
         out.update(
@@ -191,7 +206,21 @@ def _roster(run: RunRecord, recent: list[dict[str, Any]]) -> dict[str, dict[str,
     return roster
 
 
-def _session(root: StateRoot, session: str | None, view: str, status: str) -> dict[str, Any]:
+def _row(record: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: record.get(k) for k in keys}
+
+
+def _cut(out: dict[str, Any], key: str, items: list[Any], lines: int) -> None:
+    """`out[key]`: the first `lines` of `items` (the newest, for lists kept newest first),
+    and how many were left out when some were."""
+    out[key] = items[:lines]
+    if len(items) > lines:
+        out[f"{key}_omitted"] = len(items) - lines
+
+
+def _session(
+    root: StateRoot, session: str | None, view: str, status: str, lines: int
+) -> dict[str, Any]:
     target = f"session:{session or 'all'}"
     _require(view, SESSION_VIEWS, target)
     if status not in STATUS_FILTERS:
@@ -209,9 +238,50 @@ def _session(root: StateRoot, session: str | None, view: str, status: str) -> di
     for r in runs:
         counts[str(r.get("status"))] = counts.get(str(r.get("status")), 0) + 1
     out: dict[str, Any] = {"target": target, "view": view, "counts": counts, "total": len(runs)}
-    if view == "runs":
-        out["runs"] = [
-            {k: r.get(k) for k in ("run", "status", "recipe", "created_at", "owner_id")}
-            for r in runs
-        ]
+    if view == "runs":  # newest first, like `actors ls`
+        keys = ("run", "status", "recipe", "created_at", "owner_id")
+        _cut(out, "runs", [_row(r, keys) for r in runs], lines)
+    return out
+
+
+_SINGULAR = {
+    "entries": "entry",
+    "messages": "message",
+    "runs": "run",
+    "files": "file",
+    "stdout": "out",
+    "stderr": "err",
+}
+
+
+def compact_lines(data: Mapping[str, object]) -> list[str]:
+    """A view as text for a reader with little room (the CLI without `--json`, and the
+    MCP `inspect` result): its scalars as `key=value` on the first line, then one line
+    per record, `key: a, b` for lists of names and `key.sub: value` for mappings."""
+    import json
+
+    def show(v: object) -> str:
+        return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
+
+    out: list[str] = []
+    scalars = {k: v for k, v in data.items() if not isinstance(v, (list, dict))}
+    out.append(" ".join(f"{k}={v}" for k, v in scalars.items() if v is not None))
+    for key, value in data.items():
+        if (
+            isinstance(value, list)
+            and all(isinstance(i, str) for i in value)
+            and key not in _SINGULAR
+        ):
+            out.append(f"  {key}: {', '.join(value) if value else '-'}")
+        elif isinstance(value, list):
+            label = _SINGULAR.get(key, key)
+            for item in value:
+                if isinstance(item, dict):
+                    fields = " ".join(f"{k}={show(v)}" for k, v in item.items() if v is not None)
+                    out.append(f"  {label}: {fields}")
+                else:
+                    out.append(f"  {label}: {item}")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                out.append(f"  {key}.{k}: {show(v)}")
     return out

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import ActorsError, BadInput, Conflict
 from runtime.core.faults import pause_point
+from runtime.core.ids import is_valid_id
 from runtime.messaging.addresses import Address, parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, accepted_types, branch_mailbox, run_mailbox
 from runtime.messaging.envelope import make_envelope
@@ -69,7 +70,11 @@ def send(
     reply_to: str | None = None,
     fsync: bool = True,
 ) -> SendOutcome:
-    """Validate, persist and wake; returns what happened (`state` says where it went)."""
+    """Validate, persist and wake; returns what happened (`state` says where it went).
+    A bare id is a run (`hello-k3x9fq` is `run:hello-k3x9fq`), as for every command that
+    takes a run."""
+    if ":" not in to and to != "coordinator" and is_valid_id(to):
+        to = f"run:{to}"
     address = parse_address(to)
     if address.kind in ("coordinator", "session"):
         from runtime.routing.in_run import emit  # deferred: only coordinator and session

@@ -26,8 +26,8 @@ from runtime.store.writes import write_json_atomic
 if TYPE_CHECKING:
     from runtime.store.records import ListedRun
 
-INDEX_VERSION = 2
-_STATIC = ("created_at", "recipe", "tool", "owner_id", "parent")
+INDEX_VERSION = 3
+_STATIC = ("created_at", "recipe", "tool", "command", "owner_id", "parent")
 _FINAL = ("pid", "status", "code", "degraded", "ended_at", "reason")
 """What result.json settles: cached with the static facts once the run has a result."""
 LISTED = ("run", "address", "state_dir", *_STATIC, *_FINAL)
@@ -78,7 +78,6 @@ def _stamp(run_dir: str) -> str | None:
     except OSError:
         return None
     return f"{st.st_ino}:{st.st_mtime_ns}"
-
 
 
 def list_runs(root: StateRoot) -> list[ListedRun]:

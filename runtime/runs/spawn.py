@@ -42,6 +42,7 @@ from runtime.store.writes import write_json_atomic
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
 
+
 class SpawnRequest:
     """What the caller asked for; exactly one of `recipe` and `template`.
 
@@ -150,7 +151,7 @@ def _pick_run_id(req: SpawnRequest, source: RecipeSource, compiled: dict[str, An
 
 
 def _merge_values(
-    req: SpawnRequest, compiled: dict[str, Any], injected: dict[str, Any]
+    req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any], injected: dict[str, Any]
 ) -> dict[str, Any]:
     for origin, names in (
         ("-v", req.values),
@@ -162,7 +163,25 @@ def _merge_values(
                 raise BadInput(f"invalid value name {name!r}", hint="use letters, digits and '_'")
             if name in INJECTED:
                 raise BadInput(f"{name} is set by the runtime and cannot be given ({origin})")
-    return {**compiled["defaults"], **compiled["values"], **req.values, **injected}
+    return {
+        **compiled["defaults"],
+        **compiled["values"],
+        **_given(req, source, compiled),
+        **injected,
+    }
+
+
+def _given(req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any]) -> dict[str, Any]:
+    """The caller's values, each for a name the recipe or template uses (a typo is
+    refused with a did-you-mean) and converted to its type by the one converter, the
+    same step `actors run` and `tool:` messages take."""
+    if not req.values:
+        return {}
+    from runtime.compiler.params import convert_given, graph_params, parameters
+
+    params = graph_params(parameters(source.raw), compiled["root"])
+    owner = f"recipe {source.name}" if source.name else "the template"
+    return convert_given(owner, params, {name: [value] for name, value in req.values.items()})
 
 
 def _resolve_artifacts(
@@ -254,7 +273,7 @@ def _checked_values(
     if source.file is not None:
         injected["recipe_dir"] = str(source.file.parent)
     values = apply_args(
-        compiled.get("args") or {}, _merge_values(req, compiled, injected), os.getcwd()
+        compiled.get("args") or {}, _merge_values(req, source, compiled, injected), os.getcwd()
     )
     _check_text(values, compiled["root"])
     for words, in_repeat, seen in _walk_leaves(compiled["root"], values):

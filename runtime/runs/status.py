@@ -20,6 +20,8 @@ from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from runtime.store.records import ProgressRecord, ResultRecord, RunRecord, RunStatus
 
 TERMINAL = ("done", "failed", "cancelled", "killed", "exited")
@@ -167,6 +169,23 @@ def _stop_request(paths: RunPaths) -> str | None:
     return None
 
 
+def command_text(run: Mapping[str, Any]) -> str | None:
+    """An inline-template run's command as typed (`sleep {secs=5}`), for listings: `ls`
+    shows it where a recipe run shows its recipe. None for a recipe or tool run. A word
+    with blanks or quotes is single-quoted, so the text reads back as the same words."""
+    root = run.get("template")
+    if run.get("recipe") or run.get("tool") or not isinstance(root, dict):
+        return None
+    words = root.get("words")
+    if root.get("kind") != "leaf" or not isinstance(words, list):
+        return None
+    shown = []
+    for word in map(str, words):
+        plain = word and not any(c.isspace() or c in "'\"\\" for c in word)
+        shown.append(word if plain else "'" + word.replace("'", "'\\''") + "'")
+    return " ".join(shown)
+
+
 def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     """Status summary of one run (no side effects)."""
     out: RunStatus = {
@@ -175,6 +194,7 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
         "state_dir": str(paths.dir),
         "recipe": run.get("recipe"),
         "tool": run.get("tool"),
+        "command": command_text(run),
         "owner_id": run.get("owner_id"),
         "parent": run.get("parent"),
         "created_at": run.get("created_at"),

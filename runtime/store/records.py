@@ -152,6 +152,7 @@ class RunStatus(TypedDict, total=False):
     state_dir: Required[str]
     recipe: Required[str | None]
     tool: Required[str | None]
+    command: Required[str | None]
     owner_id: Required[str | None]
     parent: Required[str | None]
     created_at: Required[str | None]
@@ -181,6 +182,7 @@ class ListedRun(TypedDict):
     created_at: str | None
     recipe: str | None
     tool: str | None
+    command: str | None
     owner_id: str | None
     parent: str | None
     pid: int | None

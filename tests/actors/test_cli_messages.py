@@ -48,7 +48,7 @@ BAD_MESSAGES = {
     "malformed address": (["run/music", "player.next"], "missing the KIND: prefix"),
     "dotdot branch": (["branch:music/..", "x.y"], "invalid address 'branch:music/..'"),
     "unknown run": (["run:ghost", "player.next"], "no run ghost"),
-    "bad json body": (["run:music", "player.next", "{oops", "--json"], "body is not valid JSON"),
+    "bad json body": (["run:music", "player.next", "{oops", "--body-json"], "body is not valid JSON"),
     "oversized body": (["run:music", "player.next", "x" * 70000], "the limit is 65536"),
     "undeclared type": (["run:music", "player.rewind"], "does not accept 'player.rewind'"),
     "bad type": (["run:music", "no spaces allowed"], "invalid message type"),
@@ -149,7 +149,7 @@ WORKER = "sh -c 'ACTORS_BRANCH=front actors recv --json; actors emit task.result
 def test_branch_messages_reach_the_branch_worker_and_rooms_collect_posts(home: StateRoot) -> None:
     run_id = _spawn("-t", WORKER)
     proc = cli(
-        "message", f"branch:{run_id}/front", "task.assign", '{"slice": "T-1"}', "--json", "--force"
+        "message", f"branch:{run_id}/front", "task.assign", '{"slice": "T-1"}', "--body-json", "--force"
     )
     assert proc.returncode == 0, proc.stderr
     assert actors.wait(run_id, timeout=30)["status"] == "done"
@@ -165,7 +165,7 @@ def test_branch_messages_reach_the_branch_worker_and_rooms_collect_posts(home: S
 
 
 def test_tool_address_spawns_the_recipe_with_the_body_as_values(home: StateRoot) -> None:
-    proc = cli("message", "tool:hello", "tool.invoke", '{"name": "tool"}', "--json", "--print-json")
+    proc = cli("message", "tool:hello", "tool.invoke", '{"name": "tool"}', "--body-json", "--json")
     assert proc.returncode == 0, proc.stderr
     outcome = json.loads(proc.stdout)
     assert outcome["state"] == "spawned"
@@ -185,7 +185,7 @@ def test_tool_address_refuses_a_body_its_parameters_do_not_take(
     home: StateRoot, body: str, error: str
 ) -> None:
     before = snapshot(home.path)
-    proc = cli("message", "tool:hello", "tool.invoke", body, "--json")
+    proc = cli("message", "tool:hello", "tool.invoke", body, "--body-json")
     assert proc.returncode == 2
     assert proc.stderr.splitlines()[0].startswith(error), proc.stderr
     assert snapshot(home.path) == before

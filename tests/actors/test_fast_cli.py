@@ -23,7 +23,7 @@ from runtime.store.layout import StateRoot
 
 
 def test_plain_calls_parse_like_the_click_commands() -> None:
-    assert _parse(_MESSAGE, ["run:a", "x.y", "--summary=hi", "--json", "{}"]) == {
+    assert _parse(_MESSAGE, ["run:a", "x.y", "--summary=hi", "--body-json", "{}"]) == {
         "address": "run:a",
         "type": "x.y",
         "body": "{}",

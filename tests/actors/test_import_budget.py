@@ -55,7 +55,7 @@ def test_spawn_of_a_cached_recipe_stays_off_pydantic(home: object) -> None:
     "argv",
     [
         ["message", "run:ghost", "x.y"],
-        ["message", "run:ghost", "x.y", "{}", "--json", "--summary=s", "--no-fsync"],
+        ["message", "run:ghost", "x.y", "{}", "--body-json", "--summary=s", "--no-fsync"],
         ["emit", "x.y", "body", "--deliver", "notify"],
         ["kill", "run:ghost"],
         ["cancel", "ghost", "--grace", "1", "--json"],

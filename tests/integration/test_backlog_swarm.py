@@ -265,7 +265,7 @@ def test_two_workers_drain_the_backlog_from_both_ends_then_take_an_assignment(
         f"branch:{run}/front",
         "task.assign",
         json.dumps({"item": "extra item"}),
-        "--json",
+        "--body-json",
     )
     assert sent.returncode == 0 and "route=branch" in sent.stdout, sent.stderr
     count = len(messages)
@@ -301,7 +301,7 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
     messages = wait_room(home, run, lambda ms: idle(ms, run, "front") and idle(ms, run, "back"))
     assert [m["type"] for m in messages] == ["task.awaiting", "task.awaiting"]
 
-    sent = cli("message", f"branch:{run}/front", "task.assign", '{"backlog": "next"}', "--json")
+    sent = cli("message", f"branch:{run}/front", "task.assign", '{"backlog": "next"}', "--body-json")
     assert sent.returncode == 0, sent.stderr
     messages = wait_room(home, run, lambda ms: len(results(ms)) == 1 and idle(ms, run, "front"))
     front = of(messages, run, "front")
@@ -343,7 +343,7 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
         f"branch:{run}/front",
         "task.assign",
         json.dumps({"item": "other item", "validate_cmd": "true"}),
-        "--json",
+        "--body-json",
     )
     assert sent.returncode == 0, sent.stderr
     messages = wait_room(home, run, lambda ms: len(results(ms)) == 2 and idle(ms, run, "front"))

@@ -145,7 +145,7 @@ def test_a_spawn_whose_runner_cannot_fork_refuses_and_leaves_no_run(
 def test_a_tool_message_whose_runner_cannot_fork_refuses_and_leaves_no_run(
     home: StateRoot, no_fork_cgroup: Path
 ) -> None:
-    args = ["message", "tool:hello", "tool.invoke", '{"name": "x"}', "--json"]
+    args = ["message", "tool:hello", "tool.invoke", '{"name": "x"}', "--body-json"]
     proc = _cli_without_fork(no_fork_cgroup, *args)
     refused(args, proc)
     assert actors.runs() == [], "a phantom run was left behind"

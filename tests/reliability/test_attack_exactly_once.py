@@ -80,7 +80,7 @@ def _kill_after_fifo_write(tmp_path: Path, home: StateRoot, token: str) -> None:
     )
     sender = subprocess.Popen(
         [sys.executable, "-m", "actors", "message", "run:fast", "job.item",
-         json.dumps({"token": token}), "--json"],
+         json.dumps({"token": token}), "--body-json"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     pid_text, point = read_fifo_line(barrier).split()

@@ -147,7 +147,7 @@ def _armed_sender(
 ) -> subprocess.Popen[str]:
     """`actors message run:<run> job.item {"token": ...}` under a pause (or fault) point."""
     body = json.dumps({"token": token})
-    return _actors("message", f"run:{run['run']}", "job.item", body, "--json", *flags, env=env)
+    return _actors("message", f"run:{run['run']}", "job.item", body, "--body-json", *flags, env=env)
 
 
 def _lines(path: Path, entry_id: str, state: str) -> int:
@@ -282,7 +282,7 @@ def _read_from_fifo(got: Path) -> list[Any]:
 def _frozen_fifo_sender(tmp_path: Path, run: dict[str, Any], token: str) -> tuple[Any, int]:
     point = "messaging.fifo.before_write"
     barrier = make_fifo(tmp_path / "barrier")
-    sender = _armed_sender(run, token, _pause_env(point, barrier), "--print-json")
+    sender = _armed_sender(run, token, _pause_env(point, barrier), "--json")
     frozen = _paused(barrier, point)
     _wait_stopped(frozen)
     return sender, frozen

@@ -110,7 +110,7 @@ def _leftovers(root: Path) -> list[str]:
 def _send(
     run: str, token: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return cli("message", f"run:{run}", "job.item", json.dumps({"token": token}), "--json", env=env)
+    return cli("message", f"run:{run}", "job.item", json.dumps({"token": token}), "--body-json", env=env)
 
 
 def _queued(root: StateRoot, run: str, token: str) -> int:

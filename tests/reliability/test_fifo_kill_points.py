@@ -153,7 +153,7 @@ def test_a_committed_sender_that_is_only_frozen_is_left_alone(
     token = uuid.uuid4().hex
     point = "messaging.fifo.after_commit"
     barrier = make_fifo(tmp_path / "barrier")
-    sender = _armed_sender(run, token, _pause_env(point, barrier), "--print-json")
+    sender = _armed_sender(run, token, _pause_env(point, barrier), "--json")
     frozen = _paused(barrier, point)
     _wait_stopped(frozen)
     rival = Mailbox(paths.inbox, paths.dir / "doorbells")

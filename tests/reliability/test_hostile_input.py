@@ -398,9 +398,9 @@ def test_body_limits_through_the_cli(home: StateRoot, sink: dict[str, str]) -> N
     deep = json.dumps(_nested(MAX_BODY_DEPTH + 1))
     cases = {
         "over 64 KiB": (["x" * (MAX_ENVELOPE_BYTES + 1)], "the limit is 65536"),
-        "nested beyond the cap": ([deep, "--json"], f"more than {MAX_BODY_DEPTH} levels"),
-        "nested beyond the parser": (["[" * 5000 + "]" * 5000, "--json"], "nested too deeply"),
-        "not JSON": (["{oops", "--json"], "body is not valid JSON"),
+        "nested beyond the cap": ([deep, "--body-json"], f"more than {MAX_BODY_DEPTH} levels"),
+        "nested beyond the parser": (["[" * 5000 + "]" * 5000, "--body-json"], "nested too deeply"),
+        "not JSON": (["{oops", "--body-json"], "body is not valid JSON"),
         "summary too long": (["x", "--summary", "s" * 501], "longer than 500"),
     }
     for extra, needle in cases.values():

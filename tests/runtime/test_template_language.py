@@ -151,7 +151,7 @@ def test_typed_args_are_converted_or_refused_before_anything_is_written(
             "template": "echo {n} {mode} {where}",
         },
     )
-    for bad, why in (("n=x", "is not a whole number"), ("mode=c", "is not one of a, b")):
+    for bad, why in (("n=x", "n (int): expected an integer"), ("mode=c", "expected one of a, b")):
         before = snapshot(home.path)
         proc = cli("spawn", str(path), "-v", bad, "-v", "mode=a" if "mode" not in bad else "n=1")
         assert proc.returncode == 2 and why in proc.stderr and "Traceback" not in proc.stderr
