@@ -86,7 +86,8 @@ def tail_follow(tour: Tour, results: list[Result]) -> None:
 
 
 def ls_table(tour: Tour, results: list[Result]) -> None:
-    """`compact table; --json for machines`"""
+    """`compact table (a template run shows its command); --json for machines`: the
+    template run's row is checked where the tour spawns it."""
     (out,) = results
     ok(out)
     head, *rows = out.stdout.splitlines()
@@ -153,6 +154,21 @@ def result_fanout(tour: Tour, results: list[Result]) -> None:
     assert "alpha checked" in text, text  # the output head
 
 
+def run_wait_several(tour: Tour) -> list[Result]:
+    """RUN RUN ...: the degraded fanout (exit 0) and the killed ticker (137)."""
+    return [tour.run(f"actors wait {tour.runs['fanout']} victim")]
+
+
+def wait_several(tour: Tour, results: list[Result]) -> None:
+    """`block until all end; exit with the worst code`"""
+    (out,) = results
+    assert out.returncode == 137, (out.returncode, out.stderr)
+    lines = out.stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"run:{tour.runs['fanout']}  done (degraded)"), lines
+    assert lines[1].startswith("run:victim  killed"), lines
+
+
 def spawn_template(tour: Tour, results: list[Result]) -> None:
     """`an inline template instead of a recipe`: `sleep {secs=5}` with secs=2 runs `sleep 2`."""
     (out,) = results
@@ -164,6 +180,10 @@ def spawn_template(tour: Tour, results: list[Result]) -> None:
     events = tour.actors("tail", run, "--events")
     ok(events)
     assert re.search(r"command\.start .*sleep 2", events.stdout), events.stdout
+    listed = tour.actors("ls")
+    ok(listed)
+    (row,) = [x for x in listed.stdout.splitlines() if x.startswith(run)]
+    assert "sleep {secs=5}" in row, row  # `ls`: a template run shows its template, not `-`
 
 
 def run_archive_prune(tour: Tour) -> list[Result]:
@@ -393,6 +413,25 @@ def register_opencode(tour: Tour, results: list[Result]) -> None:
     assert record["options"]["session"] == "ses_tour", record
 
 
+def completion(tour: Tour, results: list[Result]) -> None:
+    """`shell completion (also zsh, fish): eval "$(actors completion bash)"`: bash loads
+    it and completes `actors` with it; zsh and fish print their scripts."""
+    (out,) = results
+    ok(out)
+    loaded = subprocess.run(
+        ["bash", "--norc", "-c", 'eval "$1"; complete -p actors', "bash", out.stdout],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert loaded.returncode == 0 and "actors" in loaded.stdout, loaded
+    for shell in ("zsh", "fish"):
+        script = tour.actors("completion", shell)
+        ok(script)
+        assert "actors" in script.stdout and script.stdout != out.stdout, shell
+
+
 def run_mcp(tour: Tour) -> list[Result]:
     """The server answers an MCP client's handshake and tools/list, then stdin closes."""
     requests = [
@@ -463,6 +502,7 @@ STEPS = [
     Step("actors cancel tick", cancel_tick),
     Step("actors kill RUN", kill_run, run_kill),
     Step("actors result RUN", result_fanout, run_result),
+    Step("actors wait RUN RUN ...", wait_several, run_wait_several),
     Step("actors spawn -t 'sleep {secs=5}' -v secs=2", spawn_template),
     Step("actors archive RUN / actors prune RUN", archive_prune, run_archive_prune),
     Step("actors spawn player --as run:music", spawn_player),
@@ -495,6 +535,7 @@ STEPS = [
         register_opencode,
     ),
     Step("actors mcp", mcp_tools, run_mcp),
+    Step("actors completion bash", completion),
 ]
 
 SKIPPED: dict[str, str] = {}
