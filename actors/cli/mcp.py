@@ -24,10 +24,13 @@ def mcp_cmd(session: str | None) -> None:
     # Claude Code gives the MCP servers it starts CLAUDE_CODE_SESSION_ID (seen with the real
     # 2.1.197), the same id its SessionStart hook registers: runs spawned through the tools
     # then wake that very session.
+    # Each call is then resolved to its caller's live session (actors.mcp_session); this
+    # is the fallback, and an explicit --session is used as given.
     serve(
         StateRoot.from_env(),
         session
         or config.text(config.SESSION)
         or os.environ.get("CLAUDE_CODE_SESSION_ID")
         or local_user_session(),
+        explicit=session is not None,
     )
