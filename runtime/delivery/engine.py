@@ -48,7 +48,6 @@ BACKOFF_CAP_S = 300.0
 MAX_ATTEMPTS = 12
 
 
-
 Listener = Callable[["DeliveryRecord"], None]
 _listeners: list[Listener] = []
 

@@ -60,8 +60,9 @@ def call_tool(claude: ClaudeSession, llm: FakeLLM, tool: str, args: dict[str, An
 def wait_wake(llm: FakeLLM, session: str, start: int) -> str:
     """The model request our doorbell woke for `session` (the idle session, no input)."""
     request = llm.wait_request(
-        lambda r: "unread follow-up" in last_user_text(r["body"])
-        and session in last_user_text(r["body"]),
+        lambda r: (
+            "unread follow-up" in last_user_text(r["body"]) and session in last_user_text(r["body"])
+        ),
         start,
         timeout=60,
     )
