@@ -210,6 +210,7 @@ class DeliveryRunner:
                 session=session,
                 attempt=attempt,
                 body_file=str(body),
+                on_injected=lambda: SessionInbox(paths).mark_read([ident]),
             )
             try:
                 adapter = make_adapter(session, harness)
