@@ -43,6 +43,15 @@ async def user(server: Codex) -> AsyncIterator[tuple[CodexConnection, str, list[
     async with connect(socket=str(server.socket)) as conn:
         await conn.initialize("peer-user")
         thread = (await conn.request("thread/start", {"cwd": str(server.project)}))["thread"]["id"]
+        ready = await conn.wait_for(  # a turn before this would have no actors tools yet
+            lambda n: (
+                n["method"] == "mcpServer/startupStatus/updated"
+                and n["params"].get("name") == "actors"
+                and n["params"].get("status") == "ready"
+            ),
+            30,
+        )
+        assert ready is not None, "Codex never reported the actors MCP server ready"
         async with trio.open_nursery() as nursery:
 
             async def approve() -> None:
@@ -156,7 +165,8 @@ async def test_approvals_during_a_woken_turn_are_left_to_the_users_client(
         "codex", "coord", socket=str(server.socket), thread=thread, processed_timeout="20"
     )
     envelope = followup("TOKEN-APPROVE")
-    envelope["summary"] = "Run peer done [tool:mcp__actors.recipes:{}] TOKEN-APPROVE"
+    spawn = json.dumps({"template": "true", "as": "run:cx-woken"})
+    envelope["summary"] = f"Run peer done [tool:mcp__actors.spawn:{spawn}] TOKEN-APPROVE"
     state = await trio.to_thread.run_sync(
         lambda: DeliveryRunner(home).submit("coord", envelope, delivery_id="d-approve")
     )
@@ -167,4 +177,19 @@ async def test_approvals_during_a_woken_turn_are_left_to_the_users_client(
         if n["method"] == "item/completed" and n["params"]["item"].get("type") == "mcpToolCall"
     ]
     assert [c["status"] for c in calls] == ["completed"], calls
-    assert approved == ["recipes"] or calls[0].get("readOnlyHint")
+    assert approved == ["spawn"]  # asked, and answered by the user's client only
+    assert actors.status("cx-woken")["owner_id"] == "coord"
+
+
+async def test_read_only_tools_run_without_asking(
+    home: StateRoot, server: Codex, user: tuple[CodexConnection, str, list[str]], fake_llm: FakeLLM
+) -> None:
+    """Codex asks before a tool that may be destructive or reach outside (spawn,
+    message) and runs the others (inspect, recipes: readOnlyHint; inbox_read) at once."""
+    conn, thread, approved = user
+    seen = await turn(conn, thread, fake_llm, "recipes", {})
+    assert "hello" in seen
+    seen = await turn(conn, thread, fake_llm, "inspect", {"target": "session:all", "view": "runs"})
+    assert "Wall time" in seen
+    seen = await turn(conn, thread, fake_llm, "inbox_read", {})
+    assert seen.endswith('{"followups":[]}') and approved == []
