@@ -60,15 +60,15 @@ def harness_process() -> int | None:
     return None
 
 
-def record_harness_process(root: StateRoot, session_id: str) -> None:
-    """Note that the harness process running this hook now serves `session_id` (the
-    SessionStart hook, again after `/clear`); never fails the hook."""
+def record_harness_process(root: StateRoot, session_id: str, pid: int | None = None) -> None:
+    """Note that harness process `pid` (default: the one running this hook) now serves
+    `session_id` (the SessionStart hook, again after `/clear`); never fails the hook."""
     import contextlib
 
     from runtime.core.errors import ActorsError
     from runtime.store.writes import ensure_dir, write_json_atomic
 
-    pid = harness_process()
+    pid = harness_process() if pid is None else pid
     key = None if pid is None else _identity(pid)
     if key is None:
         return
