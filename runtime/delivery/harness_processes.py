@@ -11,17 +11,12 @@ new one is written.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from runtime.core.ids import is_valid_id
 from runtime.store.layout import StateRoot
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "fish", "ksh", "busybox"})
 _MAX_DEPTH = 32
-
-
-def _processes_dir(root: StateRoot) -> Path:
-    return root.path / "harness-processes"
 
 
 def _identity(pid: int) -> str | None:
@@ -72,7 +67,7 @@ def record_harness_process(root: StateRoot, session_id: str, pid: int | None = N
     key = None if pid is None else _identity(pid)
     if key is None:
         return
-    directory = _processes_dir(root)
+    directory = root.harness_processes
     with contextlib.suppress(OSError, ActorsError):
         ensure_dir(directory)
         write_json_atomic(directory / key, {"session": session_id}, fsync=False)
@@ -88,7 +83,7 @@ def session_of_ancestors(root: StateRoot) -> str | None:
     from runtime.core.errors import ActorsError
     from runtime.store.reads import read_json
 
-    directory = _processes_dir(root)
+    directory = root.harness_processes
     if not directory.is_dir():
         return None
     for pid in ancestors(os.getpid()):
