@@ -12,7 +12,8 @@ start. Each call is resolved from what the harness itself says about the caller:
   plugin `actors install opencode` writes adds `_actors_caller = {opencode_session,
   url}` to each call of ours. The session registered for that OpenCode session, else
   one registered here (id = the OpenCode session id; the server password is the
-  OPENCODE_SERVER_PASSWORD OpenCode passes to its MCP servers).
+  OPENCODE_SERVER_PASSWORD OpenCode passes to its MCP servers, sent only to a loopback
+  URL).
 - Claude Code keeps the MCP server across `/clear`, which gives the session a new id:
   the SessionStart hook records "this Claude process -> its current session"
   (`record_harness_process`), and the nearest ancestor with a record names the session.
@@ -106,6 +107,14 @@ def codex_session(root: StateRoot, thread: str) -> str | None:
     return _register(root, ident, "codex", {"socket": socket, "thread": thread})
 
 
+def _loopback(url: str) -> bool:
+    """The URL names this machine: only then does the server's password go with it (the
+    argument comes through the model's tool call, which a prompt could steer)."""
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")
+
+
 def opencode_session(root: StateRoot, caller: dict[str, Any]) -> str | None:
     session, url = caller.get("opencode_session"), caller.get("url")
     if not (isinstance(session, str) and session.startswith("ses") and is_valid_id(session)):
@@ -116,7 +125,7 @@ def opencode_session(root: StateRoot, caller: dict[str, Any]) -> str | None:
     if not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         return _register(root, session, "file", {})
     options = {"url": url.rstrip("/"), "session": session}
-    if os.environ.get("OPENCODE_SERVER_PASSWORD"):
+    if os.environ.get("OPENCODE_SERVER_PASSWORD") and _loopback(url):
         options["password"] = os.environ["OPENCODE_SERVER_PASSWORD"]
         if os.environ.get("OPENCODE_SERVER_USERNAME"):
             options["username"] = os.environ["OPENCODE_SERVER_USERNAME"]

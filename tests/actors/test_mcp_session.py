@@ -72,6 +72,10 @@ async def test_opencode_caller_registers_each_session_with_the_server_password(
             "session": "ses_aaa",
             "password": "pw",
         }
+        # the argument passes through the model: the password never goes off this machine
+        away = {"opencode_session": "ses_ddd", "url": "http://203.0.113.9:4096"}
+        assert await spawn(session, "o5", _actors_caller=away) == "ses_ddd"
+        assert "password" not in load_session(home, "ses_ddd")["options"]
         bogus = {"opencode_session": "../etc", "url": url}
         assert (await spawn(session, "o3", _actors_caller=bogus)).startswith("user:")
         # the reserved argument is taken out before validation: nothing else is accepted
