@@ -32,6 +32,26 @@ def claude(home: StateRoot, fake_llm: FakeLLM, tmp_path: Path) -> Iterator[Claud
         yield session
 
 
+def first_turn(claude: ClaudeSession) -> str:
+    """The first user turn (SessionStart registers the session), then more turns until
+    Claude Code reports `actors mcp` connected (under load it may still be starting, and
+    each turn's init event says where it is); the session id."""
+    claude.send_user("hello TOKEN-FIRST")
+    session = str(claude.next_result(timeout=90)["session_id"])
+    for turn in range(10):
+        init = [
+            e for e in claude.events if e.get("type") == "system" and e.get("subtype") == "init"
+        ]
+        status = {s["name"]: s.get("status") for s in init[-1]["mcp_servers"]}.get("actors")
+        if status != "pending":
+            break
+        mark = claude.mark()
+        claude.send_user(f"TOKEN-WAIT{turn}")
+        claude.next_result(timeout=90, after=mark)
+    assert status == "connected", init[-1]["mcp_servers"]
+    return session
+
+
 def tool_results(body: dict[str, Any]) -> list[str]:
     """The text of each tool_result block in the request's last user message."""
     last = [m for m in body.get("messages") or [] if m.get("role") == "user"][-1]
@@ -72,9 +92,7 @@ def wait_wake(llm: FakeLLM, session: str, start: int) -> str:
 def test_spawn_wake_inbox_read_and_message_through_claude_code(
     claude: ClaudeSession, fake_llm: FakeLLM, home: StateRoot
 ) -> None:
-    claude.send_user("hello TOKEN-FIRST")
-    first = claude.next_result(timeout=90)
-    session = str(first["session_id"])
+    session = first_turn(claude)
 
     start = len(fake_llm.requests)
     seen = call_tool(claude, fake_llm, "spawn", {"template": "true", "as": "run:ccmcp1"})
@@ -100,8 +118,7 @@ def test_spawn_wake_inbox_read_and_message_through_claude_code(
 def test_after_clear_runs_belong_to_the_new_session_and_wake_it(
     claude: ClaudeSession, fake_llm: FakeLLM, home: StateRoot
 ) -> None:
-    claude.send_user("hello TOKEN-FIRST")
-    old = str(claude.next_result(timeout=90)["session_id"])
+    old = first_turn(claude)
     call_tool(claude, fake_llm, "spawn", {"template": "true", "as": "run:before-clear"})
     assert actors.status("before-clear")["owner_id"] == old
 
