@@ -13,7 +13,8 @@ from runtime.core import config
 @click.option(
     "--session",
     metavar="ID",
-    help="Coordinator session (default: $ACTORS_SESSION, else $CLAUDE_CODE_SESSION_ID, else your user).",
+    help="Session for every call (default: each call's own harness session, else"
+    " $ACTORS_SESSION, else $CLAUDE_CODE_SESSION_ID, else your user).",
 )
 def mcp_cmd(session: str | None) -> None:
     """Serve spawn / message / inspect / inbox_read / recipes as MCP tools over stdio."""
