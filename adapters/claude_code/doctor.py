@@ -19,7 +19,8 @@ def judge(probe: Probe, wait_s: float = 10.0) -> None:
     rang = False
     while not rang and time.monotonic() - started < wait_s:
         rang = any(
-            probe.delivery_id in (r.get("ids") or []) for r in read_jsonl(paths.wakes).records
+            probe.delivery_id in (r.get("ids") or [])
+            for r in read_jsonl(paths.wakes).records
         )
         if not rang:
             time.sleep(0.05)

@@ -59,6 +59,8 @@ def msg_id_for(delivery_id: str) -> str:
     return str(uuid.uuid5(MSG_ID_NAMESPACE, delivery_id))
 
 
+
+
 class ClaudeTeamsAdapter:
     capabilities = Capabilities(
         wake_mode="entry in the Claude agent-team inbox teams/<team>/inboxes/<name>.json",

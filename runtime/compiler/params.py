@@ -137,7 +137,6 @@ class _Use:
 
 def _walk_refs(raw: Mapping[str, Any]) -> Iterator[tuple[Any, bool, bool]]:
     """`(ref, optional_context, inside_repeat)` for every placeholder of the recipe."""
-
     def nodes(node: Mapping[str, Any], in_repeat: bool) -> Iterator[tuple[Mapping[str, Any], bool]]:
         yield node, in_repeat
         inner = in_repeat or node.get("repeat") is not None

@@ -41,6 +41,9 @@ MAX_ARTIFACTS = 4
 _INTERNAL_TYPES = ("command.done", "run.done", "run.failed")
 
 
+
+
+
 def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
     """The run's own last word: its last declared emitted message, else its stdout head."""
     emits = {

@@ -80,6 +80,7 @@ def _stamp(run_dir: str) -> str | None:
     return f"{st.st_ino}:{st.st_mtime_ns}"
 
 
+
 def list_runs(root: StateRoot) -> list[ListedRun]:
     """Status summaries of every run in the root, newest first."""
     names = safe.subdirs(root.runs)

@@ -42,7 +42,6 @@ from runtime.store.writes import write_json_atomic
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
 
-
 class SpawnRequest:
     """What the caller asked for; exactly one of `recipe` and `template`.
 

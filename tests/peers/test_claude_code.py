@@ -30,9 +30,7 @@ from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
 from tests.peers.run_claude import ClaudeSession, Event, claude_session
 
 DOORBELL = re.compile(r"ACTORS: (\d+) unread follow-up\(s\); first: (.*?)\. Read them all with: ")
-WAKE_PREFIX = (
-    "actors follow-ups arrived: "  # our rewakeMessage (see adapters/claude_code/install.py)
-)
+WAKE_PREFIX = "actors follow-ups arrived: "  # our rewakeMessage (see adapters/claude_code/install.py)
 """What asyncRewake puts before the hook's stderr (no `rewakeMessage` is configured)."""
 
 
