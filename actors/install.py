@@ -133,7 +133,7 @@ def _install_one(
 
 def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]:
     records = _records(root)
-    results = []
+    results: list[dict[str, Any]] = []
     # last written first: a directory an earlier file's install created (OpenCode's
     # config dir) is empty, and removed, only once the later files in it are gone
     for edit in reversed(plan(harness, scope)):
