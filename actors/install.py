@@ -156,13 +156,15 @@ def _note_added(record: dict[str, Any], added: Any) -> None:
 
 def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]:
     records = _records(root)
-    results = []
-    for edit in plan(harness, scope):
+    results: list[dict[str, Any]] = []
+    # last written first: a directory an earlier file's install created (OpenCode's
+    # config dir) is empty, and removed, only once the later files in it are gone
+    for edit in reversed(plan(harness, scope)):
         key = str(edit.path)
         record = records.get(key)
         current, st = read_config(edit.path)
         action = _uninstall_one(edit, record, current, st)
-        results.append({"path": key, "action": action})
+        results.insert(0, {"path": key, "action": action})
         if record:
             if record.get("backup"):
                 Path(record["backup"]).unlink(missing_ok=True)

@@ -1,15 +1,18 @@
 """`actors mcp`: the coordinator tools over MCP (stdio), on trio.
 
-Tools: spawn, message, inspect, inbox_read, recipes. Results are compact text for the
-model plus structured content for clients that read it; input and state errors come
-back as MCP tool errors carrying the CLI's one-line messages. The server acts as one
-coordinator session (`--session`, else $ACTORS_SESSION, else the local user), so every
-run it spawns delivers its follow-ups to that session's inbox.
+Tools: spawn, message, inspect, inbox_read, recipes. Claude Code and Codex hand the
+model a result's structured content alone when there is one (OpenCode its text), so
+both say the same few model-oriented things: spawn's run and its "do not poll" note,
+each follow-up's type, sender and summary (bodies on request), inspect compact unless
+`verbose`. Input and state errors come back as MCP tool errors carrying the CLI's
+one-line messages. Each call acts for the harness session that made it
+(actors.mcp_session), so a run it spawns delivers its follow-ups to that session.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import mcp.types as types
@@ -55,26 +58,50 @@ def _utf8(text: str) -> str:
 
 
 class ActorsTools:
-    """The tool implementations, bound to one state root and one coordinator session."""
+    """The tool implementations, bound to one state root; each call acts for the
+    session its caller is (actors.mcp_session), `fallback` when the call names none."""
 
-    def __init__(self, root: StateRoot, session: str) -> None:
-        self.root, self.session = root, session
+    def __init__(
+        self,
+        root: StateRoot,
+        session: str,
+        *,
+        explicit: bool = False,
+        on_session: Callable[[str], None] | None = None,
+    ) -> None:
+        from actors.mcp_session import SessionResolver
+
+        self.root = root
+        self.sessions = SessionResolver(root, session, explicit=explicit)
         self.home = str(root.path)  # how actors.api is told which state root
+        self.served = {session}  # the sessions whose runs this server guards
+        self.on_session = on_session
 
-    def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, Any]:
+    def call(
+        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+    ) -> tuple[str, Any]:
+        from actors.mcp_session import CALLER_ARG
+
         model = TOOL_MODELS.get(name)
         if model is None:
             raise ActorsError(f"unknown tool {name!r}", hint=f"tools: {', '.join(TOOL_MODELS)}")
+        arguments = dict(arguments)
+        caller = arguments.pop(CALLER_ARG, None)
         try:
             params = model.model_validate(arguments)
         except ValidationError as exc:
             first = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in first["loc"]) or name
             raise ActorsError(f"{name}: {where}: {first['msg']}") from None
-        result: tuple[str, Any] = getattr(self, f"_{name}")(params)
+        session = self.sessions.resolve(meta, caller)
+        if session not in self.served:  # a thread or session new to this server
+            self.served.add(session)
+            if self.on_session is not None:
+                self.on_session(session)
+        result: tuple[str, Any] = getattr(self, f"_{name}")(params, session)
         return result
 
-    def _spawn(self, p: Any) -> tuple[str, Any]:
+    def _spawn(self, p: Any, session: str) -> tuple[str, Any]:
         from actors import api
 
         given = [x for x in (p.recipe, p.file, p.template) if x]
@@ -85,15 +112,15 @@ class ActorsTools:
             template=p.template,
             as_=p.as_,
             values=p.values,
-            session=self.session,
+            session=session,
             home=self.home,
         )
-        out = {"run": record["run"], "address": record["address"], "state_dir": record["state_dir"]}
-        return (
+        note = (
             f"started {record['address']}; its follow-up will arrive in this session (do not poll)"
-        ), out
+        )
+        return note, {"run": record["run"], "note": note}
 
-    def _message(self, p: Any) -> tuple[str, Any]:
+    def _message(self, p: Any, session: str) -> tuple[str, Any]:
         from actors import api
 
         outcome = api.message(
@@ -102,31 +129,33 @@ class ActorsTools:
             p.body,
             summary=p.summary,
             reply_to=p.reply_to,
-            session=self.session,
+            session=session,
             home=self.home,
         )
-        return _text(outcome), outcome
+        return _text(outcome), _scalars(outcome)
 
-    def _inspect(self, p: Any) -> tuple[str, Any]:
+    def _inspect(self, p: Any, session: str) -> tuple[str, Any]:
         from actors import api
 
         data = api.inspect(p.target, p.view, lines=p.lines, status=p.status, home=self.home)
-        return json.dumps(data, indent=1, default=str)[:20000], data
+        if p.verbose:
+            return json.dumps(data, indent=1, default=str)[:20000], data
+        data = _compact(data)
+        return json.dumps(data, separators=(",", ":"), default=str)[:8000], data
 
-    def _inbox_read(self, p: Any) -> tuple[str, Any]:
+    def _inbox_read(self, p: Any, session: str) -> tuple[str, Any]:
         from runtime.delivery.engine import read_inbox
 
-        unread = read_inbox(self.root, self.session, peek=p.peek, boundary="inbox_read")
-        envelopes = [e["envelope"] for e in unread]
-        lines = [f"{len(envelopes)} unread follow-up(s)"]
-        for env in envelopes:
-            lines.append(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}")
-        return "\n".join(lines), {"followups": envelopes}
+        unread = read_inbox(self.root, session, peek=p.peek, boundary="inbox_read")
+        shown = [_followup(e["envelope"], p.bodies) for e in unread]
+        lines = [f"{len(shown)} unread follow-up(s)"]
+        lines += [f"- {f['type']} from {f['from']}: {f['summary']}" for f in shown]
+        return "\n".join(lines), {"followups": shown}
 
-    def _recipes(self, p: Any) -> tuple[str, Any]:
+    def _recipes(self, p: Any, session: str) -> tuple[str, Any]:
         from runtime.compiler.library import search_dirs
 
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, str] = {}
         for directory in search_dirs():
             for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
                 if path.stem in found:
@@ -135,19 +164,68 @@ class ActorsTools:
                     description = json.loads(path.read_text()).get("description")
                 except (OSError, ValueError, AttributeError):
                     description = "(unreadable)"
-                found[path.stem] = {"file": str(path), "description": description}
-        text = "\n".join(f"{name}: {info['description'] or ''}" for name, info in found.items())
+                found[path.stem] = str(description or "")
+        text = "\n".join(f"{name}: {info}" for name, info in found.items())
         return text or "no recipes found", {"recipes": found}
 
 
-def build_server(root: StateRoot, session: str) -> Server[Any]:
-    tools = ActorsTools(root, session)
+def _scalars(data: Any) -> Any:
+    """A dict's scalar fields (what a model acts on), else the value as it is."""
+    if not isinstance(data, dict):
+        return data
+    return {k: v for k, v in data.items() if v is not None and not isinstance(v, dict | list)}
+
+
+def _compact(data: Any) -> Any:
+    """`data` without empty values (None, "", [], {}), at every depth."""
+    if isinstance(data, dict):
+        pruned = {k: _compact(v) for k, v in data.items()}
+        return {k: v for k, v in pruned.items() if v not in (None, "", [], {})}
+    if isinstance(data, list):
+        return [_compact(v) for v in data]
+    return data
+
+
+def _followup(envelope: dict[str, Any], body: bool) -> dict[str, Any]:
+    """What the model needs of a follow-up: who, what, the one-line summary (which says
+    what to do next); the body only on request."""
+    shown = {k: envelope.get(k) for k in ("type", "from", "summary")}
+    if body and envelope.get("body") is not None:
+        shown["body"] = envelope["body"]
+    return shown
+
+
+def _annotations(name: str) -> types.ToolAnnotations:
+    """What a harness may assume without asking: inspect and recipes change nothing;
+    message may stop or kill a run."""
+    from actors.tool_models import TOOLS
+
+    return types.ToolAnnotations(
+        title=name,
+        readOnlyHint=TOOLS[name].read_only,
+        destructiveHint=name == "message",
+        idempotentHint=TOOLS[name].read_only,
+        openWorldHint=name == "spawn",
+    )
+
+
+def build_server(
+    root: StateRoot,
+    session: str,
+    *,
+    explicit: bool = False,
+    on_session: Callable[[str], None] | None = None,
+) -> Server[Any]:
+    tools = ActorsTools(root, session, explicit=explicit, on_session=on_session)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
             tools=[
                 types.Tool(
-                    name=name, description=(model.__doc__ or "").strip(), inputSchema=schema(model)
+                    name=name,
+                    description=(model.__doc__ or "").strip(),
+                    inputSchema=schema(model),
+                    annotations=_annotations(name),
                 )
                 for name, model in TOOL_MODELS.items()
             ]
@@ -157,8 +235,9 @@ def build_server(root: StateRoot, session: str) -> Server[Any]:
         import trio
 
         try:
+            meta = params.meta if isinstance(params.meta, dict) else None
             text, data = await trio.to_thread.run_sync(
-                tools.call, params.name, params.arguments or {}
+                tools.call, params.name, params.arguments or {}, meta
             )
         except ActorsError as exc:
             return types.CallToolResult(
@@ -195,7 +274,7 @@ def build_server(root: StateRoot, session: str) -> Server[Any]:
     )
 
 
-def serve(root: StateRoot, session: str) -> None:
+def serve(root: StateRoot, session: str, *, explicit: bool = False) -> None:
     """Serve MCP on stdin/stdout until the client closes it (every request answered)."""
     from typing import cast
 
@@ -204,14 +283,26 @@ def serve(root: StateRoot, session: str) -> None:
 
     from actors.mcp_wire import Wire, claim_stdio
 
-    server = build_server(root, session)
     fd_in, fd_out = claim_stdio()
 
     async def main() -> None:
+        import trio
+
         from runtime.runs.guardian import watch_session_runs
 
         wire = Wire(fd_in, fd_out)
-        async with anyio.create_task_group() as guard:  # fold this session's crashed runs
+        # Fold the crashed runs of every session this server acts for: the one it started
+        # with, and each Codex thread or OpenCode session that calls it later (a tool call
+        # runs in a worker thread, hence from_thread to start the guardian in the loop).
+        async with anyio.create_task_group() as guard:
+
+            def guard_session(served: str) -> None:
+                def start() -> None:
+                    guard.start_soon(watch_session_runs, root, served)
+
+                trio.from_thread.run_sync(start)
+
+            server = build_server(root, session, explicit=explicit, on_session=guard_session)
             guard.start_soon(watch_session_runs, root, session)
             async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
                 await server.run(read, write, server.create_initialization_options())

@@ -56,12 +56,14 @@ class InspectParams(_Params):
     ] = "status"
     lines: int = Field(40, ge=0, le=2000)
     status: str = Field("all", description="session filter: all, active, running, terminal, ...")
+    verbose: bool = Field(False, description="every field, indented (default: compact)")
 
 
 class InboxReadParams(_Params):
     """Read (and mark read) every unread follow-up delivered to this coordinator session."""
 
     peek: bool = Field(False, description="show without marking read")
+    bodies: bool = Field(False, description="include each follow-up's full body")
 
 
 class RecipesParams(_Params):
@@ -76,14 +78,18 @@ class Tool(NamedTuple):
     """The actors.api function (None: the tool reads this session's state, MCP only)."""
     renames: Mapping[str, str] = {}
     """Model field -> that function's parameter, where the names differ."""
+    presentation: tuple[str, ...] = ()
+    """Fields that only shape what the model is shown (not passed to the function)."""
+    read_only: bool = False
+    """Changes nothing (MCP `readOnlyHint`: a harness need not ask before calling it)."""
 
 
 TOOLS: dict[str, Tool] = {
     "spawn": Tool(SpawnParams, "spawn", {"file": "recipe"}),
     "message": Tool(MessageParams, "message"),
-    "inspect": Tool(InspectParams, "inspect"),
+    "inspect": Tool(InspectParams, "inspect", presentation=("verbose",), read_only=True),
     "inbox_read": Tool(InboxReadParams, None),
-    "recipes": Tool(RecipesParams, None),
+    "recipes": Tool(RecipesParams, None, read_only=True),
 }
 
 TOOL_MODELS: dict[str, type[_Params]] = {name: tool.model for name, tool in TOOLS.items()}

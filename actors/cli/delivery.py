@@ -79,34 +79,12 @@ def session_register(
     Every -o key must be one the harness takes (or `mode` / `fallback`), and the target
     must answer now (a tmux pane, an OpenCode, Codex or pi server) unless --no-check.
     """
-    from runtime.core.ids import now_iso, short_suffix
-    from runtime.delivery.contract import AdapterError
-    from runtime.delivery.registry import check_registration
-    from runtime.delivery.sessions import save_session, session_key
+    from runtime.core.ids import short_suffix
+    from runtime.delivery.sessions import register_session
 
     ident = session_id or config.text(config.SESSION) or f"sess-{short_suffix()}"
-    session_key(ident)
-    try:
-        cls, opts = check_registration(harness, _options(options), reach=not no_check)
-    except AdapterError as exc:
-        raise BadInput(str(exc)) from None
-    caps = cls.capabilities
-    record = save_session(
-        _root(),
-        {
-            "id": ident,
-            "harness": harness,
-            "options": opts,
-            "registered": True,
-            "capabilities": {
-                "wake_mode": caps.wake_mode,
-                "level": caps.level,
-                "modes": list(caps.modes),
-            },
-            "cwd": os.getcwd(),
-            "created_at": now_iso(),
-            "last_seen": now_iso(),
-        },
+    record = register_session(
+        _root(), ident, harness, _options(options), reach=not no_check, cwd=os.getcwd()
     )
     if as_json:
         from runtime.compiler.redact import redact_session

@@ -13,7 +13,8 @@ from runtime.core import config
 @click.option(
     "--session",
     metavar="ID",
-    help="Coordinator session (default: $ACTORS_SESSION, else $CLAUDE_CODE_SESSION_ID, else your user).",
+    help="Session for every call (default: each call's own harness session, else"
+    " $ACTORS_SESSION, else $CLAUDE_CODE_SESSION_ID, else your user).",
 )
 def mcp_cmd(session: str | None) -> None:
     """Serve spawn / message / inspect / inbox_read / recipes as MCP tools over stdio."""
@@ -24,10 +25,13 @@ def mcp_cmd(session: str | None) -> None:
     # Claude Code gives the MCP servers it starts CLAUDE_CODE_SESSION_ID (seen with the real
     # 2.1.197), the same id its SessionStart hook registers: runs spawned through the tools
     # then wake that very session.
+    # Each call is then resolved to its caller's live session (actors.mcp_session); this
+    # is the fallback, and an explicit --session is used as given.
     serve(
         StateRoot.from_env(),
         session
         or config.text(config.SESSION)
         or os.environ.get("CLAUDE_CODE_SESSION_ID")
         or local_user_session(),
+        explicit=session is not None,
     )

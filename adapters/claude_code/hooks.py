@@ -75,6 +75,11 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
             options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
     record.setdefault("created_at", now_iso())
     save_session(root, record)
+    # the running `actors mcp` of this Claude process acts for this id from now on
+    # (a `/clear` starts a new session in the same process)
+    from runtime.delivery.harness_processes import record_harness_process
+
+    record_harness_process(root, session_id)
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
     _touch_wake(paths.wake)

@@ -237,6 +237,7 @@ class CodexAdapter:
         observed.append("injected")
         metadata["body_injected"] = True
         metadata["injected_ms"] = elapsed_ms(started)
+        context.injected()  # read now: the woken turn may call inbox_read itself
         turn_status = await self._turn_status(conn, turn_id, subscribed, mark)
         if turn_status is not None:
             metadata["turn_status"] = turn_status

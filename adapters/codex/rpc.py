@@ -8,7 +8,10 @@ fed by a trio stream, because its asyncio client cannot run under trio.
 
 `connect(...)` yields a `CodexConnection`: `request()` waits for the answer with the same
 id, `notify()` sends a notification, and every server notification is kept in order for
-`next_notification()`. Server requests (approvals) are declined, as nobody can answer.
+`wait_for()`. Server requests (approvals) are kept in `server_requests` and never
+answered here: Codex sends a thread's approval requests to every client subscribed to
+it, so the user's own client (the TUI) answers them, and any answer from a delivering
+connection would be taken as the user's (an error reply reads as "declined").
 """
 
 from __future__ import annotations
@@ -157,6 +160,7 @@ class CodexConnection:
         self._answered: dict[int, trio.Event] = {}
         self._notified = trio.Event()
         self.notifications: list[dict[str, Any]] = []
+        self.server_requests: list[dict[str, Any]] = []
         self.closed: str | None = None
 
     async def _read_loop(self) -> None:
@@ -172,13 +176,10 @@ class CodexConnection:
             self._notified.set()
 
     async def _dispatch(self, message: dict[str, Any]) -> None:
-        if "id" in message and "method" in message:  # a server request: nobody can approve
-            await self._transport.send(
-                {
-                    "id": message["id"],
-                    "error": {"code": -32601, "message": "not supported by actors"},
-                }
-            )
+        if "id" in message and "method" in message:  # a server request: not ours to answer
+            self.server_requests.append(message)
+            self._notified.set()
+            self._notified = trio.Event()
         elif "id" in message:
             ident = message["id"]
             if isinstance(ident, int) and ident in self._answered:
@@ -208,6 +209,10 @@ class CodexConnection:
             error = answer["error"] or {}
             raise CodexError(str(error.get("message", error)), error.get("code"))
         return dict(answer.get("result") or {})
+
+    async def answer(self, request: dict[str, Any], result: dict[str, Any]) -> None:
+        """Answer a server request (a client that owns the thread: the user's, a test's)."""
+        await self._transport.send({"id": request["id"], "result": result})
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         message: dict[str, Any] = {"method": method}

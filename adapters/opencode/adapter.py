@@ -202,6 +202,7 @@ class OpenCodeAdapter:
             )
         observed.append("injected")
         metadata["body_injected"] = True  # noReply too: it is in the conversation
+        context.injected()  # read now: the woken turn may call inbox_read itself
         metadata["injected_ms"] = elapsed_ms(started)
         if context.mode != "manual" and self._wait_processed(client, message_id):
             observed.append("processed")

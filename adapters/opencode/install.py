@@ -1,5 +1,13 @@
 """`actors install opencode`: `mcp.actors` in the project's `opencode.json`, or the
-user's `$XDG_CONFIG_HOME/opencode/opencode.json` (default `~/.config`)."""
+user's `$XDG_CONFIG_HOME/opencode/opencode.json` (default `~/.config`), and the plugin
+`plugins/actors-session.js` beside it (`.opencode/` in the project).
+
+OpenCode starts one MCP server per instance, before any session exists, and calls its
+tools with the arguments alone. The plugin hooks `tool.execute.before` (which OpenCode
+runs with the calling session's id, on the very arguments object it then sends) and
+adds `_actors_caller = {opencode_session, url}` to each call of our tools, so `actors
+mcp` acts for the session that called (actors.mcp_session).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +16,45 @@ from typing import Any
 
 from adapters.install_edits import Edit, json_edit, mcp_entry
 from runtime.core import config
+from runtime.core.errors import BadInput
+
+PLUGIN = """\
+// Written by `actors install opencode` (`actors uninstall opencode` removes it).
+// Tells the actors MCP server which OpenCode session calls its tools, so the runs a
+// session spawns report back to that session.
+export const ActorsSession = async ({ serverUrl }) => ({
+  "tool.execute.before": async (input, output) => {
+    if (!input.tool.startsWith("actors_") || !output.args || typeof output.args !== "object") return
+    output.args._actors_caller = { opencode_session: input.sessionID, url: String(serverUrl) }
+  },
+})
+"""
 
 
 def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
-    """Our local MCP server entry, for `command` (how OpenCode starts us); `wake` is
-    Claude Code's."""
+    """Our local MCP server entry, for `command` (how OpenCode starts us), and the
+    plugin; `wake` is Claude Code's."""
     xdg = Path(config.path(config.XDG_CONFIG_HOME))
-    target = (
-        Path.cwd() / "opencode.json" if scope == "project" else xdg / "opencode" / "opencode.json"
-    )
+    if scope == "project":
+        target, plugins = Path.cwd() / "opencode.json", Path.cwd() / ".opencode" / "plugins"
+    else:
+        target, plugins = xdg / "opencode" / "opencode.json", xdg / "opencode" / "plugins"
     local: dict[str, Any] = {"type": "local", "command": [*command, "mcp"], "enabled": True}
-    return [json_edit(target, *mcp_entry("mcp", local), what="MCP server actors (mcp.actors)")]
+    return [
+        json_edit(target, *mcp_entry("mcp", local), what="MCP server actors (mcp.actors)"),
+        whole_file(plugins / "actors-session.js"),
+    ]
+
+
+def whole_file(path: Path) -> Edit:
+    """A file that is ours alone: written whole, taken out whole (uninstall removes it)."""
+
+    def add(text: str | None) -> str:
+        if text and text != PLUGIN:
+            raise BadInput(f"{path} exists and is not ours; remove it first, nothing was changed")
+        return PLUGIN
+
+    def remove(text: str, added: object = None) -> str:
+        return "" if text == PLUGIN else text
+
+    return Edit(path, add, remove, what="plugin actors-session (the calling session for actors mcp)")

@@ -16,6 +16,7 @@ nothing: the receipt says whether and when to try again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -54,6 +55,14 @@ class DeliveryContext:
     session: dict[str, Any] = field(default_factory=dict)
     attempt: int = 1
     body_file: str | None = None
+    on_injected: Callable[[], None] | None = None
+    """The engine's "the model has the body now" (marks it read in the session inbox). An
+    adapter that goes on watching the turn it started calls it as soon as the body is in
+    the conversation, so the model's own `inbox_read` in that turn does not get it again."""
+
+    def injected(self) -> None:
+        if self.on_injected is not None:
+            self.on_injected()
 
 
 @dataclass(frozen=True)

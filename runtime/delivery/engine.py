@@ -48,7 +48,6 @@ BACKOFF_CAP_S = 300.0
 MAX_ATTEMPTS = 12
 
 
-
 Listener = Callable[["DeliveryRecord"], None]
 _listeners: list[Listener] = []
 
@@ -211,6 +210,7 @@ class DeliveryRunner:
                 session=session,
                 attempt=attempt,
                 body_file=str(body),
+                on_injected=lambda: SessionInbox(paths).mark_read([ident]),
             )
             try:
                 adapter = make_adapter(session, harness)

@@ -82,6 +82,45 @@ def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def register_session(
+    root: StateRoot,
+    ident: str,
+    harness: str,
+    options: dict[str, str],
+    *,
+    reach: bool = True,
+    **extra: str,
+) -> dict[str, Any]:
+    """The one way a session is registered (`actors session register`, and `actors mcp`
+    registering the Codex thread or OpenCode session that called it): the options are
+    checked against what the adapter declares (and, with `reach`, the target must answer)
+    before session.json is written. Raises BadInput (one line) and writes nothing."""
+    from runtime.delivery.contract import AdapterError
+    from runtime.delivery.registry import check_registration
+
+    session_key(ident)
+    try:
+        cls, checked = check_registration(harness, options, reach=reach)
+    except AdapterError as exc:
+        raise BadInput(str(exc)) from None
+    caps = cls.capabilities
+    record: dict[str, Any] = {
+        "id": ident,
+        "harness": harness,
+        "options": checked,
+        "registered": True,
+        "capabilities": {
+            "wake_mode": caps.wake_mode,
+            "level": caps.level,
+            "modes": list(caps.modes),
+        },
+        **extra,
+        "created_at": now_iso(),
+        "last_seen": now_iso(),
+    }
+    return save_session(root, record)
+
+
 def list_sessions(root: StateRoot) -> list[dict[str, Any]]:
     out = []
     for name in sorted(safe.subdirs(root.sessions)):

@@ -147,6 +147,11 @@ class StateRoot(_Place):
         return self.path / ".index.lock"
 
     @property
+    def harness_processes(self) -> Path:
+        """`<pid>-<start ticks>` -> the session that harness process serves now."""
+        return self.path / "harness-processes"
+
+    @property
     def installs(self) -> Path:
         """What `actors install` wrote into harness configs, so uninstall removes only that."""
         return self.path / "installs.json"

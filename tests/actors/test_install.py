@@ -86,6 +86,10 @@ def test_codex_user_install_appends_a_block_and_uninstall_restores_bytes(
 
     parsed = tomllib.loads(text)
     assert set(parsed["mcp_servers"]) == {"other", "actors"}
+    # Codex starts MCP servers with a whitelisted environment: the state root must pass
+    assert {"ACTORS_HOME", "ACTORS_SESSION", "XDG_STATE_HOME"} <= set(
+        parsed["mcp_servers"]["actors"]["env_vars"]
+    )
     assert cli("install", "codex", "--user").stdout.endswith("already installed\n")
     cli("uninstall", "codex", "--user")
     assert config.read_bytes() == original
@@ -96,7 +100,22 @@ def test_a_fresh_install_creates_files_and_uninstall_removes_them(
 ) -> None:
     assert cli("install", "opencode", "--project").returncode == 0
     assert (tmp_path / "opencode.json").exists()
+    plugin = tmp_path / ".opencode" / "plugins" / "actors-session.js"
+    assert '"tool.execute.before"' in plugin.read_text()
+    assert plugin.stat().st_mode & 0o777 == 0o600
     cli("uninstall", "opencode", "--project")
+    assert not (tmp_path / "opencode.json").exists()
+    assert not (tmp_path / ".opencode").exists()
+
+
+def test_a_plugin_file_not_ours_is_refused_and_nothing_is_written(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    theirs = _write(tmp_path / ".opencode" / "plugins" / "actors-session.js", "// mine\n")
+    done = cli("install", "opencode", "--project")
+    assert done.returncode == 2 and "not ours" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert (tmp_path / ".opencode" / "plugins" / "actors-session.js").read_bytes() == theirs
     assert not (tmp_path / "opencode.json").exists()
 
 

@@ -49,6 +49,7 @@ async def test_spawn_message_inspect_and_read_the_follow_up(home: StateRoot) -> 
             session, "spawn", {"recipe": "player", "as": "run:mcp-player", "values": {"tracks": 2}}
         )
         assert started.structured_content["run"] == "mcp-player"
+        assert "do not poll" in started.structured_content["note"]  # what Claude Code shows
         sent = await _call(session, "message", {"to": "run:mcp-player", "type": "player.stop"})
         assert sent.structured_content["state"] == "queued"
         final = actors.wait("mcp-player", timeout=60)
@@ -57,7 +58,17 @@ async def test_spawn_message_inspect_and_read_the_follow_up(home: StateRoot) -> 
         view = await _call(session, "inspect", {"target": "run:mcp-player", "view": "messages"})
         types_seen = [m["type"] for m in view.structured_content["messages"]]
         assert "player.stopped" in types_seen
-        inbox = await _call(session, "inbox_read", {})
+        assert "\n" not in view.content[0].text  # compact by default
+        full = await _call(
+            session, "inspect", {"target": "run:mcp-player", "view": "messages", "verbose": True}
+        )
+        assert "\n" in full.content[0].text and len(full.content[0].text) > len(
+            view.content[0].text
+        )
+        peek = await _call(session, "inbox_read", {"peek": True})
+        (shown,) = peek.structured_content["followups"]
+        assert set(shown) == {"type", "from", "summary"} and "mcp-player" in shown["summary"]
+        inbox = await _call(session, "inbox_read", {"bodies": True})
         followups = inbox.structured_content["followups"]
         assert [(f["type"], f["body"]["run"]) for f in followups] == [("run.done", "mcp-player")]
         assert followups[0]["body"]["result"]["type"] == "player.stopped"

@@ -9,7 +9,9 @@ containing `[slow:N]` delays the reply N seconds, to keep a turn busy. On the An
 Messages API a user prompt containing `[tool:NAME:ARG]` (one or more) is answered with
 `tool_use` blocks instead (`Bash` gets `{"command": ARG}`; an ARG that is a JSON object is
 the tool input as it is), so a real harness runs the tool; the request that carries the
-tool results is answered with the usual ACK. A prompt containing `[gate:NAME]` is held
+tool results is answered with the usual ACK. The OpenAI Responses and Chat Completions
+APIs answer the same marker with `function_call` items / `tool_calls` (`NS.NAME` gives
+a Responses call a `namespace`, as Codex names MCP tools `mcp__SERVER` . `TOOL`). A prompt containing `[gate:NAME]` is held
 unanswered until the test calls `release(NAME)` (a turn that stays busy exactly as long as
 the test needs, with no timing guess). Every request body is kept in `requests` (and
 appended to `--log FILE` when run as a program); `wait_request` waits for one.
@@ -33,7 +35,7 @@ from typing import Any
 
 TOKEN = re.compile(r"TOKEN-[A-Za-z0-9_-]+")
 SLOW = re.compile(r"\[slow:(\d+(?:\.\d+)?)\]")
-TOOL = re.compile(r"\[tool:([A-Za-z0-9_]+):([^\]]*)\]")
+TOOL = re.compile(r"\[tool:([A-Za-z0-9_.]+):([^\]]*)\]")
 GATE = re.compile(r"\[gate:([A-Za-z0-9_-]+)\]")
 GATE_TIMEOUT_S = 120.0
 """A gate never released still opens after this long (a failing test must not hang)."""
@@ -112,6 +114,35 @@ def tool_calls_for(body: dict[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return calls
+
+
+def _marker_input(arg: str) -> dict[str, Any]:
+    try:
+        given = json.loads(arg)
+    except ValueError:
+        given = None
+    return given if isinstance(given, dict) else {"command": arg}
+
+
+def function_calls_for(body: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(call id, name, arguments) to answer an OpenAI Responses or Chat Completions request
+    with: one per `[tool:NAME:ARG]` in the last user message, unless tool results came
+    after it (the request that carries them is answered with the usual ACK)."""
+    items = body.get("input") if isinstance(body.get("input"), list) else body.get("messages")
+    if not isinstance(items, list):
+        return []
+    for item in reversed(items):
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call_output" or item.get("role") == "tool":
+            return []
+        if item.get("role") == "user":
+            text = _text_of(item.get("content"))
+            return [
+                (f"call_{uuid.uuid4().hex[:16]}", name, _marker_input(arg))
+                for name, arg in TOOL.findall(text)
+            ]
+    return []
 
 
 def reply_for(body: dict[str, Any]) -> tuple[str, float]:
@@ -279,6 +310,17 @@ class _Handler(BaseHTTPRequestHandler):
             "completion_tokens": len(text.split()),
             "total_tokens": 10 + len(text.split()),
         }
+        calls = [
+            {
+                "id": ident_,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(args)},
+            }
+            for ident_, name, args in function_calls_for(body)
+        ]
+        if calls:
+            self._chat_tool_calls(body, ident, now, calls)
+            return
         if not body.get("stream"):
             self._json(
                 200,
@@ -319,7 +361,112 @@ class _Handler(BaseHTTPRequestHandler):
             ]
         )
 
+    def _chat_tool_calls(
+        self, body: dict[str, Any], ident: str, now: int, calls: list[dict[str, Any]]
+    ) -> None:
+        model = body.get("model", "echo")
+        usage = {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+        if not body.get("stream"):
+            choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+            self._json(
+                200,
+                {
+                    "id": ident,
+                    "object": "chat.completion",
+                    "created": now,
+                    "model": model,
+                    "choices": [choice],
+                    "usage": usage,
+                },
+            )
+            return
+        base = {"id": ident, "object": "chat.completion.chunk", "created": now, "model": model}
+        delta = {
+            "role": "assistant",
+            "tool_calls": [{"index": i, **c} for i, c in enumerate(calls)],
+        }
+        self._sse(
+            [
+                (None, {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}],
+                        "usage": usage,
+                    },
+                ),
+                (None, "[DONE]"),
+            ]
+        )
+
+    def _responses_tool_calls(
+        self, body: dict[str, Any], calls: list[tuple[str, str, dict[str, Any]]]
+    ) -> None:
+        rid, model = f"resp_{uuid.uuid4().hex[:12]}", body.get("model", "echo")
+        items = [
+            {
+                "id": f"fc_{uuid.uuid4().hex[:12]}",
+                "type": "function_call",
+                "status": "completed",
+                "call_id": call_id,
+                "name": name.rpartition(".")[2],
+                **({"namespace": name.rpartition(".")[0]} if "." in name else {}),
+                "arguments": json.dumps(args),
+            }
+            for call_id, name, args in calls
+        ]
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 1,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 11,
+        }
+        done = {
+            "id": rid,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "completed",
+            "model": model,
+            "output": items,
+            "usage": usage,
+        }
+        if not body.get("stream"):
+            self._json(200, done)
+            return
+        started = {**done, "status": "in_progress", "output": [], "usage": None}
+        events: list[tuple[str | None, Any]] = [
+            ("response.created", {"type": "response.created", "response": started})
+        ]
+        for index, item in enumerate(items):
+            events.append(
+                (
+                    "response.output_item.added",
+                    {
+                        "type": "response.output_item.added",
+                        "output_index": index,
+                        "item": {**item, "status": "in_progress", "arguments": ""},
+                    },
+                )
+            )
+            events.append(
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": index, "item": item},
+                )
+            )
+        events.append(("response.completed", {"type": "response.completed", "response": done}))
+        for number, (_, data) in enumerate(events):
+            data["sequence_number"] = number
+        self._sse(events)
+
     def _responses(self, body: dict[str, Any], text: str) -> None:
+        calls = function_calls_for(body)
+        if calls:
+            self._responses_tool_calls(body, calls)
+            return
         rid, mid, model = (
             f"resp_{uuid.uuid4().hex[:12]}",
             f"msg_{uuid.uuid4().hex[:12]}",

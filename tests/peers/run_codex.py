@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,9 @@ class Codex:
     process: subprocess.Popen[bytes]
 
 
-def start(base: Path, llm_port: int) -> Codex:
+def start(base: Path, llm_port: int, *, install: bool = False) -> Codex:
+    """Start the app-server; with `install`, after the real `actors install codex --user`
+    added our MCP server to its config (as a user would, before starting Codex)."""
     home, project, sockets = base / "home", base / "proj", base / "sock"
     for directory in (home, project, sockets):
         directory.mkdir(parents=True, exist_ok=True)
@@ -52,6 +55,24 @@ def start(base: Path, llm_port: int) -> Codex:
     path = sockets / "s.sock"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CODEX_", "OPENAI_"))}
     env.update(CODEX_HOME=str(home), HOME=str(base), RUST_LOG="warn")
+    if install:
+        actors = Path(sys.executable).parent / "actors"
+        done = subprocess.run(
+            [str(actors), "install", "codex", "--user"],
+            env=env,
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"actors install codex failed: {done.stderr}")
+        if env.get("PYTHONPATH"):  # a checkout under test, not the installed package:
+            # Codex passes an MCP server only the variables `env_vars` names
+            config = home / "config.toml"
+            text = config.read_text().replace("env_vars = [", 'env_vars = ["PYTHONPATH", ', 1)
+            config.write_text(text)
     process = subprocess.Popen(
         [str(peer_bin("codex")), "app-server", "--listen", f"unix://{path}"],
         cwd=project,
@@ -80,8 +101,8 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def codex_server(base: Path, llm_port: int) -> Iterator[Codex]:
-    server = start(base, llm_port)
+def codex_server(base: Path, llm_port: int, *, install: bool = False) -> Iterator[Codex]:
+    server = start(base, llm_port, install=install)
     try:
         yield server
     finally:

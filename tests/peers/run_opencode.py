@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -88,8 +89,38 @@ def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:
     return env
 
 
-def start(base: Path, llm_port: int, password: str = "secret", port: int = 0) -> OpenCode:
-    """Start the server and wait for its 'listening on' line (its own readiness signal)."""
+def install_actors(env: dict[str, str], cwd: Path) -> None:
+    """The real `actors install opencode --user` into the throw-away XDG config."""
+    actors = Path(sys.executable).parent / "actors"
+    done = subprocess.run(
+        [str(actors), "install", "opencode", "--user"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"actors install opencode failed: {done.stderr}")
+    # Offline only: with a plugin present OpenCode waits for its background `npm install
+    # @opencode-ai/plugin` into the config dir (our plugin imports nothing), which never
+    # ends without a registry; a lock file that lists it makes OpenCode skip the install.
+    config = Path(env["XDG_CONFIG_HOME"]) / "opencode"
+    (config / "node_modules").mkdir(parents=True, exist_ok=True)
+    lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+    (config / "package-lock.json").write_text(json.dumps(lock))
+
+
+def start(
+    base: Path, llm_port: int, password: str = "secret", port: int = 0, *, install: bool = False
+) -> OpenCode:
+    """Start the server and wait for its 'listening on' line (its own readiness signal).
+    With `install`, the real `actors install opencode --user` runs first and the server
+    loads plugins (no `--pure`), as a user's would."""
+    env = _env(base, llm_port, password)
+    if install:
+        install_actors(env, base / "proj")
     process = subprocess.Popen(
         [
             str(peer_bin("opencode")),
@@ -98,10 +129,10 @@ def start(base: Path, llm_port: int, password: str = "secret", port: int = 0) ->
             str(port),
             "--hostname",
             "127.0.0.1",
-            "--pure",
+            *([] if install else ["--pure"]),
         ],
         cwd=base / "proj" if (base / "proj").exists() else None,
-        env=_env(base, llm_port, password),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -127,10 +158,12 @@ def stop_process(process: subprocess.Popen[Any]) -> None:
 
 
 @contextlib.contextmanager
-def opencode_server(base: Path, llm_port: int, password: str = "secret") -> Iterator[OpenCode]:
+def opencode_server(
+    base: Path, llm_port: int, password: str = "secret", *, install: bool = False
+) -> Iterator[OpenCode]:
     for name in ("home", "config", "data", "state", "cache", "proj"):
         (base / name).mkdir(parents=True, exist_ok=True)
-    server = start(base, llm_port, password)
+    server = start(base, llm_port, password, install=install)
     try:
         yield server
     finally:

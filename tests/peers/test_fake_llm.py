@@ -133,12 +133,38 @@ def test_tool_marker_makes_the_anthropic_reply_a_tool_call_then_ack(
     done = httpx.post(f"{base}/v1/messages", json=answer).json()
     assert done["stop_reason"] == "end_turn"
     assert done["content"] == [{"type": "text", "text": "ACK TOKEN-OUT TOKEN-CTX"}]
-    # other APIs are unchanged by the marker
-    chat = httpx.post(
-        f"{base}/v1/chat/completions",
-        json={"messages": [{"role": "user", "content": "[tool:Bash:x]"}]},
-    ).json()
-    assert chat["choices"][0]["message"]["content"] == "ACK"
+
+
+def test_tool_marker_makes_openai_replies_function_calls_then_ack(
+    llm: tuple[FakeLLM, str],
+) -> None:
+    _, base = llm
+    asked = {"role": "user", "content": '[tool:actors_spawn:{"template": "true"}] TOKEN-C'}
+    chat = httpx.post(f"{base}/v1/chat/completions", json={"messages": [asked]}).json()
+    (call,) = chat["choices"][0]["message"]["tool_calls"]
+    assert chat["choices"][0]["finish_reason"] == "tool_calls"
+    assert call["function"]["name"] == "actors_spawn"
+    assert json.loads(call["function"]["arguments"]) == {"template": "true"}
+    streamed = _events(
+        httpx.post(f"{base}/v1/chat/completions", json={"messages": [asked], "stream": True})
+    )
+    first = json.loads(streamed[0][1])
+    assert first["choices"][0]["delta"]["tool_calls"][0]["function"]["name"] == "actors_spawn"
+    answered = [asked, {"role": "assistant", "tool_calls": [call]}]
+    answered.append({"role": "tool", "tool_call_id": call["id"], "content": "started"})
+    done = httpx.post(f"{base}/v1/chat/completions", json={"messages": answered}).json()
+    assert done["choices"][0]["message"]["content"] == "ACK TOKEN-C"
+
+    # Responses: a namespaced call (Codex's MCP tools), then ACK after its output
+    given = [
+        {"role": "user", "content": [{"type": "input_text", "text": "[tool:mcp__a.spawn:{}]"}]}
+    ]
+    reply = httpx.post(f"{base}/v1/responses", json={"input": given}).json()
+    (item,) = reply["output"]
+    assert (item["type"], item["namespace"], item["name"]) == ("function_call", "mcp__a", "spawn")
+    given += [item, {"type": "function_call_output", "call_id": item["call_id"], "output": "ok"}]
+    reply = httpx.post(f"{base}/v1/responses", json={"input": given}).json()
+    assert reply["output"][0]["content"][0]["text"] == "ACK"
 
 
 def test_gate_holds_a_reply_until_released_and_wait_request_sees_it(

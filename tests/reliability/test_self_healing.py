@@ -381,3 +381,51 @@ def test_an_idle_guardian_never_wakes(home: StateRoot, tmp_path: Path) -> None:
         waiter.kill()
         waiter.communicate()
         actors.kill("quiet", session=SESSION)
+
+
+async def test_the_mcp_server_guards_each_session_that_calls_it(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """One `actors mcp` serves several Codex threads (or OpenCode sessions): a run spawned
+    through it for a thread the server met only on that call is guarded too, so its crash
+    reaches that thread's session once, within 5 s, with nothing else of the session
+    alive (no `inbox wait` for it)."""
+    thread_session = "codex-thread-heal"
+    fifo, pidfile = make_fifo(tmp_path / "mcp.ready"), tmp_path / "mcp.pid"
+    recipe = write_recipe(tmp_path, "idle-mcp", IDLE)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "actors", "mcp", "--session", SESSION],
+        env={k: v for k, v in os.environ.items() if k != "ACTORS_SESSION"},
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        arguments = {
+            "file": str(recipe),
+            "as": "run:mcp-crashy",
+            "values": {"f": str(fifo), "p": str(pidfile)},
+        }
+        spawned = await client.call_tool("spawn", arguments, meta={"threadId": "thread-heal"})
+        assert not spawned.is_error, spawned.content
+        assert await trio.to_thread.run_sync(read_fifo_line, fifo) == "ready"
+        status = actors.status("mcp-crashy")
+        assert status["owner_id"] == thread_session
+        record = json.loads(Path(status["state_dir"], "run.json").read_text())
+        runner, orphan = _runner(record), int(pidfile.read_text())
+        await trio.to_thread.run_sync(_watching, home, [_mcp_pid(SESSION)], runner)
+
+        os.kill(runner, signal.SIGKILL)
+        killed = time.monotonic()
+        await trio.to_thread.run_sync(
+            lambda: wait_for_change(
+                home.path,
+                lambda: _exited_follow_ups(home, thread_session, "mcp-crashy"),
+                timeout=FOLLOW_UP_WITHIN_S,
+                what="the thread's run.exited follow-up",
+            )
+        )
+        assert time.monotonic() - killed < FOLLOW_UP_WITHIN_S
+        await trio.to_thread.run_sync(_let_go, home, [_mcp_pid(SESSION)], runner)
+        assert len(_exited_follow_ups(home, thread_session, "mcp-crashy")) == 1
+        assert _exited_follow_ups(home, SESSION, "mcp-crashy") == []
+        assert not _alive(orphan), "the dead runner's background child survived"

@@ -1,0 +1,113 @@
+"""Per-call session resolution of `actors mcp`, against a real server subprocess driven
+by the mcp SDK's client: Codex's `_meta.threadId`, the OpenCode plugin's
+`_actors_caller`, Claude Code's harness-process record (changed under a running server,
+as `/clear` does), and what wins over what."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+import actors
+from runtime.delivery.harness_processes import record_harness_process
+from runtime.delivery.sessions import load_session
+from runtime.store.layout import StateRoot
+from tests.peers.conftest import register_session
+
+
+@asynccontextmanager
+async def server(*args: str, **env: str) -> AsyncIterator[ClientSession]:
+    """`actors mcp ARGS`, a child of this test process (so this process is its harness)."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("ACTORS_SESSION",)}
+    environ.pop("CLAUDE_CODE_SESSION_ID", None)
+    environ.update(env)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "actors", "mcp", *args], env=environ
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def spawn(session: ClientSession, run: str, meta: Any = None, **extra: Any) -> str:
+    """Spawn `run` through the tool; the session the run belongs to."""
+    args = {"template": "true", "as": f"run:{run}", **extra}
+    result = await session.call_tool("spawn", args, meta=meta)
+    assert not result.is_error, result.content[0].text
+    return str(actors.status(run)["owner_id"])
+
+
+async def test_codex_thread_in_meta_names_the_registered_session(home: StateRoot) -> None:
+    register_session("codex", "me", "--no-check", socket="/nonexistent/s.sock", thread="thread-1")
+    async with server() as session:
+        assert await spawn(session, "t1", meta={"threadId": "thread-1"}) == "me"
+        # an unregistered thread, no app-server above us: a file session of its own
+        assert await spawn(session, "t2", meta={"threadId": "thread-2"}) == "codex-thread-2"
+        assert load_session(home, "codex-thread-2")["harness"] == "file"
+        # no thread: the fallback (the local user)
+        assert (await spawn(session, "t3")).startswith("user:")
+        # a thread id that cannot name a session is not trusted as one
+        assert (await spawn(session, "t4", meta={"threadId": "../../x"})).startswith("user:")
+
+
+async def test_opencode_caller_registers_each_session_with_the_server_password(
+    home: StateRoot,
+) -> None:
+    url = "http://127.0.0.1:4096/"
+    async with server(OPENCODE_SERVER_PASSWORD="pw") as session:
+        first = {"opencode_session": "ses_aaa", "url": url}
+        second = {"opencode_session": "ses_bbb", "url": url}
+        assert await spawn(session, "o1", _actors_caller=first) == "ses_aaa"
+        assert await spawn(session, "o2", _actors_caller=second) == "ses_bbb"
+        record = load_session(home, "ses_aaa")
+        assert record["harness"] == "opencode"
+        assert record["options"] == {
+            "url": "http://127.0.0.1:4096",
+            "session": "ses_aaa",
+            "password": "pw",
+        }
+        # the argument passes through the model: the password never goes off this machine
+        away = {"opencode_session": "ses_ddd", "url": "http://203.0.113.9:4096"}
+        assert await spawn(session, "o5", _actors_caller=away) == "ses_ddd"
+        assert "password" not in load_session(home, "ses_ddd")["options"]
+        bogus = {"opencode_session": "../etc", "url": url}
+        assert (await spawn(session, "o3", _actors_caller=bogus)).startswith("user:")
+        # the reserved argument is taken out before validation: nothing else is accepted
+        wrong = await session.call_tool("spawn", {"template": "true", "_other": 1})
+        assert wrong.is_error and "_other" in wrong.content[0].text
+    # a session the user registered for that OpenCode session is the one used
+    register_session(
+        "opencode", "mine", "--no-check", url="http://127.0.0.1:4096", session="ses_ccc"
+    )
+    async with server() as session:
+        third = {"opencode_session": "ses_ccc", "url": url}
+        assert await spawn(session, "o4", _actors_caller=third) == "mine"
+
+
+async def test_the_harness_process_record_is_read_per_call(home: StateRoot) -> None:
+    """The record of this (the server's parent) process changes while the server runs,
+    as Claude Code's SessionStart hook rewrites it on `/clear`."""
+    async with server() as session:
+        assert (await spawn(session, "c0")).startswith("user:")
+        record_harness_process(home, "before-clear", pid=os.getpid())
+        assert await spawn(session, "c1") == "before-clear"
+        record_harness_process(home, "after-clear", pid=os.getpid())
+        assert await spawn(session, "c2") == "after-clear"
+        # Codex's thread wins over the process record (several threads, one server)
+        assert await spawn(session, "c3", meta={"threadId": "th9"}) == "codex-th9"
+    async with server("--session", "explicit") as session:
+        assert await spawn(session, "c4") == "explicit"  # --session is used as given
+
+
+async def test_a_record_of_a_recycled_pid_is_not_used(home: StateRoot) -> None:
+    directory = home.path / "harness-processes"
+    directory.mkdir(mode=0o700, parents=True)
+    (directory / f"{os.getpid()}-1").write_text('{"session": "stale"}')  # other start time
+    async with server() as session:
+        assert (await spawn(session, "r1")).startswith("user:")
