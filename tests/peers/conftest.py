@@ -34,6 +34,26 @@ def peer_bin(name: str) -> Path:
     pytest.skip(why)
 
 
+def actors_install(harness: str, env: dict[str, str], cwd: Path) -> str:
+    """The real `actors install HARNESS --user`, as the docs tell a user to run it, into
+    the throw-away config the harness under test reads (from `env`); its output."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "actors"), "install", harness, "--user"],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"actors install {harness} failed: {done.stderr or done.stdout}")
+    return done.stdout
+
+
 def register_session(harness: str, ident: str = "coord", *flags: str, **options: str) -> None:
     """`actors session register` through the real CLI (exit 0 asserted); `flags` such as
     --no-check go before the options."""

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tests.peers.conftest import actors_install
+
 MODEL = "claude-sonnet-4-5"
 VENV_BIN = Path(sys.executable).parent
 Event = dict[str, Any]
@@ -60,20 +62,9 @@ def claude_env(config_dir: Path, home_dir: Path, llm_port: int, state_root: Path
     return env
 
 
-def install_actors(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def install_actors(env: dict[str, str], cwd: Path) -> str:
     """The real `actors install claude-code --user` into the temp config dir."""
-    proc = subprocess.run(
-        [str(VENV_BIN / "actors"), "install", "claude-code", "--user"],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"actors install claude-code failed: {proc.stderr or proc.stdout}")
-    return proc
+    return actors_install("claude-code", env, cwd)
 
 
 @dataclass

@@ -6,13 +6,12 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import wait_listening
-from tests.peers.conftest import peer_bin
+from tests.peers.conftest import actors_install, peer_bin
 
 CONFIG = """\
 model = "echo"
@@ -56,18 +55,7 @@ def start(base: Path, llm_port: int, *, install: bool = False) -> Codex:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CODEX_", "OPENAI_"))}
     env.update(CODEX_HOME=str(home), HOME=str(base), RUST_LOG="warn")
     if install:
-        actors = Path(sys.executable).parent / "actors"
-        done = subprocess.run(
-            [str(actors), "install", "codex", "--user"],
-            env=env,
-            cwd=project,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"actors install codex failed: {done.stderr}")
+        actors_install("codex", env, project)
         if env.get("PYTHONPATH"):  # a checkout under test, not the installed package:
             # Codex passes an MCP server only the variables `env_vars` names
             config = home / "config.toml"

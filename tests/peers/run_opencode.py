@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.peers.conftest import peer_bin
+from tests.peers.conftest import actors_install, peer_bin
 
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 
@@ -91,18 +90,7 @@ def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:
 
 def install_actors(env: dict[str, str], cwd: Path) -> None:
     """The real `actors install opencode --user` into the throw-away XDG config."""
-    actors = Path(sys.executable).parent / "actors"
-    done = subprocess.run(
-        [str(actors), "install", "opencode", "--user"],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"actors install opencode failed: {done.stderr}")
+    actors_install("opencode", env, cwd)
     # Offline only: with a plugin present OpenCode waits for its background `npm install
     # @opencode-ai/plugin` into the config dir (our plugin imports nothing), which never
     # ends without a registry; a lock file that lists it makes OpenCode skip the install.
