@@ -42,7 +42,7 @@ def post(kind: str, body: dict[str, Any], summary: str, level: str = "info") -> 
 def follow_up(kind: str, body: dict[str, Any], summary: str) -> None:
     """Tell the coordinator session now (`--deliver followup`): for what it must decide
     about, such as a failed task (retry, reassign or drop it). The room only records."""
-    argv = ["actors", "emit", kind, json.dumps(body), "--deliver", "followup", "--json"]
+    argv = ["actors", "emit", kind, json.dumps(body), "--deliver", "followup", "--body-json"]
     argv += ["--summary", summary[:500], "--level", "warning"]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:

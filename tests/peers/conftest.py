@@ -54,6 +54,17 @@ def actors_install(harness: str, env: dict[str, str], cwd: Path) -> str:
     return done.stdout
 
 
+def doctor_verdicts(stdout: str) -> dict[str, str]:
+    """`actors doctor delivery`'s verdicts by level (`{"D3": "pass", ...}`), read from the
+    lines that start with the level: a probe token elsewhere may end in `D8` too."""
+    import re
+
+    return {
+        found.group(1): found.group(2)
+        for found in re.finditer(r"^(D[0-8]) \w+: (\w+)", stdout, re.M)
+    }
+
+
 def register_session(harness: str, ident: str = "coord", *flags: str, **options: str) -> None:
     """`actors session register` through the real CLI (exit 0 asserted); `flags` such as
     --no-check go before the options."""

@@ -25,7 +25,7 @@ from runtime.core.ids import parse_iso
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, wait_for_change
-from tests.peers.conftest import peer_bin
+from tests.peers.conftest import doctor_verdicts, peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
 from tests.peers.run_claude import ClaudeSession, Event, claude_session
 
@@ -357,11 +357,7 @@ def test_doctor_proves_the_wake_through_the_hook(claude: ClaudeSession, home: St
     proc = cli("doctor", "delivery", "--session", session_id)
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
-    verdicts = {
-        line.split(" ", 1)[0]: line.split(": ", 1)[1].split(" ", 1)[0]
-        for line in proc.stdout.splitlines()
-        if line[:1] == "D" and ": " in line
-    }
+    verdicts = doctor_verdicts(proc.stdout)
     assert verdicts["D2"] == verdicts["D4"] == verdicts["D6"] == "pass", proc.stdout
     assert verdicts["D5"] == "partial"
 

@@ -14,7 +14,7 @@ from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
-from tests.peers.conftest import followup, register_session
+from tests.peers.conftest import doctor_verdicts, followup, register_session
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_opencode import OpenCode, opencode_server, start, stop_process
 
@@ -161,9 +161,7 @@ def test_doctor_proves_the_levels_live(
     proc = cli("doctor", "delivery", "--session", "coord")
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
-    for tag in ("D1", "D2", "D3", "D4", "D5", "D6", "D7", "D8"):
-        assert (
-            f"{tag} " in proc.stdout and "pass" in proc.stdout.split(f"{tag} ", 1)[1].split("\n")[0]
-        )
+    verdicts = doctor_verdicts(proc.stdout)
+    assert [verdicts.get(f"D{n}") for n in range(1, 9)] == ["pass"] * 8, proc.stdout
     token = proc.stdout.split("token=", 1)[1].split()[0]
     assert any(token in p for p in fake_llm.prompts()), "the probe never reached the model"
