@@ -120,3 +120,21 @@ def test_architecture_doc_lists_every_module() -> None:
         and f"`{path.relative_to(REPO)}`" not in listed
     ]
     assert missing == []
+
+
+def test_nothing_installed_or_generated_is_tracked() -> None:
+    """The harness install (.peers), the venv and caches are never in git: a tracked
+    `.peers` link once replaced the npm install on checkout (git deletes ignored files in
+    its way) and would make `make peers` fail on a fresh clone."""
+    import subprocess
+
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    local = (".peers", ".venv", ".mypy_cache", ".ruff_cache", ".pytest_cache", "build", "dist")
+    found = [
+        name.decode()
+        for name in tracked
+        if name and (name.split(b"/")[0].decode() in local or b"__pycache__" in name)
+    ]
+    assert found == [], found
