@@ -11,6 +11,29 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def _body(body: str | None, body_json: bool, as_json: bool) -> Any:
+    """The parsed body. `--json` used to mean "the body is JSON" for these two commands and
+    now prints the outcome as JSON, so an old script's `'{...}' --json` would send text
+    without a word: when the text is itself JSON, say so once on stderr (it still goes as
+    text, exactly as asked)."""
+    from runtime.messaging.envelope import parse_body
+
+    if as_json and not body_json and body and body.lstrip()[:1] in ("{", "["):
+        import json
+
+        try:
+            json.loads(body)
+        except ValueError:
+            pass
+        else:
+            print(
+                "actors: note: BODY is sent as text; pass --body-json to send it as JSON"
+                " (--json prints the outcome)",
+                file=sys.stderr,
+            )
+    return parse_body(body, as_json=body_json)
+
+
 def message(
     address: str,
     type: str,
@@ -25,7 +48,6 @@ def message(
     as_json: bool = False,
 ) -> None:
     """The body of `actors message`."""
-    from runtime.messaging.envelope import parse_body
     from runtime.routing.router import send
     from runtime.runs.ownership import current_principal
     from runtime.store.layout import StateRoot
@@ -35,7 +57,7 @@ def message(
         root,
         address,
         type,
-        parse_body(body, as_json=body_json),
+        _body(body, body_json, as_json),
         current_principal(root, session),
         force=force,
         summary=summary,
@@ -60,7 +82,6 @@ def emit(
     """The body of `actors emit` (its defaults are click's, which the hand parser shares
     through actors.cli.commands)."""
     from actors.cli.commands import EMIT_ARGS
-    from runtime.messaging.envelope import parse_body
     from runtime.routing.in_run import emit as emit_message
     from runtime.runs.ownership import current_principal
     from runtime.store.layout import StateRoot
@@ -69,7 +90,7 @@ def emit(
     outcome = emit_message(
         root,
         type,
-        parse_body(body, as_json=body_json),
+        _body(body, body_json, as_json),
         current_principal(root),
         to=to or EMIT_ARGS.defaults["to"],  # an empty --to has always meant the default
         summary=summary,

@@ -212,8 +212,17 @@ def test_message_and_emit_print_json_and_take_a_json_body_by_name(
     assert json.loads(sent.stdout)["state"] == "queued"
     as_text = cli("message", live, "job.go", '{"n": 2}', "--force")
     assert as_text.stdout.startswith("to=run:")
-    bodies = [e for e in actors.inspect(live, "mailbox")["entries"]]
-    assert len(bodies) == 2
+    # an old script's `BODY --json` (the body-is-JSON meaning of before): sent as text,
+    # as asked, with one line on stderr saying how to send JSON
+    old = cli("message", live, "job.go", '{"n": 3}', "--json", "--force")
+    assert old.returncode == 0, old.stderr
+    assert json.loads(old.stdout)["state"] == "queued"
+    assert old.stderr.count("\n") == 1 and "--body-json" in old.stderr, old.stderr
+    plain = cli("message", live, "job.go", "not json", "--json", "--force")
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+    inbox = Path(actors.status(live)["state_dir"], "inbox.jsonl").read_text().splitlines()
+    bodies = [json.loads(line)["envelope"]["body"] for line in inbox]
+    assert bodies == [{"n": 2}, '{"n": 2}', '{"n": 3}', "not json"], bodies
     actors.kill(live)
 
 
