@@ -44,8 +44,9 @@ TURN_S = 120  # one agent turn: a real harness start plus one or two model round
 # the validation refuses that with a reason the coordinator must get.
 ALPHA = "add alpha [tool:Bash:echo alpha by claude > alpha.txt]"
 PLAN = "only explain the plan TOKEN-PLAN"
+HELD = "review the design [gate:held]"
 OMEGA = 'add omega [tool:exec_command:{"cmd": "echo omega by codex > omega.txt"}]'
-BACKLOG = f"# Backlog\n\n- [ ] {ALPHA}\n- [ ] {PLAN}\n- [ ] {OMEGA}\n"
+BACKLOG = f"# Backlog\n\n- [ ] {ALPHA}\n- [ ] {PLAN}\n- [ ] {HELD}\n- [ ] {OMEGA}\n"
 VALIDATE = """\
 import subprocess, sys
 changed = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
@@ -152,7 +153,7 @@ def test_claude_and_codex_workers_under_a_claude_code_coordinator(
     landed = {}
     for worker, index, item, name, text in (
         ("front", 1, ALPHA, "alpha.txt", "alpha by claude"),
-        ("back", 3, OMEGA, "omega.txt", "omega by codex"),
+        ("back", 4, OMEGA, "omega.txt", "omega by codex"),
     ):
         (claim,) = [m["body"] for m in of(messages, run, worker) if m["type"] == "task.claim"]
         assert (claim["index"], claim["item"]) == (index, item)
@@ -166,7 +167,7 @@ def test_claude_and_codex_workers_under_a_claude_code_coordinator(
     assert git(repo, "log", "--format=%s", "main") == "initial"  # nothing merged
 
     # The coordinator reads the results (what its model got back names both commits) ...
-    seen = call_tool(coordinator, fake_llm, "inspect", {"target": f"room:{run}", "lines": 50})
+    seen = call_tool(coordinator, fake_llm, "inspect", {"target": f"room:{run}", "view": "messages", "lines": 50})
     for commit in landed.values():
         assert commit[:12] in seen, seen
     # ... and sends the next assignment: the middle item, which the agent only answers.
@@ -182,17 +183,29 @@ def test_claude_and_codex_workers_under_a_claude_code_coordinator(
 
     # The failure wakes the idle coordinator with its reason, and its model reads it.
     woke = wait_wake(fake_llm, session, start)
-    assert "task.failed" in woke and "TOKEN-NO-EDIT" in woke, woke
+    assert f"Run {run}: front failed task" in woke and "TOKEN-NO-EDIT" in woke, woke
     seen = call_tool(coordinator, fake_llm, "inbox_read", {})
     assert "task.failed" in seen and "TOKEN-NO-EDIT" in seen, seen
 
-    # control.kill from the coordinator ends the run; no process of the run is left.
+    # The next task keeps its agent mid-turn (the model holds the reply), and then
+    # control.kill from the coordinator ends the run: no process of the run is left.
+    start = len(fake_llm.requests)
+    assign(coordinator, fake_llm, run, "front")
+    fake_llm.wait_request(lambda r: "[gate:held]" in last_user_text(r["body"]), start, TURN_S)
     instance = load_run(home.run(run))["run_instance_id"]
-    assert _marked(instance), "the workers should be running"
+    assert any(b"claude" in cmdline(pid) for pid in _marked(instance)), "the agent should run"
     seen = call_tool(coordinator, fake_llm, "message", {"to": f"run:{run}", "type": "control.kill"})
     final = finished(actors.status(run))
     assert final["status"] == "killed" and final["reason"] == "control.kill", final
     assert _marked(instance) == [], "a process of the run survived control.kill"
+    fake_llm.release("held")
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def scope_agent(tmp_path: Path, port: int) -> str:
