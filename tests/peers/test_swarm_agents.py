@@ -27,15 +27,20 @@ from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.runs.status import load_run
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
-from tests.integration.test_backlog_swarm import git, idle, of, repo, results, wait_room
+from tests.integration.test_backlog_swarm import (  # noqa: F401  (repo: the fixture)
+    git,
+    idle,
+    of,
+    repo,
+    results,
+    wait_room,
+)
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_claude import MODEL, ClaudeSession, claude_session
 from tests.peers.run_codex import CONFIG as CODEX_CONFIG
 from tests.peers.test_mcp_claude import call_tool, first_turn, wait_wake
 from tests.reliability.test_self_healing import _marked
-
-__all__ = ["repo"]  # the fixture, used by name
 
 TURN_S = 120  # one agent turn: a real harness start plus one or two model round trips
 
@@ -107,7 +112,11 @@ def assign(claude: ClaudeSession, llm: FakeLLM, run: str, worker: str, **body: A
         claude,
         llm,
         "message",
-        {"to": f"branch:{run}/{worker}", "type": "task.assign", "body": {"backlog": "next", **body}},
+        {
+            "to": f"branch:{run}/{worker}",
+            "type": "task.assign",
+            "body": {"backlog": "next", **body},
+        },
     )
     assert "queued" in seen or "delivered" in seen, seen
 
@@ -167,7 +176,9 @@ def test_claude_and_codex_workers_under_a_claude_code_coordinator(
     assert git(repo, "log", "--format=%s", "main") == "initial"  # nothing merged
 
     # The coordinator reads the results (what its model got back names both commits) ...
-    seen = call_tool(coordinator, fake_llm, "inspect", {"target": f"room:{run}", "view": "messages", "lines": 50})
+    seen = call_tool(
+        coordinator, fake_llm, "inspect", {"target": f"room:{run}", "view": "messages", "lines": 50}
+    )
     for commit in landed.values():
         assert commit[:12] in seen, seen
     # ... and sends the next assignment: the middle item, which the agent only answers.
@@ -195,6 +206,7 @@ def test_claude_and_codex_workers_under_a_claude_code_coordinator(
     instance = load_run(home.run(run))["run_instance_id"]
     assert any(b"claude" in cmdline(pid) for pid in _marked(instance)), "the agent should run"
     seen = call_tool(coordinator, fake_llm, "message", {"to": f"run:{run}", "type": "control.kill"})
+    assert "queued" in seen or "delivered" in seen, seen
     final = finished(actors.status(run))
     assert final["status"] == "killed" and final["reason"] == "control.kill", final
     assert _marked(instance) == [], "a process of the run survived control.kill"
