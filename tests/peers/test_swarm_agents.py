@@ -160,10 +160,15 @@ def test_claude_and_codex_workers_under_a_claude_code_coordinator(
         timeout=2 * TURN_S,
     )
     landed = {}
-    for worker, index, item, name, text in (
-        ("front", 1, ALPHA, "alpha.txt", "alpha by claude"),
-        ("back", 4, OMEGA, "omega.txt", "omega by codex"),
+    for worker, index, item, name, text, api in (
+        ("front", 1, ALPHA, "alpha.txt", "alpha by claude", "/v1/messages"),
+        ("back", 4, OMEGA, "omega.txt", "omega by codex", "/v1/responses"),
     ):
+        # the item reached the model through that harness's own API
+        assert any(
+            r["path"].startswith(api) and item in last_user_text(r["body"])
+            for r in fake_llm.requests
+        ), (worker, api)
         (claim,) = [m["body"] for m in of(messages, run, worker) if m["type"] == "task.claim"]
         assert (claim["index"], claim["item"]) == (index, item)
         (result,) = [m["body"] for m in of(messages, run, worker) if m["type"] == "task.result"]
