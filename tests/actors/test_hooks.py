@@ -70,8 +70,8 @@ def test_hooks_never_fail_on_garbage_input(home: StateRoot) -> None:
 def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
     home: StateRoot, tmp_path: Path
 ) -> None:
-    """The (unverified) Claude Code messaging socket: a real Unix socket stands in for
-    the session's; opted in, the body is sent as a `user` line and not left unread."""
+    """The Claude Code messaging socket: a real Unix socket stands in for the session's;
+    opted in, the body is sent as a `user` frame and not left unread."""
     import socket
     import threading
 
@@ -108,7 +108,10 @@ def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
     server.close()
     lines = [json.loads(line) for line in b"".join(received).decode().splitlines()]
     assert lines[0] == {"type": "auth", "token": "tok"}
-    assert lines[1]["type"] == "user" and lines[1]["msgId"] == "d-socket"
-    assert "Run x done" in lines[1]["text"]
-    assert "unverified" in state["metadata"]["messaging_socket"]
+    # the frame Claude Code 2.1.331 reads (tests/peers/test_claude_messaging.py drives it)
+    assert lines[1]["type"] == "user" and lines[1]["message"]["role"] == "user"
+    assert "Run x done" in lines[1]["message"]["content"]
+    assert "delivery d-socket" in lines[1]["message"]["content"]
+    assert lines[1]["session_id"] == SESSION  # a frame for another session is dropped
+    assert "sent" in state["metadata"]["messaging_socket"]
     assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-doorbell"]
