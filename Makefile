@@ -44,11 +44,14 @@ check: setup
 bench: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,) $(ONLY)
 
-$(PEERS_STAMP): peers/package.json peers/package-lock.json
+$(PEERS_STAMP): peers/package.json peers/package-lock.json peers/claude-previous/package.json peers/claude-previous/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "make peers needs node and npm (apt-get install nodejs npm)"; exit 2; }
-	@mkdir -p .peers && cp peers/package.json peers/package-lock.json .peers/
-	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi, gemini; ~1.3 GB)"
+	@mkdir -p .peers/claude-previous && cp peers/package.json peers/package-lock.json .peers/
+	@cp peers/claude-previous/package.json peers/claude-previous/package-lock.json .peers/claude-previous/
+	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi, gemini; ~1.5 GB)"
 	@cd .peers && npm install --no-audit --no-fund --loglevel=error >/dev/null
+	@echo "installing the previous Claude Code pin into .peers/claude-previous/ (tests/peers that compare versions)"
+	@cd .peers/claude-previous && npm install --no-audit --no-fund --loglevel=error >/dev/null
 	@touch $(PEERS_STAMP)
 
 peers: $(PEERS_STAMP)

@@ -9,17 +9,22 @@ model; the model reads the bodies with `actors inbox read` (level-triggered: all
 at once, so a coalesced or spurious file event never loses or doubles a follow-up).
 `actors install claude-code` writes the hooks and the MCP server entry.
 
-Claude Code 2.1.224+ also exports a per-session messaging socket
-(CLAUDE_CODE_MESSAGING_SOCKET), which the SessionStart hook records. Its `user` frame is
-undocumented and it sends no acknowledgement, and the pinned peer (2.1.197) predates it,
-so delivering through it is UNVERIFIED and opt-in (`-o messaging=socket`): the body is
-sent as a `user` line and the inbox entry marked read, so the doorbell does not ring a
-second time. Without the opt-in the doorbell path above is the only one.
+Claude Code 2.1.224+ also binds a per-session messaging socket and exports its path
+(CLAUDE_CODE_MESSAGING_SOCKET) and token to its hooks; the SessionStart hook records both.
+Opted in (`-o messaging=socket`), the body is also sent through it as the `user` frame
+Claude Code 2.1.331 reads (`{"type":"user","session_id":..,"message":{"role":"user",
+"content":..}}`, after an `auth` line): an idle session starts a turn with that text
+(observed live, tests/peers/test_claude_messaging.py), and the `session_id` makes a
+socket path reused by another Claude session drop the frame instead of showing it
+there. The socket answers nothing, so the send is `triggered`; the inbox entry is
+marked read so the doorbell does not ring for it too. A socket that does not accept the
+connection leaves the doorbell path alone to do the delivery.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +34,8 @@ from runtime.delivery.render import injected_text
 
 if TYPE_CHECKING:
     from runtime.delivery.doctor import Probe
+
+_CLAUDE_SESSION_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 class ClaudeCodeAdapter(FileAdapter):
@@ -44,7 +51,7 @@ class ClaudeCodeAdapter(FileAdapter):
     OPTIONS = (
         Option(
             "messaging",
-            "socket: also send through Claude Code's messaging socket (unverified)",
+            "socket: also send the body through Claude Code's messaging socket (2.1.224+)",
             "choice",
             ("socket",),
         ),
@@ -81,17 +88,26 @@ class ClaudeCodeAdapter(FileAdapter):
             return receipt
         receipt.observed.append("triggered")
         receipt.metadata["body_injected"] = True  # the runner marks it read: no doorbell
-        receipt.metadata["messaging_socket"] = "sent (unverified: no acknowledgement exists)"
+        receipt.metadata["messaging_socket"] = "sent (the socket sends no acknowledgement)"
         return receipt
 
     def _post(self, path: str, envelope: dict[str, Any], context: DeliveryContext) -> None:
-        lines = []
+        """One connection: the optional `auth` line, then one `user` frame, then EOF (the
+        socket never answers; Claude Code closes a connection idle for 30 s)."""
+        lines: list[dict[str, Any]] = []
         if self.options.get("messaging_token"):
             lines.append({"type": "auth", "token": self.options["messaging_token"]})
-        lines.append(
-            {"type": "user", "msgId": context.delivery_id, "text": injected_text(envelope, context)}
-        )
+        frame: dict[str, Any] = {
+            "type": "user",
+            "message": {"role": "user", "content": injected_text(envelope, context)},
+        }
+        if _CLAUDE_SESSION_ID.match(str(self.session.get("id") or "")):
+            # a session the SessionStart hook registered under Claude's own id: Claude drops
+            # the frame when the socket now belongs to another session
+            frame["session_id"] = self.session["id"]
+        lines.append(frame)
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(5)
             conn.connect(path)
             conn.sendall(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+            conn.shutdown(socket.SHUT_WR)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,9 +128,9 @@ def file_changed(data: dict[str, Any]) -> bool:
     return True
 
 
-def _record_wake(paths: SessionPaths, unread: list[dict[str, Any]]) -> None:
-    """Note that the doorbell rang for these entries (`actors doctor delivery` judges D4
-    from it); never fails the hook."""
+def _record_wake(paths: SessionPaths, unread: list[dict[str, Any]], via: str = "") -> None:
+    """Note that the doorbell rang for these entries, or (`via`) that they started a turn
+    another way (`actors doctor delivery` judges D4 from it); never fails the hook."""
     from runtime.core.ids import now_iso
     from runtime.store.appends import append_jsonl
     from runtime.store.journals import LOG
@@ -137,7 +138,7 @@ def _record_wake(paths: SessionPaths, unread: list[dict[str, Any]]) -> None:
     with contextlib.suppress(OSError):
         append_jsonl(
             paths.wakes,
-            {"ts": now_iso(), "ids": [e["id"] for e in unread]},
+            {"ts": now_iso(), "ids": [e["id"] for e in unread], **({"via": via} if via else {})},
             compactor=LOG,
         )
 
@@ -160,10 +161,32 @@ def _boundary(data: dict[str, Any], event: str, pick: Pick) -> None:
     )
 
 
+SOCKET_PROMPT = re.compile(r"^\[actors\] .*\nfrom .* · delivery (\S+)$", re.M)
+"""The head of the text the adapter sends through the messaging socket
+(`runtime.delivery.render.injected_text`): the delivery id it carries."""
+
+
 def user_prompt_submit(data: dict[str, Any]) -> None:
     """UserPromptSubmit: follow-ups held for the next message (or tool call) ride along
-    with the user's prompt as additionalContext."""
+    with the user's prompt as additionalContext. A prompt that is a follow-up sent through
+    the messaging socket is noted in the wake log: the one trace that it started a turn
+    (the socket answers nothing), which `actors doctor delivery` judges from."""
+    _note_socket_prompt(data)
     _boundary(data, "UserPromptSubmit", pick_next_message)
+
+
+def _note_socket_prompt(data: dict[str, Any]) -> None:
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.store.layout import StateRoot
+
+    found = SOCKET_PROMPT.search(str(data.get("prompt") or ""))
+    session_id = session_of(data, "session_id", env_first=False)
+    if not found or not session_id:
+        return
+    paths = session_paths(StateRoot.from_env(), session_id)
+    entry = next((e for e in SessionInbox(paths).entries() if e["id"] == found.group(1)), None)
+    if entry is not None:  # one of this session's own follow-ups, not a look-alike
+        _record_wake(paths, [entry], via="messaging socket")
 
 
 def pre_tool_use(data: dict[str, Any]) -> None:

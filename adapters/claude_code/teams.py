@@ -68,13 +68,17 @@ def msg_id_for(delivery_id: str) -> str:
 class ClaudeTeamsAdapter:
     capabilities = Capabilities(
         wake_mode="entry in the Claude agent-team inbox teams/<team>/inboxes/<name>.json",
-        level="D6",
+        level="D3",
         modes=("immediate", "on-idle", "manual"),
         notes=(
-            "design level, from Claude Code 2.1.197's own InboxPoller (1 s poll; an idle team"
-            " member gets the text as a <teammate-message> turn). Proven here only at the file"
-            " level: Claude's lock, format, concurrency, the read/removal observation; no live"
-            " teammate was run. Team members only; the team directory goes when its session ends"
+            "proven at the file level only: Claude's lock, entry schema, concurrency, the"
+            " read/removal observation (D3: addressed durable enqueue). Claude Code 2.1.197 and"
+            " 2.1.331 both still carry the reader (TeammateMailbox, InboxPoller: an idle team"
+            " member would get the text as a <teammate-message> turn, D6 by design), but only"
+            " inside an agent team (2.1.331: CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1 or"
+            " --agent-teams, no TeamCreate tool); `claude -p` made no team directory there, so"
+            " no live reader was observed. Team members only; the team directory goes when"
+            " its session ends"
         ),
         native=True,
         injects=True,

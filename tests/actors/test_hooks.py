@@ -70,8 +70,8 @@ def test_hooks_never_fail_on_garbage_input(home: StateRoot) -> None:
 def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
     home: StateRoot, tmp_path: Path
 ) -> None:
-    """The (unverified) Claude Code messaging socket: a real Unix socket stands in for
-    the session's; opted in, the body is sent as a `user` line and not left unread."""
+    """The Claude Code messaging socket: a real Unix socket stands in for the session's;
+    opted in, the body is sent as a `user` frame and not left unread."""
     import socket
     import threading
 
@@ -108,7 +108,35 @@ def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
     server.close()
     lines = [json.loads(line) for line in b"".join(received).decode().splitlines()]
     assert lines[0] == {"type": "auth", "token": "tok"}
-    assert lines[1]["type"] == "user" and lines[1]["msgId"] == "d-socket"
-    assert "Run x done" in lines[1]["text"]
-    assert "unverified" in state["metadata"]["messaging_socket"]
+    # the frame Claude Code 2.1.331 reads (tests/peers/test_claude_messaging.py drives it)
+    assert lines[1]["type"] == "user" and lines[1]["message"]["role"] == "user"
+    assert "Run x done" in lines[1]["message"]["content"]
+    assert "delivery d-socket" in lines[1]["message"]["content"]
+    assert lines[1]["session_id"] == SESSION  # a frame for another session is dropped
+    assert "sent" in state["metadata"]["messaging_socket"]
     assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-doorbell"]
+
+
+def test_user_prompt_submit_notes_a_socket_follow_up_only_for_its_own_entries(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """The prompt a messaging-socket frame starts names its delivery id: the hook notes
+    that turn in wakes.jsonl (what `actors doctor delivery` judges), but only for an entry
+    of this session's inbox, never for a look-alike line someone typed."""
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.store.reads import read_jsonl
+
+    assert cli("hook", "session-start", input=json.dumps({"session_id": SESSION})).returncode == 0
+    DeliveryRunner(home).submit(
+        SESSION, {"type": "run.done", "from": "run:x", "summary": "Run x done"}, delivery_id="d-1"
+    )
+
+    def prompt(delivery_id: str) -> str:
+        text = f"Another Claude session sent a message:\n[actors] Run x done\nfrom run:x · run.done · delivery {delivery_id}\n"
+        event = {"session_id": SESSION, "hook_event_name": "UserPromptSubmit", "prompt": text}
+        return json.dumps(event)
+
+    assert cli("hook", "user-prompt-submit", input=prompt("d-unknown")).returncode == 0
+    assert cli("hook", "user-prompt-submit", input=prompt("d-1")).returncode == 0
+    records = read_jsonl(session_paths(home, SESSION).wakes).records
+    assert [(r["ids"], r.get("via")) for r in records] == [(["d-1"], "messaging socket")]

@@ -594,7 +594,7 @@ def test_register_records_claude_config_dir_and_runner_delivers(
 
     session = load_session(home, "t2")
     assert session["options"]["home"] == str(claude_home)
-    assert session["capabilities"]["level"] == "D6"
+    assert session["capabilities"]["level"] == "D3"  # what is proven: see docs/adapters.md
     state = DeliveryRunner(home).submit("t2", envelope(), delivery_id="d-30")
     assert state["state"] == "accepted"
     DeliveryRunner(home).submit("t2", envelope(), delivery_id="d-30")  # deduplicated upstream

@@ -18,16 +18,20 @@ import pytest
 from tests.conftest import REPO
 from tests.peers.fake_llm import FakeLLM
 
-PEERS_BIN = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers")) / "node_modules" / ".bin"
+PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers"))
+PEERS_BIN = PEERS / "node_modules" / ".bin"
 _skipped: list[str] = []
 
 
-def peer_bin(name: str) -> Path:
-    """The installed harness executable, or skip (fail under ACTORS_REQUIRE_PEERS=1)."""
-    path = PEERS_BIN / name
+def peer_bin(name: str, pin: str = "") -> Path:
+    """The installed harness executable, or skip (fail under ACTORS_REQUIRE_PEERS=1).
+    `pin` names a second, older pin (peers/<pin>/package.json, installed by `make peers`
+    into .peers/<pin>/) for the few tests that check a surface on both versions."""
+    where = (PEERS / pin / "node_modules" / ".bin") if pin else PEERS_BIN
+    path = where / name
     if path.exists():
         return path
-    why = f"peer {name!r} is not installed in {PEERS_BIN}: run `make peers`"
+    why = f"peer {name!r} is not installed in {where}: run `make peers`"
     if os.environ.get("ACTORS_REQUIRE_PEERS") == "1":
         pytest.fail(why + " (ACTORS_REQUIRE_PEERS=1: a skipped peer test is a failure)")
     _skipped.append(name)

@@ -295,11 +295,19 @@ def test_wake_to_injected_latency(
         )
 
 
+@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
 def test_claude_code_connects_to_the_installed_mcp_server(
-    claude: ClaudeSession, fake_llm: FakeLLM, home: StateRoot
+    pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
 ) -> None:
     """Issue #7: Claude Code, configured only by `actors install claude-code --user`,
-    starts `actors mcp` and lists its tools."""
+    starts `actors mcp` and lists its tools; on both pins, since how the model is told
+    about them changed between the two."""
+    binary = peer_bin("claude", pin=pin)
+    with claude_session(binary, fake_llm.port, home.path, tmp_path) as claude:
+        _assert_mcp_tools_offered(claude, fake_llm, deferred=not pin)
+
+
+def _assert_mcp_tools_offered(claude: ClaudeSession, fake_llm: FakeLLM, deferred: bool) -> None:
     installed = json.loads((claude.config_dir / ".claude.json").read_text())
     assert installed["mcpServers"]["actors"]["args"][-1] == "mcp"
     _first_turn(claude)
@@ -318,9 +326,23 @@ def test_claude_code_connects_to_the_installed_mcp_server(
     assert servers.get("actors") == "connected", init["mcp_servers"]
     tools = set(init["tools"])
     assert {"mcp__actors__spawn", "mcp__actors__inbox_read"} <= tools
-    # The model is told about them: the tool definitions are in its last request.
-    offered = {t.get("name") for t in fake_llm.requests[-1]["body"].get("tools") or []}
-    assert "mcp__actors__spawn" in offered
+    # The model is told about them. 2.1.197 puts the tool definitions in its request;
+    # 2.1.331 defers MCP tools behind ToolSearch (unless ENABLE_TOOL_SEARCH=false): only
+    # their names, in a system reminder listing the deferred tools, until the model loads
+    # a schema with ToolSearch.
+    body = fake_llm.requests[-1]["body"]
+    offered = {t.get("name") for t in body.get("tools") or []}
+    listed = re.search(
+        r"deferred tools are now available via ToolSearch(?:(?!</system-reminder>).)*"
+        r"\bmcp__actors__spawn\b",
+        _all_text(body),
+        re.S,
+    )
+    if deferred:
+        assert "ToolSearch" in offered and "mcp__actors__spawn" not in offered, sorted(offered)
+        assert listed, "mcp__actors__spawn is not in the deferred-tools reminder"
+    else:
+        assert "mcp__actors__spawn" in offered and not listed, sorted(offered)
 
 
 def test_a_follow_up_arriving_mid_turn_wakes_the_model_after_that_turn(
