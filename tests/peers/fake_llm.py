@@ -156,7 +156,8 @@ def gemini_calls_for(body: dict[str, Any]) -> list[dict[str, Any]]:
     for content in reversed(contents):
         if not isinstance(content, dict) or content.get("role") != "user":
             continue
-        parts = content.get("parts") if isinstance(content.get("parts"), list) else []
+        given = content.get("parts")
+        parts: list[Any] = given if isinstance(given, list) else []
         if any(isinstance(p, dict) and "functionResponse" in p for p in parts):
             return []
         text = _text_of(parts)
