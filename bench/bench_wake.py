@@ -8,8 +8,8 @@ into a model turn). The baseline, from the same process, is the same run-end -> 
 `delivered` record of a `file` session (actors' own part only). After each sample the
 next waits until the delivery is journaled done, so every wake finds the harness idle;
 the first sample of each harness warms it and is dropped. Gemini CLI and Cursor have no
-idle wake (follow-ups ride on the next turn's end), so they have no row; Claude Code's
-wake is timed by tests/peers/test_claude_code.py. Needs `make peers`; skipped otherwise.
+idle wake (follow-ups ride on the next turn's end), so they have no row. Needs
+`make peers`; skipped otherwise.
 """
 
 from __future__ import annotations
@@ -72,6 +72,28 @@ def _samples(session: str, count: int, llm: FakeLLM | None) -> list[float]:
     return [_sample(session, llm) for _ in range(count + 1)][1:]  # the first warms
 
 
+def _claude_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
+    """Claude Code registers its own session (SessionStart hook of `actors install`) and
+    is woken by its file watcher; after each wake, its turn ends and the inbox is read,
+    so the next run's follow-up finds it idle again."""
+    from runtime.delivery.sessions import SessionInbox, session_paths
+    from runtime.store.layout import StateRoot
+    from tests.peers.conftest import peer_bin
+    from tests.peers.run_claude import claude_session
+
+    root = StateRoot.from_env()
+    with claude_session(peer_bin("claude"), llm.port, root.path, base) as claude:
+        claude.send_user("hello TOKEN-WARM")
+        session = str(claude.next_result(timeout=90)["session_id"])
+        out = []
+        for _ in range(count + 1):
+            mark = claude.mark()
+            out.append(_sample(session, llm))
+            claude.next_result(timeout=DEADLINE_S, after=mark)
+            SessionInbox(session_paths(root, session)).drain()
+    return out[1:]
+
+
 def main(quick: bool) -> None:
     from bench.bench_harness import HARNESSES
     from tests.peers.conftest import PEERS_BIN
@@ -94,6 +116,8 @@ def main(quick: bool) -> None:
                     register_session(name, f"wake-{name}", **options)
                     samples = _samples(f"wake-{name}", count, llm)
                 emit(row(f"run end -> model request ({name})", samples, baseline))
+            samples = _claude_samples(Path(tmp) / "claude", llm, count)
+            emit(row("run end -> model request (claude_code)", samples, baseline))
         finally:
             llm.stop()
 
