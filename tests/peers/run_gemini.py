@@ -86,9 +86,12 @@ class Gemini:
         (home / ".gemini" / "settings.json").write_text(json.dumps(settings, indent=2))
         return self
 
-    def run(self, prompt: str, timeout: float = 120, resume: bool = False) -> dict[str, Any]:
+    def run(
+        self, prompt: str, timeout: float = 120, resume: bool = False, extra: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         """One headless turn (`gemini -p PROMPT --output-format json`); its JSON result.
-        `resume` continues the latest session of the project (`--resume latest`)."""
+        `resume` continues the latest session of the project (`--resume latest`); `extra`
+        are more flags (e.g. `--approval-mode yolo` for Gemini's own shell and edit tools)."""
         gemini = peer_bin("gemini")
         env = {
             k: v
@@ -111,6 +114,7 @@ class Gemini:
                 "-m",
                 MODEL,
                 *(["--resume", "latest"] if resume else []),
+                *extra,
                 "-p",
                 prompt,
                 "--output-format",

@@ -101,3 +101,30 @@ def test_spawn_follow_up_at_turn_end_then_message_a_live_run(
     actors.message("run:gplayer", "player.stop", session=SESSION)
     assert actors.wait(player["run"], timeout=60)["status"] == "done"
     assert player_summaries("gplayer") == ["playing: track 1 of 3", "playing: track 2 of 3"]
+
+
+def test_gemini_runs_its_own_shell_and_file_tools_on_scripted_calls(
+    home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """The fake model's `functionCall` parts drive Gemini's built-in tools too: its shell
+    tool runs a command and its file tools write and edit a file in the project."""
+    gemini = Gemini(tmp_path / "gemini", fake_llm.port, home.path, SESSION).setup()
+    proj = tmp_path / "gemini" / "proj"
+    write = {"file_path": str(proj / "notes.txt"), "content": "alpha TOKEN-W\n"}
+    gemini.run(
+        f"[tool:run_shell_command:echo TOKEN-SH > {proj / 'shell.txt'}] "
+        f"[tool:write_file:{json.dumps(write)}]",
+        extra=("--approval-mode", "yolo"),
+    )
+    assert (proj / "shell.txt").read_text() == "TOKEN-SH\n"
+    assert (proj / "notes.txt").read_text() == "alpha TOKEN-W\n"
+    edit = {
+        "file_path": str(proj / "notes.txt"),
+        "old_string": "alpha",
+        "new_string": "beta",
+        "instruction": "rename",
+    }
+    gemini.run(f"[tool:replace:{json.dumps(edit)}]", extra=("--approval-mode", "yolo"))
+    assert (proj / "notes.txt").read_text() == "beta TOKEN-W\n"
+    answered = [r for r in fake_llm.requests if function_responses(r["body"])]
+    assert len(answered) == 2, [r["body"] for r in fake_llm.requests]
