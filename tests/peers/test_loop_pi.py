@@ -81,9 +81,19 @@ def test_spawn_wake_read_and_message_a_live_run_through_pis_shell(
     assert "TOKEN-PT1" in json.dumps(woke["body"])  # the same conversation, woken
     assert cli("inbox", "read", "--session", SESSION).stdout == "0 unread follow-up(s)\n"
 
-    # Next turn: the model messages the live player through the CLI; the player acts.
+    # Next turn: the model follows the follow-up's hint (`actors result`) and messages the
+    # live player through the CLI; the player acts.
+    start = len(fake_llm.requests)
     with RpcClient(pi_socket) as client:
-        turn(client, "[tool:bash:actors message run:piplayer player.next]", "TOKEN-PT2")
+        turn(
+            client,
+            "[tool:bash:actors result pi1] [tool:bash:actors message run:piplayer player.next]",
+            "TOKEN-PT2",
+        )
+    answered = fake_llm.wait_request(lambda r: len(tool_outputs(r["body"])) == 4, start)  # 2 + 2
+    result, sent = tool_outputs(answered["body"])[2:]
+    assert "pi1" in result and "done" in result, result
+    assert "queued" in sent or "delivered" in sent, sent
     assert actors.status("piplayer")["status"] == "running"
     actors.message("run:piplayer", "player.stop", session=SESSION)
     assert actors.wait("piplayer", timeout=60)["status"] == "done"
