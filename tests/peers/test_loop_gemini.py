@@ -90,14 +90,20 @@ def test_spawn_follow_up_at_turn_end_then_message_a_live_run(
     assert [i["stop_hook_active"] for i in gemini.after_agent_inputs()] == [False, False, True]
     assert cli("inbox", "read", "--session", SESSION).stdout == "0 unread follow-up(s)\n"
 
-    # Turn 3: the model messages the live player through MCP, and the player acts on it.
+    # Turn 3: the model looks at the ended run and messages the live player through MCP,
+    # and the player acts on it.
     start = len(fake_llm.requests)
+    look = {"target": "run:gem1"}
     step = {"to": "run:gplayer", "type": "player.next"}
-    gemini.run(f"[tool:mcp_actors_message:{json.dumps(step)}]", resume=True)
-    answered = fake_llm.wait_request(
-        lambda r: "player.next" in json.dumps(function_responses(r["body"])[-1:]), start, 5
+    gemini.run(
+        f"[tool:mcp_actors_inspect:{json.dumps(look)}] "
+        f"[tool:mcp_actors_message:{json.dumps(step)}]",
+        resume=True,
     )
-    assert "queued" in function_responses(answered["body"])[-1]
+    assert len(fake_llm.requests) == start + 2  # the calls, then the ACK after them
+    looked, sent = function_responses(fake_llm.requests[-1]["body"])[-2:]  # turn 1 came first
+    assert "gem1" in looked and "done" in looked, looked
+    assert "queued" in sent, sent
     actors.message("run:gplayer", "player.stop", session=SESSION)
     assert actors.wait(player["run"], timeout=60)["status"] == "done"
     assert player_summaries("gplayer") == ["playing: track 1 of 3", "playing: track 2 of 3"]
