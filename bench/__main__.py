@@ -20,6 +20,7 @@ from bench import (
     bench_scale,
     bench_spawn,
     bench_startup,
+    bench_wake,
 )
 from bench._stats import emit, machine
 
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, Callable[[bool], None]] = {
     "control": bench_control.main,
     "scale": bench_scale.main,
     "harness": bench_harness.main,
+    "wake": bench_wake.main,
 }
 
 

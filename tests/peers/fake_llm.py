@@ -11,7 +11,8 @@ Messages API a user prompt containing `[tool:NAME:ARG]` (one or more) is answere
 the tool input as it is), so a real harness runs the tool; the request that carries the
 tool results is answered with the usual ACK. The OpenAI Responses and Chat Completions
 APIs answer the same marker with `function_call` items / `tool_calls` (`NS.NAME` gives
-a Responses call a `namespace`, as Codex names MCP tools `mcp__SERVER` . `TOOL`). A prompt containing `[gate:NAME]` is held
+a Responses call a `namespace`, as Codex names MCP tools `mcp__SERVER` . `TOOL`), and the
+Gemini API with `functionCall` parts (`run_shell_command` gets `{"command": ARG}`). A prompt containing `[gate:NAME]` is held
 unanswered until the test calls `release(NAME)` (a turn that stays busy exactly as long as
 the test needs, with no timing guess). Every request body is kept in `requests` (and
 appended to `--log FILE` when run as a program); `wait_request` waits for one.
@@ -141,6 +142,29 @@ def function_calls_for(body: dict[str, Any]) -> list[tuple[str, str, dict[str, A
             return [
                 (f"call_{uuid.uuid4().hex[:16]}", name, _marker_input(arg))
                 for name, arg in TOOL.findall(text)
+            ]
+    return []
+
+
+def gemini_calls_for(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `functionCall` parts to answer a Gemini request with: one per `[tool:NAME:ARG]`
+    in the last user turn that has text, unless a `functionResponse` came after it (the
+    request that carries the results is answered with the usual ACK)."""
+    contents = body.get("contents")
+    if not isinstance(contents, list):
+        return []
+    for content in reversed(contents):
+        if not isinstance(content, dict) or content.get("role") != "user":
+            continue
+        given = content.get("parts")
+        parts: list[Any] = given if isinstance(given, list) else []
+        if any(isinstance(p, dict) and "functionResponse" in p for p in parts):
+            return []
+        text = _text_of(parts)
+        if text:
+            return [
+                {"functionCall": {"id": f"call_{uuid.uuid4().hex[:16]}", "name": n, "args": a}}
+                for n, a in ((name, _marker_input(arg)) for name, arg in TOOL.findall(text))
             ]
     return []
 
@@ -293,9 +317,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif path.endswith("/messages"):
             self._anthropic(body, text)
         elif path.endswith(":streamGenerateContent"):
-            self._sse([(None, self._gemini(text))])
+            self._sse([(None, self._gemini(text, gemini_calls_for(body)))])
         elif path.endswith(":generateContent"):
-            self._json(200, self._gemini(text))
+            self._json(200, self._gemini(text, gemini_calls_for(body)))
         else:
             self._json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -579,13 +603,15 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         self._sse(events)
 
-    def _gemini(self, text: str) -> dict[str, Any]:
-        """One Gemini GenerateContentResponse (the whole reply; also the one SSE chunk)."""
+    def _gemini(self, text: str, calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """One Gemini GenerateContentResponse (the whole reply; also the one SSE chunk):
+        the ACK text, or the `functionCall` parts when the prompt scripted tool calls
+        (Gemini ends a turn with finishReason STOP either way; the calls make it go on)."""
         words = len(text.split())
         return {
             "candidates": [
                 {
-                    "content": {"role": "model", "parts": [{"text": text}]},
+                    "content": {"role": "model", "parts": calls or [{"text": text}]},
                     "finishReason": "STOP",
                     "index": 0,
                 }

@@ -37,6 +37,9 @@ class Gemini:
     llm_port: int
     actors_home: Path
     session: str
+    mcp: bool = False
+    """Also configure `actors mcp` as the MCP server `actors` (docs/harnesses.md), trusted
+    so headless `gemini -p` runs its tools without a confirmation prompt."""
 
     @property
     def after_agent_log(self) -> Path:
@@ -53,7 +56,7 @@ class Gemini:
         proj.mkdir(parents=True, exist_ok=True)
         python = shlex.quote(sys.executable)
         recorder = f"{python} -c {shlex.quote(_RECORDER)} {shlex.quote(str(self.after_agent_log))}"
-        settings = {
+        settings: dict[str, Any] = {
             "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
@@ -72,11 +75,23 @@ class Gemini:
                 ]
             },
         }
+        if self.mcp:
+            settings["mcpServers"] = {
+                "actors": {
+                    "command": sys.executable,
+                    "args": ["-m", "actors", "mcp"],
+                    "trust": True,
+                }
+            }
         (home / ".gemini" / "settings.json").write_text(json.dumps(settings, indent=2))
         return self
 
-    def run(self, prompt: str, timeout: float = 120) -> dict[str, Any]:
-        """One headless turn (`gemini -p PROMPT --output-format json`); its JSON result."""
+    def run(
+        self, prompt: str, timeout: float = 120, resume: bool = False, extra: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """One headless turn (`gemini -p PROMPT --output-format json`); its JSON result.
+        `resume` continues the latest session of the project (`--resume latest`); `extra`
+        are more flags (e.g. `--approval-mode yolo` for Gemini's own shell and edit tools)."""
         gemini = peer_bin("gemini")
         env = {
             k: v
@@ -94,7 +109,17 @@ class Gemini:
             NO_COLOR="1",
         )
         done = subprocess.run(
-            [str(gemini), "-m", MODEL, "-p", prompt, "--output-format", "json"],
+            [
+                str(gemini),
+                "-m",
+                MODEL,
+                *(["--resume", "latest"] if resume else []),
+                *extra,
+                "-p",
+                prompt,
+                "--output-format",
+                "json",
+            ],
             cwd=self.base / "proj",
             env=env,
             stdin=subprocess.DEVNULL,

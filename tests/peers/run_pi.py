@@ -64,9 +64,15 @@ def _socket_dir(base: Path) -> Path:
 
 @contextlib.contextmanager
 def run_pi(
-    base: Path, llm_port: int, *, models: bool = True, timeout: float = 30
+    base: Path,
+    llm_port: int,
+    *,
+    models: bool = True,
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Path]:
-    """Yield the socket of a pi_host running pi offline (no models.json: `models=False`)."""
+    """Yield the socket of a pi_host running pi offline (no models.json: `models=False`);
+    `env` is added to pi's environment (e.g. ACTORS_SESSION for what its shell spawns)."""
     pi = peer_bin("pi")
     for name in ("home", "agent", "proj"):
         (base / name).mkdir(parents=True, exist_ok=True)
@@ -74,8 +80,10 @@ def run_pi(
         write_models(base / "agent", llm_port)
     sock_dir = _socket_dir(base)
     path = sock_dir / "pi.sock"
+    given = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_")}
     env.update(
+        given,
         HOME=str(base / "home"),
         PI_CODING_AGENT_DIR=str(base / "agent"),
         PI_OFFLINE="1",

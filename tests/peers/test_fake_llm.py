@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -214,3 +215,68 @@ def test_gemini_generate_content_plain_and_streaming(llm: tuple[FakeLLM, str]) -
     chunk = json.loads(event[1])
     assert chunk["candidates"][0]["content"]["parts"][0]["text"] == "ACK TOKEN-G5"
     assert server.prompts() == ["<ctx/>\nnow TOKEN-G5"] * 2
+
+
+def test_tool_marker_makes_a_streamed_responses_reply_a_function_call(
+    llm: tuple[FakeLLM, str],
+) -> None:
+    _, base = llm
+    given = [{"role": "user", "content": [{"type": "input_text", "text": "[tool:shell:ls -la]"}]}]
+    events = _events(httpx.post(f"{base}/v1/responses", json={"input": given, "stream": True}))
+    names = [name for name, _ in events]
+    assert names[0] == "response.created" and names[-1] == "response.completed", names
+    (done,) = [json.loads(d)["item"] for n, d in events if n == "response.output_item.done"]
+    assert (done["type"], done["name"]) == ("function_call", "shell")
+    assert json.loads(done["arguments"]) == {"command": "ls -la"}
+    numbers = [json.loads(d)["sequence_number"] for _, d in events]
+    assert numbers == sorted(set(numbers)), numbers
+
+
+def _gemini_parts(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    (candidate,) = reply["candidates"]
+    assert candidate["finishReason"] == "STOP"
+    parts: list[dict[str, Any]] = candidate["content"]["parts"]
+    return parts
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["generateContent", "streamSSE"])
+def test_tool_marker_makes_gemini_reply_function_calls_then_ack(
+    llm: tuple[FakeLLM, str], stream: bool
+) -> None:
+    """`[tool:...]` is answered with `functionCall` parts (a shell command for
+    run_shell_command, a JSON object as the args as it is); once a `functionResponse`
+    came back, the same turn ends with the ACK."""
+    _, base = llm
+    model = f"{base}/v1beta/models/gemini-2.5-flash"
+    url = f"{model}:streamGenerateContent?alt=sse" if stream else f"{model}:generateContent"
+
+    def ask(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        response = httpx.post(url, json={"contents": contents})
+        assert response.status_code == 200, response.text
+        if not stream:
+            return _gemini_parts(response.json())
+        (event,) = _events(response)
+        return _gemini_parts(json.loads(event[1]))
+
+    prompt = (
+        '[tool:run_shell_command:echo hi] [tool:mcp_actors_spawn:{"template": "true"}] TOKEN-GT'
+    )
+    asked = [{"role": "user", "parts": [{"text": prompt}]}]
+    first, second = ask(asked)
+    call, spawn = first["functionCall"], second["functionCall"]
+    assert (call["name"], call["args"]) == ("run_shell_command", {"command": "echo hi"})
+    assert (spawn["name"], spawn["args"]) == ("mcp_actors_spawn", {"template": "true"})
+    answered = [
+        *asked,
+        {"role": "model", "parts": [first, second]},
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "run_shell_command", "response": {"output": "hi"}}},
+                {"functionResponse": {"name": "mcp_actors_spawn", "response": {"ok": 1}}},
+            ],
+        },
+    ]
+    assert ask(answered) == [{"text": "ACK TOKEN-GT"}]
+    plain = [{"role": "user", "parts": [{"text": "no tools TOKEN-GN"}]}]
+    assert ask(plain) == [{"text": "ACK TOKEN-GN"}]
