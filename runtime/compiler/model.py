@@ -59,7 +59,9 @@ class _Flags(BaseModel):
     recover: str | None = Field(None, description="template run between failed attempts")
     failure: FailurePolicy = "continue"
     concurrency: int | None = Field(None, ge=1, le=64)
-    min_successful: int | None = Field(None, ge=0, le=64)
+    min_successful: int | str | None = Field(
+        None, description="0-64, or a placeholder such as '{quorum}' (resolved at run time)"
+    )
     when: str | None = Field(None, description="run only when this renders truthy")
     repeat: int | str | None = Field(
         None, description="instances of this node: a count, or e.g. '{items.length}'"
@@ -71,6 +73,15 @@ class _Flags(BaseModel):
     @classmethod
     def _duration(cls, value: object) -> float | None:
         return parse_duration_ms(value)
+
+    @field_validator("min_successful")
+    @classmethod
+    def _min_successful(cls, value: int | str | None) -> int | str | None:
+        if isinstance(value, int) and not 0 <= value <= 64:
+            raise ValueError("min_successful must be 0-64")
+        if isinstance(value, str) and "{" not in value:
+            raise ValueError("min_successful must be a count or a placeholder such as '{quorum}'")
+        return value
 
     @field_validator("repeat")
     @classmethod
@@ -261,6 +272,8 @@ def _compile_node(
     if isinstance(template, str):
         if node.parallel and node.repeat is not None:
             out.update(kind="leaf", words=split_words(template), repeat_parallel=True)
+            # they apply to the instances as a group (_repeat_group copies them there)
+            out.update(concurrency=node.concurrency, min_successful=node.min_successful)
             return out
         if node.parallel:
             raise BadInput(f"node {node_id}: 'parallel' needs a list template")
@@ -285,7 +298,7 @@ def _compile_node(
         concurrency=node.concurrency,
         min_successful=node.min_successful,
     )
-    if node.min_successful is not None and node.min_successful > len(children):
+    if isinstance(node.min_successful, int) and node.min_successful > len(children):
         raise BadInput(
             f"node {node_id}: min_successful={node.min_successful} but only "
             f"{len(children)} branches"
