@@ -208,7 +208,7 @@ def main(argv: list[str]) -> int:
         )
         return 127
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(mode=0o700, parents=True, exist_ok=True)
     done = subprocess.run(
         [program, *argv_[1:]],
         cwd=cwd,
@@ -217,7 +217,7 @@ def main(argv: list[str]) -> int:
         text=True,
         check=False,
     )
-    (out / "events.jsonl").write_text(done.stdout)
+    _write(out / "events.jsonl", done.stdout)
     answer, session, error = parse(args.harness, done.stdout)
     if done.returncode != 0 or error or not answer.strip() or not session:
         why = error or (
@@ -244,8 +244,10 @@ def main(argv: list[str]) -> int:
 
 def _write(path: Path, text: str) -> None:
     """Whole-file write through a temporary name, so a reader never sees half an answer."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    with os.fdopen(os.open(temporary, flags, 0o600), "w") as out:
+        out.write(text)
     os.replace(temporary, path)
 
 
