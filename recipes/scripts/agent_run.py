@@ -54,9 +54,12 @@ def _list(name: str, text: str) -> list[str]:
     return items
 
 
-def command(harness: str, prompt: str, model: str, tools: list[str], flags: list[str]) -> list[str]:
+def command(
+    harness: str, prompt: str, model: str, tools: list[str], flags: list[str], session: str = ""
+) -> list[str]:
     """The harness's headless argv; the prompt last, after `--` where the parser has it, so
-    a prompt starting with `-` is never read as an option."""
+    a prompt starting with `-` is never read as an option. With `session`, the harness
+    continues that session of its own (the id a previous run recorded)."""
     if tools and harness in ("codex", "opencode"):
         raise UserError(
             f"{harness} has no allowed-tools option; leave tools empty and restrict it"
@@ -66,23 +69,27 @@ def command(harness: str, prompt: str, model: str, tools: list[str], flags: list
         argv = ["claude", "-p", "--output-format", "json"]
         argv += ["--model", model] if model else []
         argv += ["--allowedTools", ",".join(tools)] if tools else []
+        argv += ["--resume", session] if session else []
         return [*argv, *flags, "--", prompt]
     if harness == "codex":
-        argv = ["codex", "exec", "--json", "--skip-git-repo-check"]
-        argv += ["--model", model] if model else []
-        return [*argv, *flags, "--", prompt]
+        argv = ["codex", "exec", *(["resume"] if session else []), "--json"]
+        argv += ["--skip-git-repo-check", *(["--model", model] if model else [])]
+        return [*argv, *flags, "--", *([session] if session else []), prompt]
     if harness == "opencode":
         argv = ["opencode", "run", "--format", "json"]
         argv += ["--model", model] if model else []
+        argv += ["--session", session] if session else []
         return [*argv, *flags, "--", prompt]
     if harness == "pi":
         argv = ["pi", "-p", "--mode", "json"]
         argv += ["--model", model] if model else []
         argv += ["--tools", ",".join(tools)] if tools else []
+        argv += ["--session", session] if session else []
         return [*argv, *flags, prompt]  # pi's parser has no `--`
     argv = ["gemini", "--output-format", "json"]
     argv += ["--model", model] if model else []
     argv += [f"--allowed-tools={tool}" for tool in tools]
+    argv += ["--resume", session] if session else []
     return [*argv, *flags, f"--prompt={prompt}"]
 
 
@@ -184,6 +191,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tools", default="")
     parser.add_argument("--flags", default="")
     parser.add_argument("--cwd", default=".")
+    parser.add_argument("--session", default="", help="continue this session of the harness")
     parser.add_argument("--out", required=True)
     parser.add_argument("--with-stdin", action="store_true", help="append stdin to the prompt")
     args = parser.parse_args(argv)
@@ -199,7 +207,12 @@ def main(argv: list[str]) -> int:
     if not cwd.is_dir():
         raise UserError(f"cwd {str(cwd)!r} is not a directory")
     argv_ = command(
-        args.harness, prompt, args.model, _list("tools", args.tools), _list("flags", args.flags)
+        args.harness,
+        prompt,
+        args.model,
+        _list("tools", args.tools),
+        _list("flags", args.flags),
+        args.session,
     )
     program = shutil.which(argv_[0])
     if program is None:
@@ -219,6 +232,7 @@ def main(argv: list[str]) -> int:
     )
     _write(out / "events.jsonl", done.stdout)
     answer, session, error = parse(args.harness, done.stdout)
+    session = session or args.session  # `codex exec resume` announces no thread
     if done.returncode != 0 or error or not answer.strip() or not session:
         why = error or (
             f"exited {done.returncode}" if done.returncode else "no final answer or session id"
