@@ -15,7 +15,8 @@ requester is a run or a branch actor, to its inbox, where it waits with
 `actors recv --type lease.granted --type lease.denied`. A lease ends at its expiry
 without any message from its holder: the service wakes at the earliest expiry (its
 `recv` timeout), drops the lease and says `lease.expired`. The table is rewritten
-atomically to `<state_dir>/leases/leases.json` after every change (the `leases` artifact).
+atomically to `<state_dir>/leases/leases.json` after every change, before the answer
+is sent (the `leases` artifact).
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ def handle(leases: Leases, envelope: Any) -> None:
         return
     if kind == "lease.release":
         done = leases.release(holder, paths)
+        leases.save()  # the table first: whoever reads an answer finds it there
         tell(
             "lease.released",
             holder,
@@ -151,6 +153,7 @@ def handle(leases: Leases, envelope: Any) -> None:
         )
         return
     decision = leases.acquire(holder, paths, ttl, renew=kind == "lease.renew")
+    leases.save()
     decision["request"] = request
     if decision["ok"]:
         tell("lease.granted", holder, decision, f"{holder} holds {', '.join(paths)} for {ttl:g}s")
@@ -176,7 +179,10 @@ def main(argv: list[str]) -> int:
     leases.save()
     while True:
         envelope = actors.recv(REQUESTS, timeout=leases.next_expiry())
-        for holder, paths in leases.expire().items():
+        lost = leases.expire()
+        if lost:
+            leases.save()
+        for holder, paths in lost.items():
             tell(
                 "lease.expired",
                 holder,
@@ -185,7 +191,6 @@ def main(argv: list[str]) -> int:
             )
         if envelope is not None:
             handle(leases, envelope)
-        leases.save()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic_core.core_schema import ValidationInfo
 
 from runtime.compiler.placeholders import MAX_REPEAT, split_words
 from runtime.compiler.values import args_as_mapping
@@ -60,7 +61,7 @@ class _Flags(BaseModel):
     failure: FailurePolicy = "continue"
     concurrency: int | None = Field(None, ge=1, le=64)
     min_successful: int | str | None = Field(
-        None, description="0-64, or a placeholder such as '{quorum}' (resolved at run time)"
+        None, description="0-64, or a placeholder such as '{quorum}' (rendered at run time)"
     )
     when: str | None = Field(None, description="run only when this renders truthy")
     repeat: int | str | None = Field(
@@ -74,22 +75,17 @@ class _Flags(BaseModel):
     def _duration(cls, value: object) -> float | None:
         return parse_duration_ms(value)
 
-    @field_validator("min_successful")
+    @field_validator("repeat", "min_successful")
     @classmethod
-    def _min_successful(cls, value: int | str | None) -> int | str | None:
-        if isinstance(value, int) and not 0 <= value <= 64:
-            raise ValueError("min_successful must be 0-64")
+    def _count(cls, value: int | str | None, info: ValidationInfo) -> int | str | None:
+        limit = MAX_REPEAT if info.field_name == "repeat" else 64
+        if isinstance(value, int) and not 0 <= value <= limit:
+            raise ValueError(f"{info.field_name} must be 0-{limit}")
         if isinstance(value, str) and "{" not in value:
-            raise ValueError("min_successful must be a count or a placeholder such as '{quorum}'")
-        return value
-
-    @field_validator("repeat")
-    @classmethod
-    def _repeat(cls, value: int | str | None) -> int | str | None:
-        if isinstance(value, int) and not 0 <= value <= MAX_REPEAT:
-            raise ValueError(f"repeat must be 0-{MAX_REPEAT}")
-        if isinstance(value, str) and "{" not in value:
-            raise ValueError("repeat must be a count or a placeholder such as '{items.length}'")
+            example = "{items.length}" if info.field_name == "repeat" else "{quorum}"
+            raise ValueError(
+                f"{info.field_name} must be a count or a placeholder such as '{example}'"
+            )
         return value
 
 

@@ -259,7 +259,7 @@ async def _run_parallel(
     return Outcome("failed", worst.code or 1, output, None, False, reason)
 
 
-def _minimum(node: dict[str, Any], values: dict[str, Any], branches: int) -> int | None | Outcome:
+def _minimum(node: dict[str, Any], values: dict[str, Any], branches: int) -> int | Outcome | None:
     """The group's `min_successful`: a placeholder (`{quorum}`) is rendered with the run's
     values; one that is not a count up to the number of branches fails the group before
     any branch starts."""

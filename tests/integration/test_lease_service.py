@@ -16,10 +16,10 @@ from tests.conftest import cli, finished, wait_for_change
 # A client run: acquire PATH from the service, print the reply; with a third argument it
 # then waits for `client.release` from the test, releases and prints that reply too.
 CLIENT = (
-    "sh -c 'actors message run:$1 lease.acquire \"$2\" --force >/dev/null"
+    'sh -c \'actors message run:$1 lease.acquire "$2" --force >/dev/null'
     " && actors recv --type lease.granted --type lease.denied"
-    " && if [ -n \"$3\" ]; then actors recv --type client.release >/dev/null"
-    " && actors message run:$1 lease.release \"$2\" --force >/dev/null"
+    ' && if [ -n "$3" ]; then actors recv --type client.release >/dev/null'
+    ' && actors message run:$1 lease.release "$2" --force >/dev/null'
     " && actors recv --type lease.released; fi' client {service} {path} {hold=}"
 )
 
@@ -32,9 +32,7 @@ def _service(ttl: str = "300") -> dict[str, Any]:
 
 
 def _client(service: str, path: str, hold: str = "") -> dict[str, Any]:
-    return actors.spawn(
-        template=CLIENT, values={"service": service, "path": path, "hold": hold}
-    )
+    return actors.spawn(template=CLIENT, values={"service": service, "path": path, "hold": hold})
 
 
 def _output(record: dict[str, Any]) -> str:
