@@ -165,6 +165,10 @@ def test_agent_recipe_answer_artifact_native_session_and_resume(
     assert session["harness"] == harness and session["session_id"]
     assert session["cwd"] == str(project)
     assert _in_store(setup.store, session["session_id"], home.path), session
+    if harness == "pi":  # `tools` reached the harness: the model is offered only those
+        asked = fake_llm.wait_request(lambda r: first_token in json.dumps(r["body"]))
+        offered = {tool["function"]["name"] for tool in asked["body"].get("tools", [])}
+        assert offered == {"read", "bash"}, offered
     messages = actors.inspect(f"run:{record['run']}", view="messages")["messages"]
     emitted = [m for m in messages if m["type"] == "agent.result"]
     assert emitted[-1]["body"]["session_id"] == session["session_id"]
