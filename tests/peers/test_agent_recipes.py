@@ -1,7 +1,8 @@
 """The shipped subagent recipes (`agent`, `review-quorum`) run the real harnesses headless
 against the fake model: the final answer becomes the run's `answer` artifact, the
 harness's own session id is recorded, and a second run with that id continues the same
-conversation (the model sees the first turn again)."""
+conversation (the model sees the first turn again); agents take leases from the `leases`
+service through their own shell tool."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, finished
+from tests.conftest import cli, finished, wait_for_change
 from tests.peers import run_claude, run_codex, run_opencode, run_pi
 from tests.peers.conftest import PEERS_BIN, peer_bin
 from tests.peers.fake_llm import FakeLLM
@@ -260,3 +261,36 @@ def test_review_quorum_survives_a_failed_reviewer_and_fails_below_the_quorum(
     assert (
         sum("Merge the code reviews" in json.dumps(r["body"]) for r in fake_llm.requests) == merges
     )
+
+
+def test_agent_workers_contend_for_a_lease_through_their_own_shell_tool(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Two real Claude Code agents (agent recipe runs) ask the leases service for the same
+    file through their Bash tool: the first is granted, the second denied naming the
+    first; the holder is each agent's run (its token reaches the tool's shell)."""
+    peer_bin("claude")
+    service = actors.spawn("leases")
+    table = Path(service["state_dir"]) / "leases" / "leases.json"
+    wait_for_change(Path(service["state_dir"]), table.exists, what="the lease table")
+    claude = _claude(tmp_path / "claude", fake_llm.port, home.path)
+    env = {**claude.env, "ACTORS_HOME": str(home.path), "PATH": _path()}
+    command = f"actors message run:{service['run']} lease.acquire src/auth.py --force"
+    runs = []
+    for name in ("first", "second"):
+        token = f"TOKEN-{name}-{secrets.token_hex(3)}"
+        record = _spawn(
+            "agent", env, harness="claude", prompt=f"[tool:Bash:{command}] {token}", tools="Bash"
+        )
+        _done(record)
+        runs.append(record)
+    room = actors.inspect(f"room:{service['run']}", view="messages")["messages"]
+    answers = [(m["type"], m["body"]["holder"]) for m in room]
+    assert answers == [
+        ("lease.granted", f"run:{runs[0]['run']}"),
+        ("lease.denied", f"run:{runs[1]['run']}"),
+    ], answers
+    assert json.loads(table.read_text())["leases"]["src/auth.py"]["holder"] == (
+        f"run:{runs[0]['run']}"
+    )
+    actors.message(f"run:{service['run']}", "control.kill")
