@@ -18,7 +18,8 @@ run's output, and the next step's stdin in a sequence); `<out>/session.json` kee
 harness, the session id and the argv that resumes it (the `session` artifact); the
 harness's raw output is kept in `<out>/events.jsonl`. One `agent.result` message carries
 the same, so the run's follow-up tells the coordinator how to resume the agent.
-Templates have no shell, so the harness is started with an argv; its stdin is /dev/null.
+Templates have no shell, so the harness is started with an argv; its stdin is empty
+(pi's carries the prompt).
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def command(
     harness: str, prompt: str, model: str, tools: list[str], flags: list[str], session: str = ""
 ) -> list[str]:
     """The harness's headless argv; the prompt last, after `--` where the parser has it, so
-    a prompt starting with `-` is never read as an option. With `session`, the harness
+    a prompt starting with `-` is never read as an option (pi has no `--`: its prompt goes
+    on stdin, which `pi -p` reads when no message is given). With `session`, the harness
     continues that session of its own (the id a previous run recorded)."""
     if tools and harness in ("codex", "opencode"):
         raise UserError(
@@ -85,7 +87,7 @@ def command(
         argv += ["--model", model] if model else []
         argv += ["--tools", ",".join(tools)] if tools else []
         argv += ["--session", session] if session else []
-        return [*argv, *flags, prompt]  # pi's parser has no `--`
+        return [*argv, *flags]  # the prompt goes on stdin: pi's parser has no `--`
     argv = ["gemini", "--output-format", "json"]
     argv += ["--model", model] if model else []
     argv += [f"--allowed-tools={tool}" for tool in tools]
@@ -225,7 +227,7 @@ def main(argv: list[str]) -> int:
     done = subprocess.run(
         [program, *argv_[1:]],
         cwd=cwd,
-        stdin=subprocess.DEVNULL,
+        input=prompt if args.harness == "pi" else "",  # pi -p reads a prompt from stdin
         stdout=subprocess.PIPE,
         text=True,
         check=False,

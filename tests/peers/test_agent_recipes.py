@@ -147,12 +147,13 @@ def test_agent_recipe_answer_artifact_native_session_and_resume(
     env = {**setup.env, "ACTORS_HOME": str(home.path), "PATH": _path()}
     project = tmp_path / "project"
     project.mkdir()
-    first_token = f"TOKEN-{harness}-{secrets.token_hex(4)}"
+    first_token = f"TOKEN-{harness}-{secrets.token_hex(4)}"  # the prompt starts with an
+    # option each harness knows: it must reach the model as text, never as the option
     record = _spawn(
         "agent",
         env,
         harness=harness,
-        prompt=f"Look at {first_token}",
+        prompt=f"--version {first_token}",
         cwd=str(project),
         **setup.values,
     )
