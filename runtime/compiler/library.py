@@ -29,7 +29,9 @@ from runtime.store.reads import read_json
 from runtime.store.writes import ensure_dir, write_json_atomic
 
 MAX_RECIPE_BYTES = 1024 * 1024
-_COMPILER_KEY = "actors-recipe-compiler/1"
+_COMPILER_KEY = "actors-recipe-compiler/2"
+"""Bumped when the compiled form changes (2: a parallel `repeat` leaf keeps `concurrency`
+and `min_successful`), so no cached tree of an older compiler is reused."""
 
 
 class RecipeSource(NamedTuple):

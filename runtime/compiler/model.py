@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic_core.core_schema import ValidationInfo
 
 from runtime.compiler.placeholders import MAX_REPEAT, split_words
 from runtime.compiler.values import args_as_mapping
@@ -59,7 +60,9 @@ class _Flags(BaseModel):
     recover: str | None = Field(None, description="template run between failed attempts")
     failure: FailurePolicy = "continue"
     concurrency: int | None = Field(None, ge=1, le=64)
-    min_successful: int | None = Field(None, ge=0, le=64)
+    min_successful: int | str | None = Field(
+        None, description="0-64, or a placeholder such as '{quorum}' (rendered at run time)"
+    )
     when: str | None = Field(None, description="run only when this renders truthy")
     repeat: int | str | None = Field(
         None, description="instances of this node: a count, or e.g. '{items.length}'"
@@ -72,13 +75,17 @@ class _Flags(BaseModel):
     def _duration(cls, value: object) -> float | None:
         return parse_duration_ms(value)
 
-    @field_validator("repeat")
+    @field_validator("repeat", "min_successful")
     @classmethod
-    def _repeat(cls, value: int | str | None) -> int | str | None:
-        if isinstance(value, int) and not 0 <= value <= MAX_REPEAT:
-            raise ValueError(f"repeat must be 0-{MAX_REPEAT}")
+    def _count(cls, value: int | str | None, info: ValidationInfo) -> int | str | None:
+        limit = MAX_REPEAT if info.field_name == "repeat" else 64
+        if isinstance(value, int) and not 0 <= value <= limit:
+            raise ValueError(f"{info.field_name} must be 0-{limit}")
         if isinstance(value, str) and "{" not in value:
-            raise ValueError("repeat must be a count or a placeholder such as '{items.length}'")
+            example = "{items.length}" if info.field_name == "repeat" else "{quorum}"
+            raise ValueError(
+                f"{info.field_name} must be a count or a placeholder such as '{example}'"
+            )
         return value
 
 
@@ -261,6 +268,8 @@ def _compile_node(
     if isinstance(template, str):
         if node.parallel and node.repeat is not None:
             out.update(kind="leaf", words=split_words(template), repeat_parallel=True)
+            # they apply to the instances as a group (_repeat_group copies them there)
+            out.update(concurrency=node.concurrency, min_successful=node.min_successful)
             return out
         if node.parallel:
             raise BadInput(f"node {node_id}: 'parallel' needs a list template")
@@ -285,7 +294,7 @@ def _compile_node(
         concurrency=node.concurrency,
         min_successful=node.min_successful,
     )
-    if node.min_successful is not None and node.min_successful > len(children):
+    if isinstance(node.min_successful, int) and node.min_successful > len(children):
         raise BadInput(
             f"node {node_id}: min_successful={node.min_successful} but only "
             f"{len(children)} branches"

@@ -223,6 +223,10 @@ async def _run_parallel(
     ctx: RunContext, node: dict[str, Any], stdin: Path | None, values: dict[str, Any], feeds: bool
 ) -> Outcome:
     children = node["children"]
+    minimum = _minimum(node, values, len(children))
+    if isinstance(minimum, Outcome):
+        return minimum
+    node = {**node, "min_successful": minimum}
     results: list[Outcome | None] = [None] * len(children)
     limiter = trio.CapacityLimiter(node.get("concurrency") or len(children))
     labels = [_label(child, i) for i, child in enumerate(children, start=1)]
@@ -253,6 +257,25 @@ async def _run_parallel(
     if minimum is not None:
         reason = f"{usable} of {len(final)} branches usable (minimum {minimum})"
     return Outcome("failed", worst.code or 1, output, None, False, reason)
+
+
+def _minimum(node: dict[str, Any], values: dict[str, Any], branches: int) -> int | Outcome | None:
+    """The group's `min_successful`: a placeholder (`{quorum}`) is rendered with the run's
+    values; one that is not a count up to the number of branches fails the group before
+    any branch starts."""
+    spec = node.get("min_successful")
+    if not isinstance(spec, str):
+        return spec if isinstance(spec, int) else None
+    try:
+        minimum = int(substitute_word(spec, values))
+    except (BadInput, ValueError) as exc:
+        why = exc.message if isinstance(exc, BadInput) else f"{spec!r} is not a count"
+        return Outcome("failed", 2, None, reason=f"min_successful: {why}")
+    if not 0 <= minimum <= branches:
+        return Outcome(
+            "failed", 2, None, reason=f"min_successful: {minimum} is outside 0-{branches} branches"
+        )
+    return minimum
 
 
 def _usable(outcome: Outcome) -> bool:

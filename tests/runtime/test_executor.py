@@ -128,6 +128,51 @@ def test_min_successful_accepts_a_quorum_and_marks_degraded(
     assert short["reason"] == "2 of 3 branches usable (minimum 3)"
 
 
+def test_min_successful_from_a_value_applies_to_parallel_repeat_instances(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """A quorum given at spawn (`{quorum}`) on a parallel `repeat` leaf: the instances are
+    joined as a group that needs that many usable branches (the shape of review-quorum)."""
+    recipe = {
+        "args": {"quorum": {"type": "int"}},
+        "template": [
+            {
+                "label": "r",
+                "repeat": "{xs.length}",
+                "parallel": True,
+                "min_successful": "{quorum}",
+                "template": 'sh -c \'test "$1" != bad && echo "$1"\' r {xs[index]}',
+            }
+        ],
+    }
+    ok = run_recipe(home, tmp_path, recipe, xs="a,bad,c", quorum="2")
+    assert (ok["status"], ok["degraded"]) == ("done", True), ok
+    assert ok["output"].startswith("--- parallel_status: degraded usable: 2 expected: 3 minimum: 2")
+    short = run_recipe(home, tmp_path, recipe, xs="a,bad,c", quorum="3")
+    assert short["status"] == "failed"
+    assert short["reason"] == "2 of 3 branches usable (minimum 3)"
+    too_many = run_recipe(home, tmp_path, recipe, xs="a,c", quorum="3")
+    assert too_many["status"] == "failed"
+    assert "min_successful: 3 is outside 0-2 branches" in json.dumps(too_many), too_many
+
+
+def test_parallel_repeat_leaf_keeps_its_concurrency(home: StateRoot, tmp_path: Path) -> None:
+    """`concurrency` on a parallel `repeat` leaf caps the instances (it was dropped once)."""
+    recipe = {
+        "template": [
+            {
+                "repeat": 4,
+                "parallel": True,
+                "concurrency": 1,
+                "template": "sh -c 'a=$(date +%s%N); sleep 0.2; echo span $a $(date +%s%N)'",
+            }
+        ]
+    }
+    spans = _intervals(run_recipe(home, tmp_path, recipe))
+    assert len(spans) == 4
+    assert _max_overlap(spans) == 1
+
+
 def test_timeout_stops_the_leaf_and_its_grandchildren(home: StateRoot, tmp_path: Path) -> None:
     pidfile = tmp_path / "grandchild.pid"
     result = run_recipe(
