@@ -79,6 +79,28 @@ def cli(
     )
 
 
+def cli_imports(
+    argv: list[str], *, top_level: bool = False, stdin: str | None = None
+) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    """Run the CLI with `argv` in a fresh interpreter (the real entry point, no click
+    unless the command needs it) and return the modules it ended with (their top-level
+    packages with `top_level`) and the process: what a command costs to import."""
+    import json
+
+    names = "{m.split('.')[0] for m in sys.modules}" if top_level else "sys.modules"
+    probe = (
+        f"import sys; sys.argv=['actors', *{argv!r}]\n"
+        "from actors.cli import main\n"
+        "try: main()\nexcept SystemExit: pass\n"
+        f"print('LOADED', sorted({names}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], input=stdin, capture_output=True, text=True, check=False
+    )
+    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    return loaded, out
+
+
 def snapshot(path: Path) -> dict[str, tuple[int, int]]:
     """Every file and directory under `path` with its mode and size."""
     if not path.exists():

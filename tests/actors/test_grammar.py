@@ -14,7 +14,7 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, snapshot, write_recipe
+from tests.conftest import cli, cli_imports, snapshot, write_recipe
 
 
 def _runs(home: StateRoot) -> list[str]:
@@ -452,19 +452,7 @@ def test_wait_and_inbox_wait_draw_one_progress_line_on_a_terminal_only(home: Sta
 def test_version_loads_no_more_than_message() -> None:
     """`--version` takes the hand-parsed path with the version from actors._version:
     every module it loads is one `message` loads too (so it is never the slower one)."""
-    import subprocess
-
-    def loaded(argv: list[str]) -> set[str]:
-        probe = (
-            f"import sys; sys.argv=['actors', *{argv!r}]\n"
-            "from actors.cli import main\n"
-            "try: main()\nexcept SystemExit: pass\n"
-            "print('LOADED', sorted(sys.modules))"
-        )
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-        return set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
-
-    version = loaded(["--version"])
-    message = loaded(["message", "run:ghost", "x.y"])
+    version, _ = cli_imports(["--version"])
+    message, _ = cli_imports(["message", "run:ghost", "x.y"])
     assert version - {"actors._version"} <= message, sorted(version - message)
     assert "click" not in version and "importlib.metadata" not in version

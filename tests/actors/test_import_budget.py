@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.conftest import cli_imports
+
 HEAVY = ("trio", "pydantic", "httpx", "websockets", "watchfiles", "psutil", "mcp", "anyio")
 
 _PROBE = """
@@ -65,14 +67,7 @@ def test_spawn_of_a_cached_recipe_stays_off_pydantic(home: object) -> None:
 )
 def test_hot_commands_never_import_click(home: object, argv: list[str]) -> None:
     """The hottest commands are parsed by hand (actors.cli._fast): no click, nothing heavy."""
-    probe = (
-        f"import sys; sys.argv=['actors', *{argv!r}]\n"
-        "from actors.cli import main\n"
-        "try: main()\nexcept SystemExit: pass\n"
-        "print('LOADED', sorted({m.split('.')[0] for m in sys.modules}))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    loaded, out = cli_imports(argv, top_level=True)
     assert "actors: " in out.stderr  # it ran (and refused: no such run / not in a run)
     unwanted = {"click", "threading", *HEAVY}
     assert not loaded & unwanted, sorted(loaded & unwanted)
@@ -99,14 +94,7 @@ TYPE_ONLY = (
     ],
 )
 def test_hot_commands_leave_type_only_records_unloaded(home: object, argv: list[str]) -> None:
-    probe = (
-        f"import sys; sys.argv=['actors', *{argv!r}]\n"
-        "from actors.cli import main\n"
-        "try: main()\nexcept SystemExit: pass\n"
-        "print('LOADED', sorted(sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    loaded, _ = cli_imports(argv)
     assert "runtime.core.config" in loaded  # it ran through the CLI
     assert not loaded & set(TYPE_ONLY), sorted(loaded & set(TYPE_ONLY))
 
@@ -114,13 +102,6 @@ def test_hot_commands_leave_type_only_records_unloaded(home: object, argv: list[
 @pytest.mark.parametrize("argv", [["message", "run:ghost", "x.y"], ["status", "ghost"]])
 def test_piped_output_does_not_load_the_terminal_sanitiser(home: object, argv: list[str]) -> None:
     """Only a terminal needs run-written text made inert: a pipe gets it as stored."""
-    probe = (
-        f"import sys; sys.argv=['actors', *{argv!r}]\n"
-        "from actors.cli import main\n"
-        "try: main()\nexcept SystemExit: pass\n"
-        "print('LOADED', sorted(sys.modules))"
-    )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
-    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    loaded, _ = cli_imports(argv)
     assert "runtime.core.config" in loaded  # it ran through the CLI
     assert "runtime.core.terminal" not in loaded

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from actors.install import HARNESSES
 from actors.tool_models import TOOLS
 from adapters.claude_code.install import QUIET_TOOLS
 from runtime.store.layout import StateRoot
-from tests.conftest import cli
+from tests.conftest import cli, cli_imports
 
 
 @pytest.fixture
@@ -162,15 +161,6 @@ def test_the_status_line_stays_on_the_fast_path(home: StateRoot) -> None:
     from tests.actors.test_import_budget import HEAVY
 
     argv = ["status", "--line", "--stdin", "--then", "echo theirs"]
-    probe = (
-        f"import sys; sys.argv=['actors', *{argv!r}]\n"
-        "from actors.cli import main\n"
-        "try: main()\nexcept SystemExit: pass\n"
-        "print('LOADED', sorted({m.split('.')[0] for m in sys.modules}))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], input='{"session_id": "s1"}', capture_output=True, text=True
-    )
+    loaded, out = cli_imports(argv, top_level=True, stdin='{"session_id": "s1"}')
     assert out.stdout.startswith("theirs\nLOADED"), out.stdout + out.stderr
-    loaded = set(json.loads(out.stdout.split("LOADED ", 1)[1].replace("'", '"')))
     assert not loaded & {"click", *HEAVY}, sorted(loaded & {"click", *HEAVY})
