@@ -76,6 +76,8 @@ async def test_opencode_caller_registers_each_session_with_the_server_password(
         away = {"opencode_session": "ses_ddd", "url": "http://203.0.113.9:4096"}
         assert await spawn(session, "o5", _actors_caller=away) == "ses_ddd"
         assert "password" not in load_session(home, "ses_ddd")["options"]
+        # nor does a follow-up: a URL the model could have chosen gets a file inbox
+        assert load_session(home, "ses_ddd")["harness"] == "file"
         bogus = {"opencode_session": "../etc", "url": url}
         assert (await spawn(session, "o3", _actors_caller=bogus)).startswith("user:")
         # the reserved argument is taken out before validation: nothing else is accepted
