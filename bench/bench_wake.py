@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -23,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench._stats import emit, register_session, row
+from bench._stats import emit, percentile, register_session, row
 
 if TYPE_CHECKING:
     from tests.peers.fake_llm import FakeLLM
@@ -94,6 +95,23 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
     return out[1:]
 
 
+def _report(harness: str, samples: list[float], baseline: list[float] | None) -> None:
+    """One JSON line per harness for docs/adapters.md's level table, when
+    ACTORS_WAKE_REPORT names a file (scripts/adapters_report.py sets it)."""
+    target = os.environ.get("ACTORS_WAKE_REPORT")
+    if not target:
+        return
+    line = {
+        "harness": harness,
+        "n": len(samples),
+        "median_ms": statistics.median(samples),
+        "p99_ms": percentile(samples, 99),
+        "baseline_median_ms": statistics.median(baseline) if baseline else None,
+    }
+    with open(target, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(line) + "\n")
+
+
 def main(quick: bool) -> None:
     from bench.bench_harness import HARNESSES
     from tests.peers.conftest import PEERS_BIN
@@ -111,13 +129,16 @@ def main(quick: bool) -> None:
             register_session("file", "wake-file")
             baseline = _samples("wake-file", count, None)
             emit(row("run end -> follow-up delivered (file baseline)", baseline))
+            _report("file", baseline, None)
             for name, launch in HARNESSES.items():
                 with launch(Path(tmp) / name, llm.port) as options:
                     register_session(name, f"wake-{name}", **options)
                     samples = _samples(f"wake-{name}", count, llm)
                 emit(row(f"run end -> model request ({name})", samples, baseline))
+                _report(name, samples, baseline)
             samples = _claude_samples(Path(tmp) / "claude", llm, count)
             emit(row("run end -> model request (claude_code)", samples, baseline))
+            _report("claude_code", samples, baseline)
         finally:
             llm.stop()
 

@@ -27,6 +27,7 @@ from adapters.claude_code.teams import ClaudeTeamsAdapter, msg_id_for
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.store.layout import StateRoot
 from runtime.store.writes import write_bytes_atomic
+from tests._levels import observed
 from tests.conftest import REPO, cli, wait_for_change
 
 PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers")) / "node_modules"
@@ -599,3 +600,17 @@ def test_register_records_claude_config_dir_and_runner_delivers(
     assert state["state"] == "accepted"
     DeliveryRunner(home).submit("t2", envelope(), delivery_id="d-30")  # deduplicated upstream
     assert [e["msg_id"] for e in entries(claude_home)] == [msg_id_for("d-30")]
+
+
+def test_doctor_on_a_team_inbox_without_a_live_teammate(home: StateRoot, claude_home: Path) -> None:
+    """No Claude process reads the team inbox here: the levels come from the written entry
+    (D3) and the declaration; the level table states them as such."""
+    register = cli("session", "register", "--harness", "claude_teams", "--id", "t3",
+                   "-o", "team=crew", "-o", "name=team-lead", "-o", f"home={claude_home}")  # fmt: skip
+    assert register.returncode == 0, register.stderr
+    proc = cli("doctor", "delivery", "--session", "t3")
+    assert proc.returncode == 0, proc.stderr
+    verdicts = observed(proc.stdout, setup="no live teammate (file level only)")
+    assert verdicts["D3"] == "pass" and verdicts["D4"] == "fail", proc.stdout
+    token = proc.stdout.split("token=", 1)[1].split()[0]
+    assert any(token in entry["text"] for entry in entries(claude_home))

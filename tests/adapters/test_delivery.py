@@ -21,6 +21,7 @@ from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
+from tests._levels import observed
 from tests.conftest import cli, finished, make_fifo, read_fifo_line
 
 
@@ -233,6 +234,7 @@ def test_bad_sessions_are_refused_at_registration(home: StateRoot) -> None:
 def test_doctor_prints_the_levels_block_for_a_file_session(home: StateRoot) -> None:
     session = register("--harness", "file", "--id", "doc")
     proc = cli("doctor", "delivery", "--session", session)
+    observed(proc.stdout)
     lines = proc.stdout.splitlines()
     assert lines[:2] == ["DELIVERY_LEVELS:", "harness=file"]
     levels = [line.split(":")[0] for line in lines[4:]]
@@ -254,6 +256,21 @@ def test_doctor_prints_the_levels_block_for_a_file_session(home: StateRoot) -> N
     ]
     assert "D3 addressed_enqueue: pass" in proc.stdout and "D8 robustness: pass" in proc.stdout
     assert SessionInbox(session_paths(home, session)).unread() == []
+
+
+def test_doctor_on_a_webhook_with_a_live_receiver(
+    home: StateRoot, webhook: tuple[str, type[_Hook]]
+) -> None:
+    """The probe reaches a real receiver on loopback: D2 (armed) and D3 pass, signed."""
+    url, hook = webhook
+    session = register("--harness", "webhook", "--id", "wh", "-o", f"url={url}", "-o", "secret=k")
+    proc = cli("doctor", "delivery", "--session", session)
+    assert proc.returncode == 0, proc.stderr
+    verdicts = observed(proc.stdout, setup="a receiver listening on 127.0.0.1")
+    assert verdicts["D2"] == verdicts["D3"] == verdicts["D8"] == "pass", proc.stdout
+    token = proc.stdout.split("token=", 1)[1].split()[0]
+    (probe,) = [entry for entry in hook.log if token in json.dumps(entry["body"])]
+    assert verify("k", str(probe["sig"]), str(probe["delivery"]), probe["raw"])  # type: ignore[arg-type]
 
 
 def test_a_follow_up_read_from_the_inbox_is_never_flushed_again(home: StateRoot) -> None:

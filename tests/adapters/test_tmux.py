@@ -16,6 +16,7 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
+from tests._levels import observed
 from tests.conftest import cli, finished
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by `make`")
@@ -146,6 +147,8 @@ def test_doctor_prints_levels_for_tmux(home: StateRoot, pane: tuple[str, LineTap
         "target=agent:0.0",
     )
     proc = cli("doctor", "delivery", "--session", "tmuxdoc")
+    version = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
+    observed(proc.stdout, version=version)
     assert "harness=tmux" in proc.stdout
     assert "D2 receiver_armed: pass" in proc.stdout
     assert "D4 idle_active_wake: pass" in proc.stdout

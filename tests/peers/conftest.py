@@ -58,15 +58,32 @@ def actors_install(harness: str, env: dict[str, str], cwd: Path) -> str:
     return done.stdout
 
 
-def doctor_verdicts(stdout: str) -> dict[str, str]:
-    """`actors doctor delivery`'s verdicts by level (`{"D3": "pass", ...}`), read from the
-    lines that start with the level: a probe token elsewhere may end in `D8` too."""
-    import re
+PACKAGES = {
+    "claude": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+    "opencode": "opencode-ai",
+    "pi": "@mariozechner/pi-coding-agent",
+    "gemini": "@google/gemini-cli",
+}
+"""The npm package behind each harness executable (peers/package.json pins them)."""
 
-    return {
-        found.group(1): found.group(2)
-        for found in re.finditer(r"^(D[0-8]) \w+: (\w+)", stdout, re.M)
-    }
+
+def peer_version(name: str, pin: str = "") -> str:
+    """The installed version of harness `name` (from its package.json, as npm put it)."""
+    import json
+
+    where = (PEERS / pin) if pin else PEERS
+    manifest = where / "node_modules" / PACKAGES[name] / "package.json"
+    return str(json.loads(manifest.read_text())["version"])
+
+
+def doctor_verdicts(stdout: str, peer: str, pin: str = "", setup: str = "") -> dict[str, str]:
+    """`actors doctor delivery`'s verdicts by level (`{"D3": "pass", ...}`) for a session
+    of the real harness `peer` (at pin `pin`), recorded for docs/adapters.md's level table
+    (tests/_levels.py)."""
+    from tests._levels import observed
+
+    return observed(stdout, version=f"{peer} {peer_version(peer, pin)}", setup=setup, pin=pin)
 
 
 def register_session(harness: str, ident: str = "coord", *flags: str, **options: str) -> None:

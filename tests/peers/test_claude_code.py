@@ -374,12 +374,17 @@ def test_a_follow_up_arriving_mid_turn_wakes_the_model_after_that_turn(
     assert wake["exit_code"] == 2
 
 
-def test_doctor_proves_the_wake_through_the_hook(claude: ClaudeSession, home: StateRoot) -> None:
-    session_id = _first_turn(claude)
-    proc = cli("doctor", "delivery", "--session", session_id)
+@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
+def test_doctor_proves_the_wake_through_the_hook(
+    pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
+) -> None:
+    """The hook doorbell reaches D6 on both pins (the level table states it per version)."""
+    with claude_session(peer_bin("claude", pin=pin), fake_llm.port, home.path, tmp_path) as claude:
+        session_id = _first_turn(claude)
+        proc = cli("doctor", "delivery", "--session", session_id)
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
-    verdicts = doctor_verdicts(proc.stdout)
+    verdicts = doctor_verdicts(proc.stdout, "claude", pin)
     assert verdicts["D2"] == verdicts["D4"] == verdicts["D6"] == "pass", proc.stdout
     assert verdicts["D5"] == "partial"
 

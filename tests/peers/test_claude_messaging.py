@@ -109,7 +109,7 @@ def test_doctor_judges_the_socket_from_the_turn_it_started(
     proc = cli("doctor", "delivery", "--session", session_id)
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
-    verdicts = doctor_verdicts(proc.stdout)
+    verdicts = doctor_verdicts(proc.stdout, "claude", setup="-o messaging=socket")
     assert verdicts["D2"] == verdicts["D4"] == verdicts["D5"] == verdicts["D6"] == "pass", (
         proc.stdout
     )

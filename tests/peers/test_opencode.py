@@ -161,7 +161,7 @@ def test_doctor_proves_the_levels_live(
     proc = cli("doctor", "delivery", "--session", "coord")
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
-    verdicts = doctor_verdicts(proc.stdout)
+    verdicts = doctor_verdicts(proc.stdout, "opencode")
     assert [verdicts.get(f"D{n}") for n in range(1, 9)] == ["pass"] * 8, proc.stdout
     token = proc.stdout.split("token=", 1)[1].split()[0]
     assert any(token in p for p in fake_llm.prompts()), "the probe never reached the model"

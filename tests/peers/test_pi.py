@@ -17,7 +17,7 @@ from runtime.delivery.contract import AdapterError, DeliveryContext, Receipt
 from runtime.delivery.engine import DeliveryRunner
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
-from tests.peers.conftest import followup, register_session
+from tests.peers.conftest import doctor_verdicts, followup, register_session
 from tests.peers.fake_llm import FakeLLM
 from tests.peers.run_pi import RpcClient, run_pi, text_of
 
@@ -236,6 +236,7 @@ def test_doctor_reports_pi_levels(home: StateRoot, pi_socket: Path) -> None:
     register_session("pi", socket=str(pi_socket))
     proc = cli("doctor", "delivery", "--session", "coord")
     assert "harness=pi" in proc.stdout, proc.stdout + proc.stderr
+    doctor_verdicts(proc.stdout, "pi")
     for line in ("D5 context_injection: pass", "D7 completion_reply: pass", "D8 robustness: pass"):
         assert line in proc.stdout, proc.stdout
     assert "D1 native_free_continuation: fail" in proc.stdout  # our own pi, not a user's TUI
