@@ -76,7 +76,8 @@ def _spawn_seeds(root: Path) -> list[str]:
         home = str(root)
         records = [actors.spawn(template=t, session=SESSION, home=home) for t in SEEDS]
         killed = records[-1]
-        _until(lambda: actors.status(killed["run"], home=home)["status"] == "running", "a run")
+        events = state.run(killed["run"]).events  # killed once its runner has started
+        _until(lambda: events.exists() and b"run.runner.start" in events.read_bytes(), "a start")
         actors.kill(killed["run"], session=SESSION, home=home)
         for record in records:
             status = actors.wait(record["run"], timeout=60, home=home)["status"]

@@ -1,0 +1,216 @@
+"""The operator's numbers, as typed records: runs by status, spawn and follow-up latency,
+delivery receipts, inbox backlogs (what `/metrics` and `actors metrics` print; the text
+format is actors.dashboard.metrics's job).
+
+It has to stay cheap with 10,000 runs, so each fact comes from the cheapest file that
+holds it:
+- statuses and recipes from the run index (`list_runs`: one stat per finished run, no
+  run.json read);
+- spawn latency (run.json's `created_at` -> the runner's own `run.runner.start` event)
+  from the head of each run's events.jsonl. A finished run's head never changes, so it is
+  read once per process and kept in `_SEEN` (a long-lived dashboard pays for new runs
+  only; one `actors metrics` call reads every head once);
+- follow-up latency (result.json's `ended_at`, cached by the index -> the first
+  `delivered` or `accepted` receipt of the delivery `<run instance>:terminal`), receipts
+  and pending deliveries from each session's deliveries.jsonl, read whole: those lines are
+  the facts themselves;
+- backlogs from the session inboxes (unread follow-ups) and the inboxes of live runs and
+  their branches (unclaimed messages). A finished run's inbox is not a backlog: nobody
+  will ever claim what waits there.
+A run whose files are damaged is counted as `damaged` and gives no samples; it never
+stops the tally.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime.core.errors import ActorsError
+from runtime.core.ids import is_valid_id, parse_iso
+from runtime.runs.status import ACTIVE, TERMINAL
+from runtime.store import safe
+from runtime.store.layout import RunPaths, SessionPaths, StateRoot
+from runtime.store.reads import parse_jsonl, read_bytes, read_jsonl
+
+if TYPE_CHECKING:
+    from runtime.store.records import ListedRun
+
+STATUSES = (*ACTIVE, *TERMINAL, "damaged")
+"""Every status a run is counted under (`damaged`: its run.json cannot be read)."""
+RECIPES_SHOWN = 20
+"""The most recipes counted by name; the rest are counted together as `(other)`, so the
+number of series stays bounded however many ad-hoc recipe files are run."""
+OTHER_RECIPE, TEMPLATE_RECIPE = "(other)", "(template)"
+"""Labels no recipe name can take (names never contain parentheses)."""
+HEAD_BYTES = 8192
+"""How much of events.jsonl holds the runner's start event (it is the second line)."""
+DELIVERED = ("delivered", "accepted")
+"""Receipt states that end a follow-up's trip (runtime.delivery.engine.FINAL, minus the
+final failure)."""
+_FINAL = (*DELIVERED, "failed-final")
+
+
+@dataclass
+class Backlog:
+    """Waiting messages of one kind of inbox: the total, the fullest inbox, how many."""
+
+    waiting: int = 0
+    fullest: int = 0
+    inboxes: int = 0
+
+    def add(self, count: int) -> None:
+        self.waiting += count
+        self.fullest = max(self.fullest, count)
+        self.inboxes += 1
+
+
+@dataclass
+class Tally:
+    """Everything `/metrics` reports, gathered in one pass over the state root."""
+
+    runs: Counter[str] = field(default_factory=Counter)
+    """Status -> runs."""
+    by_recipe: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(recipe, status) -> runs, at most RECIPES_SHOWN recipes plus `(other)`."""
+    spawn_s: list[float] = field(default_factory=list)
+    """Seconds from spawn requested to runner started, one per run that started."""
+    followup_s: dict[str, list[float]] = field(default_factory=dict)
+    """Harness -> seconds from run end to its terminal follow-up delivered."""
+    receipts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """(receipt status, harness) -> receipts journaled."""
+    pending_deliveries: int = 0
+    """Deliveries not yet delivered, accepted or finally failed, over all sessions."""
+    backlogs: dict[str, Backlog] = field(default_factory=dict)
+    """Inbox kind (`session`, `run`, `branch`) -> what waits there."""
+
+
+@dataclass(frozen=True)
+class _Head:
+    """What a run's events.jsonl head says: which start of the run, when it was ready."""
+
+    instance: str | None
+    spawn_s: float | None
+
+
+_SEEN: dict[tuple[str, str, str], _Head] = {}
+"""(run dir, created_at, status) of finished runs -> their head, read once per process."""
+
+
+def gather(root: StateRoot) -> Tally:
+    """One tally of the state root (reads only; a damaged file is skipped, never raised)."""
+    from runtime.runs.index import list_runs
+
+    tally = Tally(backlogs={kind: Backlog() for kind in ("session", "run", "branch")})
+    listed = list_runs(root)
+    ended: dict[str, float] = {}
+    for run in listed:
+        status = run["status"] or "damaged"
+        tally.runs[status] += 1
+        head = _head(run, status)
+        if head.spawn_s is not None:
+            tally.spawn_s.append(head.spawn_s)
+        end = _epoch(run["ended_at"])
+        if head.instance and end is not None:
+            ended[f"{head.instance}:terminal"] = end
+        if status in ACTIVE:
+            _run_backlog(RunPaths(root.runs / run["run"]), tally)
+    tally.by_recipe = _by_recipe(listed)
+    for name in safe.subdirs(root.sessions):
+        if is_valid_id(name):
+            _session(SessionPaths(root.sessions / name), ended, tally)
+    return tally
+
+
+def _by_recipe(listed: list[ListedRun]) -> Counter[tuple[str, str]]:
+    def label(run: ListedRun) -> str:
+        if run["recipe"]:
+            return run["recipe"]
+        return f"tool:{run['tool']}" if run["tool"] else TEMPLATE_RECIPE
+
+    labels = [label(run) for run in listed]
+    shown = {name for name, _ in Counter(labels).most_common(RECIPES_SHOWN)}
+    return Counter(
+        (name if name in shown else OTHER_RECIPE, run["status"] or "damaged")
+        for name, run in zip(labels, listed, strict=True)
+    )
+
+
+def _head(run: ListedRun, status: str) -> _Head:
+    """The run's instance and spawn latency, from the head of its events.jsonl."""
+    created = run["created_at"] or ""
+    key = (run["state_dir"], created, status)
+    if key in _SEEN:
+        return _SEEN[key]
+    instance, ready = None, None
+    try:
+        data = read_bytes(RunPaths(Path(run["state_dir"])).events, limit=HEAD_BYTES)
+    except (ActorsError, OSError):
+        data = b""
+    for record in parse_jsonl(data.rsplit(b"\n", 1)[0] + b"\n").records:
+        if instance is None and isinstance(record.get("run_instance_id"), str):
+            instance = record["run_instance_id"]
+        if record.get("event") == "run.runner.start":
+            ready = _epoch(record.get("ts"))
+            break
+    start = _epoch(created)
+    spawn_s = max(0.0, ready - start) if ready is not None and start is not None else None
+    head = _Head(instance, spawn_s)
+    if status in TERMINAL:  # nothing in it can change any more
+        _SEEN[key] = head
+    return head
+
+
+def _epoch(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_iso(value)
+    except ValueError:
+        return None
+
+
+def _run_backlog(paths: RunPaths, tally: Tally) -> None:
+    """Unclaimed messages in a live run's inbox and in each of its branches' inboxes."""
+    from runtime.messaging.boxes import branch_mailbox, run_mailbox
+
+    try:
+        tally.backlogs["run"].add(_queued(run_mailbox(paths).entries()))
+        for branch in safe.subdirs(paths.branches):
+            if paths.branch_inbox(branch).exists():
+                tally.backlogs["branch"].add(_queued(branch_mailbox(paths, branch).entries()))
+    except (ActorsError, OSError):
+        pass  # a run that ended or was archived meanwhile, or a damaged inbox
+
+
+def _queued(entries: list[Any]) -> int:
+    return sum(1 for entry in entries if entry.get("state") == "queued")
+
+
+def _session(paths: SessionPaths, ended: dict[str, float], tally: Tally) -> None:
+    """Receipts, pending deliveries, follow-up latency and unread follow-ups of a session."""
+    from runtime.delivery.sessions import SessionInbox
+
+    try:
+        records = read_jsonl(paths.deliveries).records
+        unread = SessionInbox(paths).unread()
+    except (ActorsError, OSError):
+        return
+    state: dict[str, str] = {}
+    for record in records:
+        ident, harness, status = record.get("id"), record.get("harness"), record.get("status")
+        if not isinstance(ident, str):
+            continue
+        if isinstance(harness, str) and isinstance(status, str):
+            tally.receipts[(status, harness)] += 1
+        now = record.get("state")
+        if now in DELIVERED and state.get(ident) not in DELIVERED and ident in ended:
+            at = _epoch(record.get("ts"))
+            if at is not None and isinstance(harness, str):
+                tally.followup_s.setdefault(harness, []).append(max(0.0, at - ended[ident]))
+        if isinstance(now, str):
+            state[ident] = now
+    tally.pending_deliveries += sum(1 for now in state.values() if now not in _FINAL)
+    tally.backlogs["session"].add(len(unread))
