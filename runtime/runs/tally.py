@@ -149,7 +149,7 @@ def _head(run: ListedRun, status: str) -> _Head:
         data = read_bytes(RunPaths(Path(run["state_dir"])).events, limit=HEAD_BYTES)
     except (ActorsError, OSError):
         data = b""
-    for record in parse_jsonl(data.rsplit(b"\n", 1)[0] + b"\n").records:
+    for record in parse_jsonl(data).records:  # a line cut at the limit is left out
         if instance is None and isinstance(record.get("run_instance_id"), str):
             instance = record["run_instance_id"]
         if record.get("event") == "run.runner.start":
