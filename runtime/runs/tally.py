@@ -23,6 +23,7 @@ stops the tally.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from runtime.core.ids import is_valid_id, parse_iso
 from runtime.runs.status import ACTIVE, TERMINAL
 from runtime.store import safe
 from runtime.store.layout import RunPaths, SessionPaths, StateRoot
-from runtime.store.reads import parse_jsonl, read_bytes, read_jsonl
+from runtime.store.reads import read_bytes, read_jsonl
 
 if TYPE_CHECKING:
     from runtime.store.records import ListedRun
@@ -45,12 +46,13 @@ RECIPES_SHOWN = 20
 number of series stays bounded however many ad-hoc recipe files are run."""
 OTHER_RECIPE, TEMPLATE_RECIPE = "(other)", "(template)"
 """Labels no recipe name can take (names never contain parentheses)."""
-HEAD_BYTES = 8192
-"""How much of events.jsonl holds the runner's start event (it is the second line)."""
+HEAD_BYTES = 4096
+"""How much of events.jsonl holds the runner's start event (its first or second line)."""
 DELIVERED = ("delivered", "accepted")
 """Receipt states that end a follow-up's trip (runtime.delivery.engine.FINAL, minus the
 final failure)."""
 _FINAL = (*DELIVERED, "failed-final")
+_START = b'"run.runner.start"'
 
 
 @dataclass
@@ -149,7 +151,15 @@ def _head(run: ListedRun, status: str) -> _Head:
         data = read_bytes(RunPaths(Path(run["state_dir"])).events, limit=HEAD_BYTES)
     except (ActorsError, OSError):
         data = b""
-    for record in parse_jsonl(data).records:  # a line cut at the limit is left out
+    for number, line in enumerate(data.split(b"\n")[:-1]):  # whole lines only
+        if number and _START not in line:
+            continue  # parsed: the first line (its instance) and the start event's
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(record, dict):
+            continue
         if instance is None and isinstance(record.get("run_instance_id"), str):
             instance = record["run_instance_id"]
         if record.get("event") == "run.runner.start":
@@ -191,26 +201,68 @@ def _queued(entries: list[Any]) -> int:
 
 def _session(paths: SessionPaths, ended: dict[str, float], tally: Tally) -> None:
     """Receipts, pending deliveries, follow-up latency and unread follow-ups of a session."""
-    from runtime.delivery.sessions import SessionInbox
-
+    journals = _SESSIONS.setdefault(str(paths.dir), _SessionFold(paths))
     try:
-        records = read_jsonl(paths.deliveries).records
-        unread = SessionInbox(paths).unread()
+        journals.refresh()
     except (ActorsError, OSError):
-        return
-    state: dict[str, str] = {}
-    for record in records:
-        ident, harness, status = record.get("id"), record.get("harness"), record.get("status")
-        if not isinstance(ident, str):
-            continue
-        if isinstance(harness, str) and isinstance(status, str):
-            tally.receipts[(status, harness)] += 1
-        now = record.get("state")
-        if now in DELIVERED and state.get(ident) not in DELIVERED and ident in ended:
-            at = _epoch(record.get("ts"))
-            if at is not None and isinstance(harness, str):
-                tally.followup_s.setdefault(harness, []).append(max(0.0, at - ended[ident]))
-        if isinstance(now, str):
-            state[ident] = now
-    tally.pending_deliveries += sum(1 for now in state.values() if now not in _FINAL)
-    tally.backlogs["session"].add(len(unread))
+        return  # unreadable now: left out of this scrape
+    tally.receipts.update(journals.receipts)
+    for ident, (at, harness) in journals.delivered.items():
+        if ident in ended:
+            tally.followup_s.setdefault(harness, []).append(max(0.0, at - ended[ident]))
+    tally.pending_deliveries += sum(1 for now in journals.states.values() if now not in _FINAL)
+    tally.backlogs["session"].add(sum(1 for now in journals.unread.values() if now == "unread"))
+
+
+class _SessionFold:
+    """A session's deliveries.jsonl and inbox.jsonl folded as far as read. Kept for the
+    process: a scrape reads only the lines appended since the last one (a journal
+    replaced since is read again from its start), so a long-lived dashboard pays for new
+    deliveries only."""
+
+    def __init__(self, paths: SessionPaths) -> None:
+        self.paths = paths
+        self.read_to: dict[Path, tuple[int, tuple[int, int] | None]] = {}
+        self.receipts: Counter[tuple[str, str]] = Counter()
+        """(status, harness) -> receipt lines."""
+        self.states: dict[str, str] = {}
+        """Delivery id -> its latest state."""
+        self.delivered: dict[str, tuple[float, str]] = {}
+        """Delivery id -> when and through which harness it was first delivered."""
+        self.unread: dict[str, str] = {}
+        """Inbox entry id -> its state (`unread`, `read`)."""
+
+    def _new_lines(self, path: Path) -> tuple[list[dict[str, Any]], bool]:
+        offset, identity = self.read_to.get(path, (0, None))
+        chunk = read_jsonl(path, offset=offset, identity=identity)
+        self.read_to[path] = (chunk.next_offset, chunk.identity)
+        return chunk.records, chunk.reset
+
+    def refresh(self) -> None:
+        records, reset = self._new_lines(self.paths.deliveries)
+        if reset:
+            self.receipts, self.states, self.delivered = Counter(), {}, {}
+        for record in records:
+            ident, harness, status = record.get("id"), record.get("harness"), record.get("status")
+            now = record.get("state")
+            if not isinstance(ident, str) or not isinstance(now, str):
+                continue
+            if isinstance(harness, str) and isinstance(status, str):
+                self.receipts[(status, harness)] += 1
+                at = _epoch(record.get("ts"))
+                if now in DELIVERED and ident not in self.delivered and at is not None:
+                    self.delivered[ident] = (at, harness)
+            self.states[ident] = now
+        records, reset = self._new_lines(self.paths.inbox)
+        if reset:
+            self.unread = {}
+        for record in records:  # the fold of SessionInbox.entries, kept up to date
+            ident, now = record.get("id"), record.get("state")
+            if not isinstance(ident, str) or not isinstance(now, str):
+                continue
+            if isinstance(record.get("envelope"), dict) or ident in self.unread:
+                self.unread[ident] = now
+
+
+_SESSIONS: dict[str, _SessionFold] = {}
+"""Session directory -> its journals' fold, kept for the process."""
