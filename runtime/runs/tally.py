@@ -7,22 +7,22 @@ holds it:
 - statuses and recipes from the run index (`list_runs`: one stat per finished run, no
   run.json read);
 - spawn latency (run.json's `created_at` -> the runner's own `run.runner.start` event)
-  from the head of each run's events.jsonl. A finished run's head never changes, so it is
-  read once per process and kept in `_SEEN` (a long-lived dashboard pays for new runs
-  only; one `actors metrics` call reads every head once);
+  from the head of each run's events.jsonl. A finished run's head never changes, so it
+  is kept in cache/metrics.json (a rebuildable cache, as index.json is) and read once;
 - follow-up latency (result.json's `ended_at`, cached by the index -> the first
   `delivered` or `accepted` receipt of the delivery `<run instance>:terminal`), receipts
-  and pending deliveries from each session's deliveries.jsonl, read whole: those lines are
-  the facts themselves;
-- backlogs from the session inboxes (unread follow-ups) and the inboxes of live runs and
-  their branches (unclaimed messages). A finished run's inbox is not a backlog: nobody
-  will ever claim what waits there.
+  and pending deliveries from each session's deliveries.jsonl, and unread follow-ups from
+  its inbox.jsonl: those lines are the facts themselves. Their fold is kept for the
+  process, so a long-lived dashboard reads only the lines appended since its last scrape;
+- unclaimed messages from the inboxes of live runs and their branches. A finished run's
+  inbox is not a backlog: nobody will ever claim what waits there.
 A run whose files are damaged is counted as `damaged` and gives no samples; it never
 stops the tally.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,7 +34,8 @@ from runtime.core.ids import is_valid_id, parse_iso
 from runtime.runs.status import ACTIVE, TERMINAL
 from runtime.store import safe
 from runtime.store.layout import RunPaths, SessionPaths, StateRoot
-from runtime.store.reads import read_bytes, read_jsonl
+from runtime.store.reads import read_bytes, read_json, read_jsonl
+from runtime.store.writes import ensure_dir, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import ListedRun
@@ -53,6 +54,7 @@ DELIVERED = ("delivered", "accepted")
 final failure)."""
 _FINAL = (*DELIVERED, "failed-final")
 _START = b'"run.runner.start"'
+CACHE_VERSION = 1
 
 
 @dataclass
@@ -97,21 +99,18 @@ class _Head:
     spawn_s: float | None
 
 
-_SEEN: dict[tuple[str, str, str], _Head] = {}
-"""(run dir, created_at, status) of finished runs -> their head, read once per process."""
-
-
 def gather(root: StateRoot) -> Tally:
     """One tally of the state root (reads only; a damaged file is skipped, never raised)."""
     from runtime.runs.index import list_runs
 
     tally = Tally(backlogs={kind: Backlog() for kind in ("session", "run", "branch")})
     listed = list_runs(root)
+    heads = _Heads(root)
     ended: dict[str, float] = {}
     for run in listed:
         status = run["status"] or "damaged"
         tally.runs[status] += 1
-        head = _head(run, status)
+        head = heads.of(run, status)
         if head.spawn_s is not None:
             tally.spawn_s.append(head.spawn_s)
         end = _epoch(run["ended_at"])
@@ -119,6 +118,7 @@ def gather(root: StateRoot) -> Tally:
             ended[f"{head.instance}:terminal"] = end
         if status in ACTIVE:
             _run_backlog(RunPaths(root.runs / run["run"]), tally)
+    heads.save()
     tally.by_recipe = _by_recipe(listed)
     for name in safe.subdirs(root.sessions):
         if is_valid_id(name):
@@ -140,15 +140,58 @@ def _by_recipe(listed: list[ListedRun]) -> Counter[tuple[str, str]]:
     )
 
 
-def _head(run: ListedRun, status: str) -> _Head:
+class _Heads:
+    """Finished runs' heads, kept in cache/metrics.json (rebuildable, as index.json is):
+    a scrape reads the events of the runs it has not yet seen finished, and of live ones.
+    Keyed by run id and checked against `created_at`, so a new run reusing an archived
+    run's id is read afresh. Writing it is best-effort."""
+
+    def __init__(self, root: StateRoot) -> None:
+        self.root = root
+        try:
+            found = read_json(root.metrics_cache)
+        except ActorsError:
+            found = None
+        if not isinstance(found, dict) or found.get("version") != CACHE_VERSION:
+            found = {}
+        runs = found.get("runs")
+        self.known: dict[str, Any] = runs if isinstance(runs, dict) else {}
+        self.fresh: dict[str, list[Any]] = {}
+
+    def of(self, run: ListedRun, status: str) -> _Head:
+        created = run["created_at"] or ""
+        entry = self.known.get(run["run"])
+        if entry is not None and _usable(entry, created):
+            head = _Head(entry[1], entry[2])
+        else:
+            head = _read_head(Path(run["state_dir"]), created)
+        if status in TERMINAL:  # nothing in its head can change any more
+            self.fresh[run["run"]] = [created, head.instance, head.spawn_s]
+        return head
+
+    def save(self) -> None:
+        if self.fresh == self.known:
+            return
+        with contextlib.suppress(ActorsError, OSError):  # the next scrape reads them again
+            ensure_dir(self.root.cache)
+            data = {"version": CACHE_VERSION, "runs": self.fresh}
+            write_json_atomic(self.root.metrics_cache, data, fsync=False)
+
+
+def _usable(entry: Any, created: str) -> bool:
+    """A cached head of the shape `_Heads` writes, for this very run."""
+    if not isinstance(entry, list) or len(entry) != 3 or entry[0] != created:
+        return False
+    spawn_s = entry[2]
+    number = isinstance(spawn_s, int | float) and not isinstance(spawn_s, bool)
+    return isinstance(entry[1], str | None) and (spawn_s is None or number)
+
+
+def _read_head(run_dir: Path, created: str) -> _Head:
     """The run's instance and spawn latency, from the head of its events.jsonl."""
-    created = run["created_at"] or ""
-    key = (run["state_dir"], created, status)
-    if key in _SEEN:
-        return _SEEN[key]
     instance, ready = None, None
     try:
-        data = read_bytes(RunPaths(Path(run["state_dir"])).events, limit=HEAD_BYTES)
+        data = read_bytes(RunPaths(run_dir).events, limit=HEAD_BYTES)
     except (ActorsError, OSError):
         data = b""
     for number, line in enumerate(data.split(b"\n")[:-1]):  # whole lines only
@@ -167,10 +210,7 @@ def _head(run: ListedRun, status: str) -> _Head:
             break
     start = _epoch(created)
     spawn_s = max(0.0, ready - start) if ready is not None and start is not None else None
-    head = _Head(instance, spawn_s)
-    if status in TERMINAL:  # nothing in it can change any more
-        _SEEN[key] = head
-    return head
+    return _Head(instance, spawn_s)
 
 
 def _epoch(value: object) -> float | None:
