@@ -35,25 +35,26 @@ def metrics_cmd(output: Path | None) -> None:
 def _replace(path: Path, data: bytes) -> None:
     """Write `path` through a temporary file in the same directory, then rename it over
     the old one; the file keeps the umask's mode so the collector's user can read it."""
+    import contextlib
     import os
     import tempfile
 
     from runtime.core.errors import BadInput
 
     target = path.absolute()
+    temp = None
     try:
         fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise BadInput(
-            f"cannot write {path}: {exc.strerror}", hint="name a file in a writable directory"
-        ) from None
-    try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(temp, 0o666 & ~umask)
         os.replace(temp, target)
-    except BaseException:
-        os.unlink(temp)
-        raise
+    except OSError as exc:
+        if temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+        raise BadInput(
+            f"cannot write {path}: {exc.strerror}", hint="name a file in a writable directory"
+        ) from None
