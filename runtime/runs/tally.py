@@ -55,6 +55,8 @@ final failure)."""
 _FINAL = (*DELIVERED, "failed-final")
 _START = b'"run.runner.start"'
 CACHE_VERSION = 1
+HEAD_PROBE = 256
+"""The first bytes of a session journal that tell it from one made again in its place."""
 
 
 @dataclass
@@ -262,7 +264,7 @@ class _SessionFold:
 
     def __init__(self, paths: SessionPaths) -> None:
         self.paths = paths
-        self.read_to: dict[Path, tuple[int, tuple[int, int] | None]] = {}
+        self.read_to: dict[Path, tuple[int, tuple[int, int] | None, bytes]] = {}
         self.receipts: Counter[tuple[str, str]] = Counter()
         """(status, harness) -> receipt lines."""
         self.states: dict[str, str] = {}
@@ -273,10 +275,20 @@ class _SessionFold:
         """Inbox entry id -> its state (`unread`, `read`)."""
 
     def _new_lines(self, path: Path) -> tuple[list[dict[str, Any]], bool]:
-        offset, identity = self.read_to.get(path, (0, None))
+        """Records appended since the last call, and whether the fold must start over: the
+        journal was compacted (read_jsonl's identity) or deleted and made again, which
+        may reuse the inode number, so its first bytes are compared too."""
+        offset, identity, head = self.read_to.get(path, (0, None, b""))
+        try:
+            first = read_bytes(path, limit=HEAD_PROBE)
+        except FileNotFoundError:
+            first = b""
+        again = not first.startswith(head)  # not the journal read last time
+        if again:
+            offset, identity = 0, None
         chunk = read_jsonl(path, offset=offset, identity=identity)
-        self.read_to[path] = (chunk.next_offset, chunk.identity)
-        return chunk.records, chunk.reset
+        self.read_to[path] = (chunk.next_offset, chunk.identity, first)
+        return chunk.records, chunk.reset or again
 
     def refresh(self) -> None:
         records, reset = self._new_lines(self.paths.deliveries)

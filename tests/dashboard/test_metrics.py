@@ -324,3 +324,93 @@ def test_actors_metrics_into_a_missing_directory_is_one_line_and_status_2(
     assert out.returncode == 2
     assert out.stderr.count("\n") <= 2 and "Traceback" not in out.stderr
     assert "missing" in out.stderr
+
+
+# -- what a scrape keeps between scrapes --------------------------------------------------
+
+
+def test_a_reused_run_id_is_read_afresh_not_from_the_cache(home: StateRoot) -> None:
+    _register()
+    first = actors.spawn(template="true", as_="again", session=SESSION)
+    finished(dict(first))
+    before = parse(render_metrics(home))
+    cache = json.loads(home.metrics_cache.read_text())
+    assert list(cache["runs"]) == ["again"]
+    assert oct(home.metrics_cache.stat().st_mode & 0o777) == "0o600"
+    assert cli("archive", "again", "--session", SESSION).returncode == 0
+    second = actors.spawn(template="false", as_="again", session=SESSION)
+    finished(dict(second))
+
+    after = parse(render_metrics(home))
+
+    assert value(after, "actors_runs", status="failed") == 1
+    assert value(after, "actors_runs", status="done") == 0
+    assert value(after, "actors_spawn_latency_seconds_count") == 1
+    assert _spawn_latencies(home) == [
+        pytest.approx(value(after, "actors_spawn_latency_seconds_sum"))
+    ]
+    instance = json.loads(home.metrics_cache.read_text())["runs"]["again"][1]
+    assert instance == second["run_instance_id"] != first["run_instance_id"]
+    assert value(before, "actors_followup_latency_seconds_count", harness="file") == 1
+    assert value(after, "actors_followup_latency_seconds_count", harness="file") == 1
+
+
+def test_a_damaged_cache_is_rebuilt(home: StateRoot) -> None:
+    _register()
+    finished(_spawn("true"))
+    expected = parse(render_metrics(home))
+    for damage in ('{"version": 1, "runs": {"x": 5}}', "[", '{"version": 1, "runs": []}'):
+        home.metrics_cache.write_text(damage)
+        got = parse(render_metrics(home))
+        gather = ("actors_metrics_gather_seconds", frozenset())
+        got.pop(gather), expected.pop(gather, None)
+        assert got == expected, damage
+        assert json.loads(home.metrics_cache.read_text())["version"] == 1
+
+
+def test_a_forgotten_and_registered_again_session_is_read_from_its_new_journal(
+    home: StateRoot,
+) -> None:
+    _register()
+    finished(_spawn("true"))
+    finished(_spawn("true"))
+    assert value(parse(render_metrics(home)), "actors_inbox_backlog", kind="session") == 2
+    assert cli("session", "forget", SESSION).returncode == 0
+    _register()
+    finished(_spawn("false"))
+
+    series = parse(render_metrics(home))  # the same process: its fold must start over
+
+    assert value(series, "actors_inbox_backlog", kind="session") == 1
+    assert value(series, "actors_delivery_receipts_total", status="delivered", harness="file") == 1
+    assert value(series, "actors_followup_latency_seconds_count", harness="file") == 1
+
+
+def test_a_journal_rewritten_in_place_is_read_again(home: StateRoot) -> None:
+    """A session journal made again with the same inode (as a deleted file's number is
+    reused) is told apart by its first bytes, so no stale offset skips its lines."""
+    _register()
+    finished(_spawn("true"))
+    assert value(parse(render_metrics(home)), "actors_deliveries_pending") == 0
+    journal = home.sessions / SESSION / "deliveries.jsonl"
+    inode = journal.stat().st_ino
+    lines = [
+        {
+            "ts": f"2026-01-01T00:00:0{n}.000Z",
+            "id": f"d{n}",
+            "event": "created",
+            "state": "queued",
+        }
+        for n in range(8)
+    ]
+    with open(journal, "w") as rewrite:  # truncated and written again: the same inode
+        rewrite.write("".join(json.dumps(line) + "\n" for line in lines))
+    assert journal.stat().st_ino == inode
+
+    series = parse(render_metrics(home))
+
+    assert value(series, "actors_deliveries_pending") == 8
+    assert (
+        "actors_delivery_receipts_total",
+        frozenset({("status", "delivered"), ("harness", "file")}),
+    ) not in series
