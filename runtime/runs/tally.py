@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,8 @@ RECIPES_SHOWN = 20
 """The most recipes counted by name; the rest are counted together as `(other)`, so the
 number of series stays bounded however many ad-hoc recipe files are run."""
 OTHER_RECIPE, TEMPLATE_RECIPE = "(other)", "(template)"
-"""Labels no recipe name can take (names never contain parentheses)."""
+"""Labels no library recipe can take (its name is an id); a recipe file named so is
+counted with them."""
 HEAD_BYTES = 4096
 """How much of events.jsonl holds the runner's start event (its first or second line)."""
 DELIVERED = ("delivered", "accepted")
@@ -102,7 +104,14 @@ class _Head:
 
 
 def gather(root: StateRoot) -> Tally:
-    """One tally of the state root (reads only; a damaged file is skipped, never raised)."""
+    """One tally of the state root. A damaged file is skipped, never raised; the only
+    writes are the caches (index.json, cache/metrics.json). One gather at a time per
+    process: a server may call it from worker threads, and the session folds are shared."""
+    with _GATHERING:
+        return _gather(root)
+
+
+def _gather(root: StateRoot) -> Tally:
     from runtime.runs.index import list_runs
 
     tally = Tally(backlogs={kind: Backlog() for kind in ("session", "run", "branch")})
@@ -122,9 +131,12 @@ def gather(root: StateRoot) -> Tally:
             _run_backlog(RunPaths(root.runs / run["run"]), tally)
     heads.save()
     tally.by_recipe = _by_recipe(listed)
-    for name in safe.subdirs(root.sessions):
-        if is_valid_id(name):
-            _session(SessionPaths(root.sessions / name), ended, tally)
+    names = [name for name in safe.subdirs(root.sessions) if is_valid_id(name)]
+    for name in names:
+        _session(SessionPaths(root.sessions / name), ended, tally)
+    for gone in set(_SESSIONS) - {str(root.sessions / name) for name in names}:
+        if gone.startswith(f"{root.sessions}/"):
+            del _SESSIONS[gone]  # a forgotten session's fold
     return tally
 
 
@@ -318,3 +330,4 @@ class _SessionFold:
 
 _SESSIONS: dict[str, _SessionFold] = {}
 """Session directory -> its journals' fold, kept for the process."""
+_GATHERING = threading.Lock()

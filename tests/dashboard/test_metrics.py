@@ -414,3 +414,28 @@ def test_a_journal_rewritten_in_place_is_read_again(home: StateRoot) -> None:
         "actors_delivery_receipts_total",
         frozenset({("status", "delivered"), ("harness", "file")}),
     ) not in series
+
+
+def test_scrapes_from_several_threads_at_once_agree(home: StateRoot) -> None:
+    """A server renders in worker threads; the shared session folds must not be torn."""
+    import threading
+
+    _register()
+    for template in ("true", "false", "true"):
+        finished(_spawn(template))
+    texts: list[str] = []
+
+    def scrape() -> None:
+        texts.append(render_metrics(home))
+
+    threads = [threading.Thread(target=scrape) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    gather = ("actors_metrics_gather_seconds", frozenset())
+    seen = [parse(text) for text in texts]
+    for series in seen:
+        series.pop(gather)
+    assert len(seen) == 6 and all(series == seen[0] for series in seen)
+    assert value(seen[0], "actors_delivery_receipts_total", status="delivered", harness="file") == 3
