@@ -35,7 +35,7 @@ def build_state_root(root: Path, runs: int) -> None:
     from runtime.store.reads import read_json
 
     root = root.absolute()
-    seeds = _spawn_seeds(root)[: max(0, runs)]
+    seeds = _spawn_seeds(root, SEEDS[: max(0, runs)])
     state = StateRoot(root)
     session = state.sessions / SESSION
     journals = {name: _lines(session / name) for name in ("inbox.jsonl", "deliveries.jsonl")}
@@ -59,7 +59,7 @@ def build_state_root(root: Path, runs: int) -> None:
     list_runs(state)  # writes index.json, as the first `actors ls` would
 
 
-def _spawn_seeds(root: Path) -> list[str]:
+def _spawn_seeds(root: Path, templates: tuple[str, ...]) -> list[str]:
     """Real runs, each waited to its end and (when one is owed) to its follow-up marker;
     their ids."""
     import actors
@@ -74,11 +74,12 @@ def _spawn_seeds(root: Path) -> list[str]:
         state = StateRoot(root).verify()
         register_session(state, SESSION, "file", {}, reach=False)
         home = str(root)
-        records = [actors.spawn(template=t, session=SESSION, home=home) for t in SEEDS]
-        killed = records[-1]
-        events = state.run(killed["run"]).events  # killed once its runner has started
-        _until(lambda: events.exists() and b"run.runner.start" in events.read_bytes(), "a start")
-        actors.kill(killed["run"], session=SESSION, home=home)
+        records = [actors.spawn(template=t, session=SESSION, home=home) for t in templates]
+        if templates == SEEDS:  # the last one is killed, once its runner has started
+            events = state.run(records[-1]["run"]).events
+            started = b"run.runner.start"
+            _until(lambda: events.exists() and started in events.read_bytes(), "a start")
+            actors.kill(records[-1]["run"], session=SESSION, home=home)
         for record in records:
             status = actors.wait(record["run"], timeout=60, home=home)["status"]
             wait_gone([int(record["pid"] or 0)], timeout=60)

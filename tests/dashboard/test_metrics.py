@@ -439,3 +439,26 @@ def test_scrapes_from_several_threads_at_once_agree(home: StateRoot) -> None:
         series.pop(gather)
     assert len(seen) == 6 and all(series == seen[0] for series in seen)
     assert value(seen[0], "actors_delivery_receipts_total", status="delivered", harness="file") == 3
+
+
+def test_the_bench_state_root_builder_makes_runs_every_reader_counts(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """bench/_fixtures.py (the 10,000-run benches' builder): cloned runs and their
+    follow-ups are counted like real ones, and the index lists every one. (`home` only
+    isolates the environment; the builder makes its own root.)"""
+    from bench._fixtures import build_state_root
+    from runtime.runs.index import list_runs
+
+    build_state_root(tmp_path / "big", 7)  # 3 real runs, 4 copies: done, failed, killed, ...
+    root = StateRoot(tmp_path / "big")
+    series = parse(render_metrics(root))
+
+    assert len(list_runs(root)) == 7
+    statuses = {"done": 3, "failed": 2, "killed": 2}
+    for status, count in statuses.items():
+        assert value(series, "actors_runs", status=status) == count
+    assert value(series, "actors_spawn_latency_seconds_count") == 7
+    assert value(series, "actors_followup_latency_seconds_count", harness="file") == 5
+    assert value(series, "actors_delivery_receipts_total", status="delivered", harness="file") == 5
+    assert value(series, "actors_inbox_backlog", kind="session") == 5
