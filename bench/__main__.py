@@ -17,6 +17,7 @@ from bench import (
     bench_harness,
     bench_inbox_wait,
     bench_message,
+    bench_metrics,
     bench_scale,
     bench_spawn,
     bench_startup,
@@ -35,6 +36,7 @@ BENCHMARKS: dict[str, Callable[[bool], None]] = {
     "scale": bench_scale.main,
     "harness": bench_harness.main,
     "wake": bench_wake.main,
+    "metrics": bench_metrics.main,
 }
 
 

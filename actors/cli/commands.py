@@ -243,6 +243,11 @@ TABLE: tuple[Command, ...] = (
         "actors.cli.delivery:doctor_group",
         "Live diagnostics (doctor delivery: D0-D8 levels).",
     ),
+    Command(
+        "metrics",
+        "actors.cli.metrics:metrics_cmd",
+        "Print the metrics in the Prometheus text format (as /metrics serves).",
+    ),
     Command("mcp", "actors.cli.mcp:mcp_cmd", "Serve the coordinator tools over MCP (stdio)."),
     Command("hook", "actors.cli.hooks:hook_group", "Harness hook commands (run by Claude Code)."),
     Command(

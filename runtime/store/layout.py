@@ -147,6 +147,10 @@ class StateRoot(_Place):
         return self.path / ".index.lock"
 
     @property
+    def metrics_cache(self) -> Path:
+        return self.cache / "metrics.json"
+
+    @property
     def harness_processes(self) -> Path:
         """`<pid>-<start ticks>` -> the session that harness process serves now."""
         return self.path / "harness-processes"
@@ -258,10 +262,6 @@ class RunPaths(_Place):
     @property
     def communication(self) -> Path:
         return self.dir / "communication.json"
-
-    @property
-    def fifo_commits(self) -> Path:
-        return self.dir / FIFO_COMMITS
 
     @property
     def token(self) -> Path:

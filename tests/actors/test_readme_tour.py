@@ -432,6 +432,37 @@ def completion(tour: Tour, results: list[Result]) -> None:
         assert "actors" in script.stdout and script.stdout != out.stdout, shell
 
 
+def metrics(tour: Tour, results: list[Result]) -> None:
+    """`runs, latencies, receipts, backlogs as Prometheus text (docs/metrics.md)`: text
+    a strict parser reads, counting the tour's finished runs and its follow-ups' receipts.
+    (The swarm may still be moving: no count is compared with a listing taken later.)"""
+    from tests.dashboard.test_metrics import parse, value
+
+    (out,) = results
+    ok(out)
+    series = parse(out.stdout)
+    assert value(series, "actors_runs", status="done") >= 1
+    assert value(series, "actors_spawn_latency_seconds_count") >= 1
+    receipts = [v for (name, _), v in series.items() if name == "actors_delivery_receipts_total"]
+    assert sum(receipts) >= 1
+    assert (
+        "actors_build_info",
+        frozenset({("version", actors_version()), ("python", _py())}),
+    ) in series
+
+
+def actors_version() -> str:
+    from actors._version import __version__
+
+    return __version__
+
+
+def _py() -> str:
+    import platform
+
+    return platform.python_version()
+
+
 def run_mcp(tour: Tour) -> list[Result]:
     """The server answers an MCP client's handshake and tools/list, then stdin closes."""
     requests = [
@@ -535,6 +566,7 @@ STEPS = [
         register_opencode,
     ),
     Step("actors mcp", mcp_tools, run_mcp),
+    Step("actors metrics", metrics),
     Step("actors completion bash", completion),
 ]
 
