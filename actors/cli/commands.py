@@ -243,6 +243,11 @@ TABLE: tuple[Command, ...] = (
         "actors.cli.delivery:doctor_group",
         "Live diagnostics (doctor delivery: D0-D8 levels).",
     ),
+    Command(
+        "dashboard",
+        "actors.cli.dashboard:dashboard_cmd",
+        "Serve a live local web view of runs, rooms and sessions (Ctrl-C stops it).",
+    ),
     Command("mcp", "actors.cli.mcp:mcp_cmd", "Serve the coordinator tools over MCP (stdio)."),
     Command("hook", "actors.cli.hooks:hook_group", "Harness hook commands (run by Claude Code)."),
     Command(

@@ -1,0 +1,123 @@
+"""Live updates: file events under the state root -> the run board -> every open page.
+
+The same file events `actors watch` follows (watchfiles on `runs/`, here `sessions/`
+too): a runner writing run.json, progress.json, events.jsonl, its logs, a room message
+or result.json, a session's deliveries.jsonl. Each batch names the runs it touched; the
+board re-derives only those, and every subscriber (one per open page, reading
+`/events`) gets one server-sent event saying which runs changed, which were only
+touched (their logs grew), and whether a session did. Neither the server nor a page polls
+the state: pages wait on their event stream, the server on the watcher, which sleeps
+until inotify reports a write (watchfiles' thread gathers a burst in STEP_MS steps).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import trio
+from watchfiles._rust_notify import RustNotify  # awatch has no hook for 'watches are set'
+
+from actors.dashboard.asgi import Request, send_event, start_stream
+from runtime.runs.board import RunBoard
+from runtime.store.layout import StateRoot
+from runtime.store.writes import ensure_dir
+
+DEBOUNCE_MS = 200
+"""The longest a burst of file events gathers before the pages hear of it."""
+STEP_MS = 20
+"""A batch is sent once no new event came for this long (watchfiles' step)."""
+QUEUE = 64
+"""Events a slow page may fall behind by; past that it is told to reload what it shows."""
+
+
+class Hub:
+    """The board, the watcher that keeps it fresh, and the pages listening."""
+
+    def __init__(self, root: StateRoot) -> None:
+        self.root = root
+        self.board = RunBoard(root)
+        self._subscribers: set[trio.MemorySendChannel[dict[str, Any]]] = set()
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Wake the watcher thread so it returns (it is not abandoned mid-inotify), and
+        end every page's stream (a stopping server does not wait on open pages)."""
+        self._stop.set()
+        for channel in list(self._subscribers):
+            channel.close()
+        self._subscribers.clear()
+
+    async def watch(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Watch, then list: a run created in between is in the listing or in an event.
+        Started (task_status) once the watches are in place and the board is loaded."""
+        runs, sessions = Path(self.root.runs), Path(self.root.sessions)
+        for place in (runs, sessions):
+            ensure_dir(place)
+        with RustNotify([str(runs), str(sessions)], False, False, 0, True, True) as watcher:
+            self.board.load()
+            task_status.started()
+            while True:
+                raw = await trio.to_thread.run_sync(
+                    watcher.watch, DEBOUNCE_MS, STEP_MS, 0, self._stop
+                )
+                if raw == "stop" or not isinstance(raw, set):
+                    return
+                self._batch(runs, sessions, raw)
+
+    def _batch(self, runs: Path, sessions: Path, raw: set[tuple[int, str]]) -> None:
+        touched: set[str] = set()
+        session_changed = False
+        for _change, path in raw:
+            if path.endswith(".lock"):
+                continue
+            where = Path(path)
+            if where.is_relative_to(runs) and where != runs:
+                touched.add(where.relative_to(runs).parts[0])
+            elif where.is_relative_to(sessions):
+                session_changed = True
+        if not touched and not session_changed:
+            return
+        changed = self.board.refresh(touched)
+        self.publish(
+            {
+                "version": self.board.version,
+                "changed": sorted(changed),
+                "touched": sorted(touched),
+                "sessions": session_changed,
+            }
+        )
+
+    def publish(self, event: dict[str, Any]) -> None:
+        for channel in list(self._subscribers):
+            try:
+                channel.send_nowait(event)
+            except trio.WouldBlock:  # a page too slow to keep up: tell it to reload
+                channel.close()
+                self._subscribers.discard(channel)
+            except trio.BrokenResourceError:
+                self._subscribers.discard(channel)
+
+    async def stream(self, request: Request) -> None:
+        """One page's `/events`: a `hello` with the board's version, then every change,
+        until the page goes away or the server stops."""
+        send, receive = trio.open_memory_channel[dict[str, Any]](QUEUE)
+        self._subscribers.add(send)
+        await start_stream(request.send)
+        await send_event(request.send, "hello", {"version": self.board.version})
+        async with trio.open_nursery() as nursery:
+
+            async def gone() -> None:
+                while (await request.receive())["type"] != "http.disconnect":
+                    pass
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(gone)
+            try:
+                async with receive:
+                    async for event in receive:
+                        await send_event(request.send, "change", event)
+            finally:
+                self._subscribers.discard(send)
+            nursery.cancel_scope.cancel()
