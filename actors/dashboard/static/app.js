@@ -141,7 +141,7 @@ function messageButton(to) {
 // ---- runs -------------------------------------------------------------------------------
 function filters() {
   const p = new URLSearchParams(location.hash.split("?")[1] || "");
-  return { status: p.get("status") || "", session: p.get("session") || "", q: p.get("q") || "", page: Number(p.get("page") || 1) };
+  return { status: p.get("status") || "", session: p.get("session") || "", q: p.get("q") || "", page: Number(p.get("page") || 1), per: p.get("per") || "" };
 }
 
 function setFilters(f) {
@@ -169,7 +169,7 @@ function runRow(run, depth) {
 
 async function showRuns() {
   const f = filters();
-  const q = new URLSearchParams({ status: f.status, session: f.session, q: f.q, page: f.page });
+  const q = new URLSearchParams({ status: f.status, session: f.session, q: f.q, page: f.page, per: f.per });
   const res = await api("/api/runs?" + q);
   if (!res.ok) return show(el("p", { class: "bad" }, res.data.error || "error"));
   const d = res.data;
