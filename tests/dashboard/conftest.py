@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.test_backlog_swarm import repo  # noqa: F401  (the swarm's git repository)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

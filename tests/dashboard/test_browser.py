@@ -16,7 +16,6 @@ from runtime.runs.status import load_run
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe
 from tests.dashboard.conftest import Server, screenshot
-from tests.integration.test_backlog_swarm import repo  # noqa: F401  (the swarm's git fixture)
 
 WAIT_MS = 15_000
 
