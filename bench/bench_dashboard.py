@@ -76,7 +76,9 @@ def build_root(root: Path, count: int) -> float:
     from runtime.store.layout import StateRoot
 
     seeds = _seed(root)
-    files = [{name: (s / name).read_bytes() for name in CLONED if (s / name).exists()} for s in seeds]
+    files = [
+        {name: (s / name).read_bytes() for name in CLONED if (s / name).exists()} for s in seeds
+    ]
     start = time.time() - count  # one second apart, oldest first
     for i in range(count - len(seeds)):
         run_id = f"bench-{i:06d}"
@@ -173,7 +175,9 @@ def measure(root: Path, count: int, samples: int) -> None:
         html = html.replace('<script src="/static/app.js" defer=""></script>', "")
         (snapshot / "index.html").write_text("<!doctype html>" + html)
         (snapshot / "static").mkdir()
-        shutil.copy(Path(actors.__file__).parent / "dashboard/static/style.css", snapshot / "static")
+        shutil.copy(
+            Path(actors.__file__).parent / "dashboard/static/style.css", snapshot / "static"
+        )
         with static_server(snapshot) as static:
             baseline = [_first_paint(page, static + "/")[0] for _ in range(samples)]
         shutil.rmtree(snapshot, ignore_errors=True)
