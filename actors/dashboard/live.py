@@ -20,7 +20,11 @@ import trio
 from watchfiles._rust_notify import RustNotify  # awatch has no hook for 'watches are set'
 
 from actors.dashboard.asgi import Request, send_event, start_stream
+from runtime.core.errors import ActorsError
+from runtime.core.process import verify
 from runtime.runs.board import RunBoard
+from runtime.runs.guardian import until_gone
+from runtime.runs.status import ACTIVE, find_run, runner_identity
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
 
@@ -40,6 +44,7 @@ class Hub:
         self.board = RunBoard(root)
         self._subscribers: set[trio.MemorySendChannel[dict[str, Any]]] = set()
         self._stop = threading.Event()
+        self._followed: set[str] = set()
 
     def stop(self) -> None:
         """Wake the watcher thread so it returns (it is not abandoned mid-inotify), and
@@ -57,16 +62,24 @@ class Hub:
             ensure_dir(place)
         with RustNotify([str(runs), str(sessions)], False, False, 0, True, True) as watcher:
             self.board.load()
-            task_status.started()
-            while True:
-                raw = await trio.to_thread.run_sync(
-                    watcher.watch, DEBOUNCE_MS, STEP_MS, 0, self._stop
-                )
-                if raw == "stop" or not isinstance(raw, set):
-                    return
-                self._batch(runs, sessions, raw)
+            async with trio.open_nursery() as nursery:
+                self._follow_runners(nursery, {r["run"] for r in self.board.runs()})
+                task_status.started()
+                while True:
+                    raw = await trio.to_thread.run_sync(
+                        watcher.watch, DEBOUNCE_MS, STEP_MS, 0, self._stop
+                    )
+                    if raw == "stop" or not isinstance(raw, set):
+                        nursery.cancel_scope.cancel()
+                        return
+                    touched, sessions_changed = self._batch(runs, sessions, raw)
+                    if touched or sessions_changed:
+                        self._refresh(touched, sessions=sessions_changed)
+                        self._follow_runners(nursery, touched)
 
-    def _batch(self, runs: Path, sessions: Path, raw: set[tuple[int, str]]) -> None:
+    @staticmethod
+    def _batch(runs: Path, sessions: Path, raw: set[tuple[int, str]]) -> tuple[set[str], bool]:
+        """The runs a batch of file events touched, and whether a session's files did."""
         touched: set[str] = set()
         session_changed = False
         for _change, path in raw:
@@ -77,17 +90,45 @@ class Hub:
                 touched.add(where.relative_to(runs).parts[0])
             elif where.is_relative_to(sessions):
                 session_changed = True
-        if not touched and not session_changed:
-            return
+        return touched, session_changed
+
+    def _refresh(self, touched: set[str], *, sessions: bool = False) -> None:
         changed = self.board.refresh(touched)
         self.publish(
             {
                 "version": self.board.version,
                 "changed": sorted(changed),
                 "touched": sorted(touched),
-                "sessions": session_changed,
+                "sessions": sessions,
             }
         )
+
+    def _follow_runners(self, nursery: trio.Nursery, names: set[str]) -> None:
+        """Sleep on the runner of each active run (a pidfd, as the guardians do): a runner
+        killed outright writes no file, and the page must still see the run end."""
+        for name in names - self._followed:
+            row = self.board.get(name)
+            if row is not None and row.get("status") in ACTIVE:
+                self._followed.add(name)
+                nursery.start_soon(self._follow, name)
+
+    async def _follow(self, name: str) -> None:
+        try:
+            identity = await trio.to_thread.run_sync(self._identity, name)
+            if identity is None:
+                return  # no verified runner yet: its run.json write brings it back here
+            await until_gone(identity)
+            self._refresh({name})
+        finally:
+            self._followed.discard(name)
+
+    def _identity(self, name: str) -> dict[str, Any] | None:
+        try:
+            paths, run = find_run(self.root, name)
+            identity = runner_identity(paths, run)
+        except ActorsError:
+            return None
+        return identity if identity is not None and verify(identity)[0] == "valid" else None
 
     def publish(self, event: dict[str, Any]) -> None:
         for channel in list(self._subscribers):

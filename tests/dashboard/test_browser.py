@@ -211,3 +211,22 @@ def test_pages_of_runs_paginate(dashboard: Server, page: Any, home: StateRoot) -
     second = page.locator("tr[data-run]").evaluate_all("rows => rows.map(r => r.dataset.run)")
     assert len(first) == 2 and len(second) == 1
     assert first + second == list(reversed(ids))  # newest first, each once
+
+
+def test_a_runner_killed_outright_shows_its_run_ended(
+    dashboard: Server, page: Any, home: StateRoot, tmp_path: Path
+) -> None:
+    """SIGKILL to the runner writes no file at all: the page still learns it from the
+    runner's pidfd (as the guardians do), without a reload."""
+    import os
+    import signal
+
+    ready = make_fifo(tmp_path / "ready.fifo")
+    record = spawn("-t", f"sh -c 'echo up > {ready}; exec sleep 300'")
+    assert read_fifo_line(ready) == "up"
+    open_live(page, dashboard.url)
+    page.wait_for_selector(f'{row(record["run"])}[data-status="running"]', timeout=WAIT_MS)
+    mark(page)
+    os.kill(int(record["pid"]), signal.SIGKILL)
+    page.wait_for_selector(f'{row(record["run"])}[data-status="exited"]', timeout=WAIT_MS)
+    assert not_reloaded(page)
