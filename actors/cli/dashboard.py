@@ -9,7 +9,13 @@ from actors.cli._options import session_option
 
 @click.command("dashboard")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=int, default=0, show_default=True, help="Port (0: a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="Port (0: a free one).",
+)
 @click.option(
     "--allow-remote",
     is_flag=True,

@@ -97,7 +97,7 @@ async def _serve(
 
     assert isinstance(root, StateRoot)
     config = Config()
-    config.bind = [f"fd://{sock.fileno()}"]
+    config.bind = [f"fd://{sock.detach()}"]  # hypercorn's socket now, closed by it alone
     config.accesslog = None
     config.loglevel = "WARNING"
     config.graceful_timeout = GRACE_S

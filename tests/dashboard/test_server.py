@@ -153,3 +153,16 @@ def test_ctrl_c_stops_it_with_a_page_listening(dashboard: Server) -> None:
         done = stop_dashboard(dashboard)
         assert done.returncode == 0 and "stopped" in done.stderr
     dashboard.proc = start_dashboard().proc  # the fixture stops a live one
+
+
+def test_a_port_in_use_or_out_of_range_is_one_line(home: StateRoot) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = cli("dashboard", "--port", str(port), timeout=30)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in done.stderr
+    assert cli("dashboard", "--port", "70000").returncode == 2
