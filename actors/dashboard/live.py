@@ -1,26 +1,26 @@
 """Live updates: file events under the state root -> the run board -> every open page.
 
-The same file events `actors watch` follows (watchfiles on `runs/`, here `sessions/`
-too): a runner writing run.json, progress.json, events.jsonl, its logs, a room message
-or result.json, a session's deliveries.jsonl. Each batch names the runs it touched; the
-board re-derives only those, and every subscriber (one per open page, reading
-`/events`) gets one server-sent event saying which runs changed, which were only
-touched (their logs grew), and whether a session did. Neither the server nor a page polls
-the state: pages wait on their event stream, the server on the watcher, which sleeps
-until inotify reports a write (watchfiles' thread gathers a burst in STEP_MS steps).
+The file events `actors watch` follows, under `runs/` and `sessions/`: a runner writing
+run.json, progress.json, events.jsonl, its logs, a room message or result.json, a
+session's deliveries.jsonl (actors.dashboard.watch). Each batch names the runs it
+touched; the board re-derives only those, and every subscriber (one per open page,
+reading `/events`) gets one server-sent event saying which runs changed, which were only
+touched (their logs grew), and whether a session did. A runner killed outright writes
+nothing: each active run's runner is followed on its pidfd too. Nothing polls: the
+server sleeps on the inotify descriptor and the pidfds in its event loop, the pages on
+their event stream.
 """
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
 from typing import Any
 
 import trio
-from watchfiles._rust_notify import RustNotify  # awatch has no hook for 'watches are set'
 
 from actors.dashboard.asgi import Request, send_event, start_stream
+from actors.dashboard.watch import StateWatch
 from runtime.core.errors import ActorsError
+from runtime.core.inotify import Inotify
 from runtime.core.process import verify
 from runtime.runs.board import RunBoard
 from runtime.runs.guardian import until_gone
@@ -28,10 +28,8 @@ from runtime.runs.status import ACTIVE, find_run, runner_identity
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
 
-DEBOUNCE_MS = 200
-"""The longest a burst of file events gathers before the pages hear of it."""
-STEP_MS = 20
-"""A batch is sent once no new event came for this long (watchfiles' step)."""
+GATHER_S = 0.02
+"""After the first event of a burst, how long more events gather into the same batch."""
 QUEUE = 64
 """Events a slow page may fall behind by; past that it is told to reload what it shows."""
 
@@ -43,54 +41,39 @@ class Hub:
         self.root = root
         self.board = RunBoard(root)
         self._subscribers: set[trio.MemorySendChannel[dict[str, Any]]] = set()
-        self._stop = threading.Event()
         self._followed: set[str] = set()
 
     def stop(self) -> None:
-        """Wake the watcher thread so it returns (it is not abandoned mid-inotify), and
-        end every page's stream (a stopping server does not wait on open pages)."""
-        self._stop.set()
+        """End every page's stream (a stopping server does not wait on open pages)."""
         for channel in list(self._subscribers):
             channel.close()
         self._subscribers.clear()
 
     async def watch(self, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Watch, then list: a run created in between is in the listing or in an event.
-        Started (task_status) once the watches are in place and the board is loaded."""
-        runs, sessions = Path(self.root.runs), Path(self.root.sessions)
-        for place in (runs, sessions):
+        Started (task_status) once the watches are in place and the board is loaded;
+        cancelled to stop (it sleeps in the event loop, not in a thread)."""
+        for place in (self.root.runs, self.root.sessions):
             ensure_dir(place)
-        with RustNotify([str(runs), str(sessions)], False, False, 0, True, True) as watcher:
+        with Inotify() as inotify:
+            tree = StateWatch(inotify, str(self.root.runs), str(self.root.sessions))
+            tree.start()
             self.board.load()
             async with trio.open_nursery() as nursery:
                 self._follow_runners(nursery, {r["run"] for r in self.board.runs()})
                 task_status.started()
                 while True:
-                    raw = await trio.to_thread.run_sync(
-                        watcher.watch, DEBOUNCE_MS, STEP_MS, 0, self._stop
-                    )
-                    if raw == "stop" or not isinstance(raw, set):
-                        nursery.cancel_scope.cancel()
-                        return
-                    touched, sessions_changed = self._batch(runs, sessions, raw)
-                    if touched or sessions_changed:
-                        self._refresh(touched, sessions=sessions_changed)
-                        self._follow_runners(nursery, touched)
-
-    @staticmethod
-    def _batch(runs: Path, sessions: Path, raw: set[tuple[int, str]]) -> tuple[set[str], bool]:
-        """The runs a batch of file events touched, and whether a session's files did."""
-        touched: set[str] = set()
-        session_changed = False
-        for _change, path in raw:
-            if path.endswith(".lock"):
-                continue
-            where = Path(path)
-            if where.is_relative_to(runs) and where != runs:
-                touched.add(where.relative_to(runs).parts[0])
-            elif where.is_relative_to(sessions):
-                session_changed = True
-        return touched, session_changed
+                    await trio.lowlevel.wait_readable(inotify.fd)
+                    await trio.sleep(GATHER_S)  # one batch for a burst of writes
+                    batch = tree.apply(inotify.read())
+                    if batch.overflow:  # events were lost: list and watch everything again
+                        tree.start()
+                        self.board.load()
+                        self.publish({"version": self.board.version, "reload": True})
+                        self._follow_runners(nursery, {r["run"] for r in self.board.runs()})
+                    elif batch.touched or batch.sessions:
+                        self._refresh(batch.touched, sessions=batch.sessions)
+                        self._follow_runners(nursery, batch.touched)
 
     def _refresh(self, touched: set[str], *, sessions: bool = False) -> None:
         changed = self.board.refresh(touched)

@@ -16,7 +16,6 @@ import ipaddress
 import signal
 import socket
 import sys
-from functools import partial
 from typing import Any
 
 import trio
@@ -107,20 +106,29 @@ async def _serve(
     async def on_signal() -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for _ in signals:
-                hub.stop()
                 stopping.set()
                 return
 
+    served = trio.Event()
+
+    async def server(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            await hypercorn_serve(
+                app, config, shutdown_trigger=stopping.wait, task_status=task_status
+            )
+        finally:
+            served.set()
+
+    app: Any = Dashboard(hub, gate, principal)  # an ASGI callable; hypercorn's types are narrower
     async with trio.open_nursery() as nursery:
         nursery.start_soon(on_signal)
         await nursery.start(hub.watch)
-        app: Any = Dashboard(
-            hub, gate, principal
-        )  # an ASGI callable; hypercorn's types are narrower
-        await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=stopping.wait))
+        await nursery.start(server)
         sys.stdout.write(f"{url}\n")
         sys.stdout.flush()
         sys.stderr.write(f"actors dashboard: acting as {principal.id}; Ctrl-C stops it\n")
         await stopping.wait()
-        hub.stop()
+        hub.stop()  # open pages' streams end, so hypercorn's graceful stop need not wait
+        await served.wait()
+        nursery.cancel_scope.cancel()  # the watcher
     sys.stderr.write("actors dashboard: stopped\n")

@@ -315,6 +315,7 @@ async function render() {
 
 function onChange(ev) {
   const c = JSON.parse(ev.data), r = state.route || route();
+  if (c.reload) return render(); // the server lost events and listed everything again
   const mine = (id) => c.touched.includes(id) || c.changed.includes(id);
   if ((r.name === "runs" && c.changed.length) || ((r.name === "run" || r.name === "room") && mine(r.id)) ||
       (r.name === "sessions" && c.sessions)) render();
