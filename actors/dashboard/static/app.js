@@ -324,7 +324,12 @@ function onChange(ev) {
 function connect() {
   const live = document.getElementById("live");
   const es = new EventSource("/events");
-  es.addEventListener("hello", () => { live.textContent = "live"; live.className = "live on"; });
+  let connected = false;
+  es.addEventListener("hello", () => {
+    live.textContent = "live"; live.className = "live on";
+    if (connected) render(); // reconnected: events may have been missed meanwhile
+    connected = true;
+  });
   es.addEventListener("change", onChange);
   es.onerror = () => { live.textContent = "offline"; live.className = "live off"; };
 }
