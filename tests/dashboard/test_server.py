@@ -166,3 +166,16 @@ def test_a_port_in_use_or_out_of_range_is_one_line(home: StateRoot) -> None:
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and f"127.0.0.1:{port}" in done.stderr
     assert cli("dashboard", "--port", "70000").returncode == 2
+
+
+def test_bad_reads_answer_one_line_with_the_status_their_kind_means(dashboard: Server) -> None:
+    token = {"X-Actors-Token": dashboard.token}
+    bad = get(dashboard, "/api/runs", params={"status": "bogus"}, headers=token)
+    assert bad.status_code == 400 and "bogus" in bad.json()["error"] and bad.json()["hint"]
+    assert get(dashboard, "/api/runs", params={"page": "x"}, headers=token).status_code == 400
+    assert get(dashboard, "/api/runs", params={"per": "9999"}, headers=token).status_code == 400
+    missing = get(dashboard, "/api/runs/no-such-run", headers=token)
+    assert missing.status_code == 404 and "no run no-such-run" in missing.json()["error"]
+    assert get(dashboard, "/api/rooms/no-such-run", headers=token).status_code == 404
+    assert get(dashboard, "/nowhere", headers=token).status_code == 404
+    assert get(dashboard, "/static/../../etc/passwd", headers=token).status_code == 404
