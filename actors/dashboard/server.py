@@ -21,7 +21,7 @@ from typing import Any
 import trio
 
 from actors.dashboard.auth import LOOPBACK_NAMES, Gate, new_token
-from runtime.core.errors import BadInput
+from runtime.core.errors import ActorsError, BadInput
 from runtime.runs.ownership import Principal
 
 GRACE_S = 1.0
@@ -81,7 +81,24 @@ def serve(host: str, port: int, *, allow_remote: bool, session: str | None) -> N
     shown = url_host(host, sock.family)
     names = {shown, *LOOPBACK_NAMES} if is_loopback(host) else {shown}
     gate = Gate(new_token(), bound, names, any_host=allow_remote and not is_loopback(host))
-    trio.run(_serve, root, sock, gate, principal, f"http://{shown}:{bound}/?token={gate.token}")
+    url = f"http://{shown}:{bound}/?token={gate.token}"
+    try:
+        trio.run(_serve, root, sock, gate, principal, url)
+    except BaseExceptionGroup as group:  # trio's nurseries group what their tasks raise
+        raise _user_error(group) or group from None
+
+
+def _user_error(group: BaseExceptionGroup) -> ActorsError | None:
+    """The one user-fixable error a start failed with (an untrusted run directory, say),
+    so the CLI prints its line and exits 2 instead of reporting a bug."""
+    errors = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
+    return errors[0] if len(errors) == 1 and isinstance(errors[0], ActorsError) else None
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 async def _serve(

@@ -179,3 +179,12 @@ def test_bad_reads_answer_one_line_with_the_status_their_kind_means(dashboard: S
     assert get(dashboard, "/api/rooms/no-such-run", headers=token).status_code == 404
     assert get(dashboard, "/nowhere", headers=token).status_code == 404
     assert get(dashboard, "/static/../../etc/passwd", headers=token).status_code == 404
+
+
+def test_an_untrusted_run_directory_stops_the_start_with_one_line(home: StateRoot) -> None:
+    (home.runs / "open").mkdir(parents=True)
+    (home.runs / "open").chmod(0o777)
+    done = cli("dashboard", "--port", "0", timeout=30)
+    assert done.returncode == 2 and done.stdout == ""  # no URL: nothing was served
+    assert done.stderr.count("\n") == 1 and "writable by others" in done.stderr
+    (home.runs / "open").chmod(0o700)
