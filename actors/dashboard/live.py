@@ -13,6 +13,7 @@ their event stream.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import trio
@@ -77,6 +78,8 @@ class Hub:
 
     def _refresh(self, touched: set[str], *, sessions: bool = False) -> None:
         changed = self.board.refresh(touched)
+        for name in touched & set(self.board.refused):
+            sys.stderr.write(f"actors dashboard: left off: {self.board.refused.pop(name)}\n")
         self.publish(
             {
                 "version": self.board.version,
@@ -109,7 +112,7 @@ class Hub:
         try:
             paths, run = find_run(self.root, name)
             identity = runner_identity(paths, run)
-        except ActorsError:
+        except (ActorsError, OSError):
             return None
         return identity if identity is not None and verify(identity)[0] == "valid" else None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NotRequired
 
+from runtime.core.errors import ActorsError
 from runtime.runs.index import list_runs, listed_one
 from runtime.runs.status import ACTIVE, read_progress
 from runtime.store.layout import StateRoot
@@ -40,6 +41,9 @@ class RunBoard:
         self._runs: dict[str, BoardRun] = {}
         self._ordered: list[BoardRun] | None = None
         self.version = 0
+        self.refused: dict[str, str] = {}
+        """Run directories refused on a refresh (not trusted), with why: left off the
+        board, where `actors ls` would refuse the whole listing."""
         """Bumped on every change: a reader can tell whether it has seen the latest."""
 
     def load(self) -> None:
@@ -53,7 +57,11 @@ class RunBoard:
         names whose row changed."""
         changed: set[str] = set()
         for name in set(names):
-            listed = listed_one(self.root, name)
+            try:
+                listed = listed_one(self.root, name)
+            except ActorsError as exc:  # another user's directory, or one others can write
+                self.refused[name] = exc.message
+                listed = None
             row = None if listed is None else self._with_progress(listed)
             if row != self._runs.get(name):
                 changed.add(name)

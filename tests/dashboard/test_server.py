@@ -188,3 +188,26 @@ def test_an_untrusted_run_directory_stops_the_start_with_one_line(home: StateRoo
     assert done.returncode == 2 and done.stdout == ""  # no URL: nothing was served
     assert done.stderr.count("\n") == 1 and "writable by others" in done.stderr
     (home.runs / "open").chmod(0o700)
+
+
+def test_an_untrusted_run_directory_made_while_serving_is_left_off(
+    dashboard: Server, home: StateRoot
+) -> None:
+    token = {"X-Actors-Token": dashboard.token}
+    with httpx.stream("GET", dashboard.base + "/events", headers=token, timeout=30) as stream:
+        lines = stream.iter_lines()
+        assert next(lines) == "event: hello"
+        (home.runs / "open").mkdir()
+        (home.runs / "open").chmod(0o777)
+        (home.runs / "open" / "run.json").write_text("{}")
+        record = json.loads(cli("spawn", "--json", "-t", "true").stdout)
+        for line in lines:  # the server lives on, and sees the next run
+            if line.startswith("data:") and record["run"] in json.loads(line[5:]).get(
+                "changed", []
+            ):
+                break
+    listed = get(dashboard, "/api/runs", headers=token).json()
+    names = {n["run"] for g in listed["groups"] for n in g["runs"]}
+    assert record["run"] in names and "open" not in names
+    finished(record)
+    (home.runs / "open").chmod(0o700)
