@@ -69,7 +69,10 @@ class Hub:
                     batch = tree.apply(inotify.read())
                     if batch.overflow:  # events were lost: list and watch everything again
                         tree.start()
-                        self.board.load()
+                        try:
+                            self.board.load()
+                        except ActorsError as exc:  # an untrusted directory: keep the board
+                            sys.stderr.write(f"actors dashboard: not re-listed: {exc.message}\n")
                         self.publish({"version": self.board.version, "reload": True})
                         self._follow_runners(nursery, {r["run"] for r in self.board.runs()})
                     elif batch.touched or batch.sessions:
