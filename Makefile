@@ -24,6 +24,9 @@ $(STAMP): pyproject.toml Makefile
 system-deps:
 	@command -v tmux >/dev/null 2>&1 || { echo "installing tmux (tests drive a real tmux server)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq tmux >/dev/null; }
+	@# tests/dashboard drive Debian's Chromium through playwright (never a downloaded browser)
+	@test -x /usr/bin/chromium || { echo "installing chromium (tests/dashboard run a real headless browser)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 # Bytecode is compiled ahead: with PYTHONDONTWRITEBYTECODE set (as on this team's machines)
 # Python would otherwise recompile every module on every CLI call (~25 ms of `message`).

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from bench import (
     bench_cli,
     bench_control,
+    bench_dashboard,
     bench_followup,
     bench_harness,
     bench_inbox_wait,
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, Callable[[bool], None]] = {
     "harness": bench_harness.main,
     "wake": bench_wake.main,
     "metrics": bench_metrics.main,
+    "dashboard": bench_dashboard.main,
 }
 
 

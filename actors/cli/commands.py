@@ -248,6 +248,11 @@ TABLE: tuple[Command, ...] = (
         "actors.cli.metrics:metrics_cmd",
         "Print the metrics in the Prometheus text format (as /metrics serves).",
     ),
+    Command(
+        "dashboard",
+        "actors.cli.dashboard:dashboard_cmd",
+        "Serve a live local web view of runs, rooms and sessions (Ctrl-C stops it).",
+    ),
     Command("mcp", "actors.cli.mcp:mcp_cmd", "Serve the coordinator tools over MCP (stdio)."),
     Command("hook", "actors.cli.hooks:hook_group", "Harness hook commands (run by Claude Code)."),
     Command(

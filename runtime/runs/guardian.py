@@ -114,8 +114,9 @@ def _fold(root: StateRoot, owner: str, run_id: str) -> None:
         _log(owner, f"run {run_id}: {type(exc).__name__}: {exc}")
 
 
-async def _until_gone(identity: dict[str, Any]) -> None:
-    """Return once the process `identity` names is no longer that process."""
+async def until_gone(identity: dict[str, Any]) -> None:
+    """Return once the process `identity` names is no longer that process (also the
+    dashboard's hub, which redraws a run whose runner died without writing a word)."""
     global _pidfds_held
     fd = None
     if hasattr(os, "pidfd_open") and _pidfds_held < _pidfd_budget():
@@ -140,7 +141,7 @@ async def _guard_run(
 ) -> None:
     try:
         if identity is not None:
-            await _until_gone(identity)
+            await until_gone(identity)
         # not cancellable: a fold cut in half would leave frozen orphans behind
         await trio.to_thread.run_sync(_fold, root, owner, run_id)
     except Exception as exc:  # never into the host's nursery (trio.Cancelled is not one)

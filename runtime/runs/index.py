@@ -139,3 +139,19 @@ def forget(root: StateRoot, run_id: str) -> None:
     cached = _load(root)
     if cached.pop(run_id, None) is not None:
         _save(root, cached)
+
+
+def listed_one(root: StateRoot, name: str) -> ListedRun | None:
+    """One run as `list_runs` lists it, derived live; None when it is gone (archived,
+    pruned) or `name` is no run id. For a reader that keeps a listing and refreshes only
+    the runs whose files changed (the dashboard's board) instead of listing them all."""
+    if not is_valid_id(name):
+        return None
+    paths = root.run(name)  # a planted link is refused here
+    try:
+        run = load_run(paths)
+    except NotFound:
+        return None
+    except StateDamaged as exc:
+        return _listed(name, str(paths.dir), {"status": "damaged", "reason": exc.message})
+    return _listed(name, str(paths.dir), derive(paths, run))

@@ -1,0 +1,85 @@
+"""The dashboard's reads: the runtime's read models as JSON, one route each.
+
+The runs page is cut from the hub's board (memory); a run, a room and the sessions are
+read from their files per request, in a worker thread so a slow disk never stalls the
+server's other pages. Every route answers what the CLI would: the same readers, the same
+secret masking, a bad input as `{"error": ..., "hint": ...}` with 400.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from actors.dashboard.asgi import Request, send_json
+from actors.dashboard.live import Hub
+from runtime.core.errors import BadInput
+from runtime.runs.listing import PER_PAGE, RunFilter, page_of, units
+from runtime.runs.status import ACTIVE
+
+
+def _int(query: dict[str, str], key: str, default: int) -> int:
+    value = query.get(key, "")
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise BadInput(
+            f"{key}={value[:20]!r} is not a whole number", hint=f"e.g. {key}=1"
+        ) from None
+
+
+async def runs_page(request: Request, hub: Hub) -> None:
+    q = request.query
+    flt = RunFilter(
+        status=q.get("status", ""),
+        session=q.get("session", ""),
+        text=q.get("q", ""),
+        page=_int(q, "page", 1),
+        per=_int(q, "per", PER_PAGE),
+    )
+    runs = hub.board.runs()
+    page: dict[str, Any] = dict(page_of(runs, flt))
+    me = request.extra["principal"]
+    page["version"] = hub.board.version
+    page["me"] = me
+    page["my_units"] = sum(
+        units(r) for r in runs if r.get("owner_id") == me and r.get("status") in ACTIVE
+    )
+    page["sessions"] = sorted({str(r.get("owner_id") or "-") for r in runs})
+    await send_json(request.send, page)
+
+
+async def run_detail(request: Request, hub: Hub, run_id: str) -> None:
+    from runtime.routing.run_page import run_page
+
+    page: dict[str, Any] = dict(await trio.to_thread.run_sync(run_page, hub.root, run_id))
+    page["children"] = [
+        {k: c.get(k) for k in ("run", "status", "recipe", "tool", "command", "created_at")}
+        for c in hub.board.children(run_id)
+    ]
+    page["me"] = request.extra["principal"]
+    await send_json(request.send, page)
+
+
+async def room_detail(request: Request, hub: Hub, run_id: str) -> None:
+    from runtime.compiler.redact import redact_deep, run_secrets
+    from runtime.routing.room_board import room_board
+    from runtime.runs.status import find_run, full_status
+
+    def read() -> dict[str, Any]:
+        paths, run = find_run(hub.root, run_id)
+        board: dict[str, Any] = dict(room_board(hub.root, run_id))
+        board["status"] = redact_deep(dict(full_status(paths, run)), run_secrets(run))
+        return board
+
+    await send_json(request.send, await trio.to_thread.run_sync(read))
+
+
+async def sessions(request: Request, hub: Hub) -> None:
+    from runtime.delivery.observed import sessions_view
+
+    views = await trio.to_thread.run_sync(sessions_view, hub.root)
+    await send_json(request.send, {"sessions": views, "me": request.extra["principal"]})

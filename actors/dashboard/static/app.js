@@ -1,0 +1,340 @@
+// actors dashboard: one page, four views (#/ runs, #/run/ID, #/room/ID, #/sessions).
+// Every run-written text reaches the DOM as a text node (el() below, textContent):
+// nothing here assigns innerHTML. Updates come from /events (server-sent events);
+// the page never polls.
+"use strict";
+
+const ACTIVE = new Set(["starting", "running"]);
+const view = document.getElementById("view");
+let state = { route: null, dirty: false, busy: false, page: 1 };
+
+function el(tag, attrs, ...kids) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "on") for (const [ev, fn] of Object.entries(v)) node.addEventListener(ev, fn);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const kid of kids.flat()) {
+    if (kid === null || kid === undefined || kid === false) continue;
+    node.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  }
+  return node;
+}
+
+// replaceChildren without the nulls an optional section leaves (it would print "null")
+function show(...kids) { view.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false)); }
+
+function age(ts) {
+  if (!ts) return "-";
+  const s = Math.max(0, (Date.now() - Date.parse(ts)) / 1000);
+  for (const [u, n] of [["d", 86400], ["h", 3600], ["m", 60]]) if (s >= n) return Math.floor(s / n) + u;
+  return Math.floor(s) + "s";
+}
+
+// The status line's ▷▶ as a picture: one outlined triangle per active work unit, one
+// filled, the fill stepping across them once a second (SVG animation, no script timer).
+const SVG = "http://www.w3.org/2000/svg";
+function marks(units) {
+  const n = Math.min(units, 12);
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "marks");
+  svg.setAttribute("width", String(n * 13 + 2));
+  svg.setAttribute("height", "14");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", units + " active");
+  for (let i = 0; i < n; i++) {
+    const tri = document.createElementNS(SVG, "polygon");
+    const x = 1 + i * 13;
+    tri.setAttribute("points", `${x},1 ${x + 11},7 ${x},13`);
+    tri.setAttribute("fill-opacity", n === 1 ? "1" : "0");
+    if (n > 1) {
+      const anim = document.createElementNS(SVG, "animate");
+      anim.setAttribute("attributeName", "fill-opacity");
+      anim.setAttribute("values", Array.from({ length: n }, (_, j) => (j === i ? "1" : "0")).join(";"));
+      anim.setAttribute("dur", n + "s");
+      anim.setAttribute("calcMode", "discrete");
+      anim.setAttribute("repeatCount", "indefinite");
+      tri.append(anim);
+    }
+    svg.append(tri);
+  }
+  const wrap = el("span", { class: "marks-wrap", "data-units": units }, svg);
+  if (units > n) wrap.append(el("span", { class: "muted" }, " +" + (units - n)));
+  return wrap;
+}
+
+function badge(status, code) {
+  const word = status === "failed" && code !== null && code !== undefined && code !== 1 ? `failed (${code})` : status;
+  return el("span", { class: "status s-" + status }, word);
+}
+
+async function api(path, body) {
+  const opts = body === undefined ? {} : {
+    method: "POST",
+    headers: { "Content-Type": "application/json", "X-Actors-Dashboard": "1" },
+    body: JSON.stringify(body),
+  };
+  const res = await fetch(path, { credentials: "same-origin", ...opts });
+  const data = await res.json().catch(() => ({ error: `HTTP ${res.status}` }));
+  return { ok: res.ok, status: res.status, data };
+}
+
+function ask(text, extra) {
+  const dlg = document.getElementById("confirm");
+  document.getElementById("confirm-text").textContent = text;
+  const box = document.getElementById("confirm-extra");
+  box.replaceChildren(...(extra ? [extra] : []));
+  dlg.showModal();
+  return new Promise((resolve) => {
+    const done = (yes) => { dlg.close(); resolve(yes); };
+    document.getElementById("confirm-yes").onclick = () => done(true);
+    document.getElementById("confirm-no").onclick = () => done(false);
+    dlg.oncancel = () => resolve(false);
+  });
+}
+
+function notice(text, bad) {
+  const n = el("div", { class: "notice" + (bad ? " bad" : ""), role: "status" }, text);
+  view.prepend(n);
+}
+
+// An action under the CLI's ownership rules: confirm; if the run is another session's,
+// the server says so and a second confirmation sends force (the CLI's --force).
+async function act(what, path, body) {
+  if (!(await ask(what + "?"))) return;
+  let res = await api(path, { ...body, force: false });
+  if (!res.ok && res.data.needs_force) {
+    if (!(await ask(`${res.data.error}. ${what} anyway (force)?`))) return;
+    res = await api(path, { ...body, force: true });
+  }
+  if (!res.ok) notice((res.data.error || "failed") + (res.data.hint ? " - " + res.data.hint : ""), true);
+  else notice(`${what}: ${res.data.status || res.data.state || "ok"}`);
+}
+
+function stopButtons(run) {
+  if (!ACTIVE.has(run.status)) return [];
+  return [
+    el("button", { class: "cancel", "data-action": "cancel", on: { click: () => act(`Cancel run ${run.run}`, `/api/runs/${run.run}/cancel`, {}) } }, "cancel"),
+    el("button", { class: "kill danger", "data-action": "kill", on: { click: () => act(`Kill run ${run.run}`, `/api/runs/${run.run}/kill`, {}) } }, "kill"),
+  ];
+}
+
+function messageButton(to) {
+  return el("button", { "data-action": "message", on: { click: async () => {
+    const type = el("input", { id: "msg-type", placeholder: "type, e.g. task.assign", required: true });
+    const body = el("textarea", { id: "msg-body", placeholder: "body: JSON, or text" });
+    const form = el("div", { class: "msg" }, el("label", {}, "type ", type), el("label", {}, "body ", body));
+    if (!(await ask(`Send a message to ${to}`, form))) return;
+    let value = body.value;
+    try { value = value.trim() ? JSON.parse(value) : null; } catch { /* text as given */ }
+    const res = await api("/api/message", { to, type: type.value, body: value, force: false });
+    let final = res;
+    if (!res.ok && res.data.needs_force && (await ask(`${res.data.error}. Send anyway (force)?`))) {
+      final = await api("/api/message", { to, type: type.value, body: value, force: true });
+    }
+    if (!final.ok) notice((final.data.error || "failed") + (final.data.hint ? " - " + final.data.hint : ""), true);
+    else notice(`message ${final.data.id}: ${final.data.state}`);
+  } } }, "message");
+}
+
+// ---- runs -------------------------------------------------------------------------------
+function filters() {
+  const p = new URLSearchParams(location.hash.split("?")[1] || "");
+  return { status: p.get("status") || "", session: p.get("session") || "", q: p.get("q") || "", page: Number(p.get("page") || 1), per: p.get("per") || "" };
+}
+
+function setFilters(f) {
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(f)) if (v && !(k === "page" && v === 1)) p.set(k, v);
+  location.hash = "#/" + (p.toString() ? "?" + p : "");
+}
+
+function runRow(run, depth) {
+  const rows = [el("tr", { "data-run": run.run, "data-status": run.status, class: "depth-" + Math.min(depth, 6) },
+    el("td", { class: "run" }, el("span", { class: "indent" }, depth ? "└ ".padStart(depth * 2 + 2, " ") : ""),
+      el("a", { href: "#/run/" + encodeURIComponent(run.run) }, run.run)),
+    el("td", {}, badge(run.status, run.code)),
+    el("td", { class: "age" }, age(run.created_at)),
+    el("td", { class: "what" }, run.what),
+    el("td", { class: "progress" }, run.units ? marks(run.units) : "", ` ${run.completed} done`, run.failed ? `, ${run.failed} failed` : ""),
+    el("td", { class: "actions" }, stopButtons(run)))];
+  for (const [label, st] of Object.entries(run.branches || {})) {
+    rows.push(el("tr", { class: "branch", "data-branch": label },
+      el("td", { colspan: 6 }, el("span", { class: "indent" }, " ".repeat(depth * 2 + 4)), `branch ${label}: `, el("span", { class: "status s-" + st }, st))));
+  }
+  for (const kid of run.children) rows.push(...runRow(kid, depth + 1));
+  return rows;
+}
+
+async function showRuns() {
+  const f = filters();
+  const q = new URLSearchParams({ status: f.status, session: f.session, q: f.q, page: f.page, per: f.per });
+  const res = await api("/api/runs?" + q);
+  if (!res.ok) return show(el("p", { class: "bad" }, res.data.error || "error"));
+  const d = res.data;
+  const statusSel = el("select", { id: "f-status", on: { change: (e) => setFilters({ ...f, status: e.target.value, page: 1 }) } },
+    ["", "active", "running", "done", "failed", "killed", "cancelled", "exited", "terminal"].map((s) => el("option", { value: s, selected: s === f.status }, s || "any status")));
+  const sessSel = el("select", { id: "f-session", on: { change: (e) => setFilters({ ...f, session: e.target.value, page: 1 }) } },
+    el("option", { value: "" }, "any session"), d.sessions.map((s) => el("option", { value: s, selected: s === f.session }, s)));
+  const text = el("input", { id: "f-text", type: "search", placeholder: "run, recipe or command", value: f.q,
+    on: { change: (e) => setFilters({ ...f, q: e.target.value, page: 1 }) } });
+  const head = el("div", { class: "bar" }, statusSel, sessSel, text,
+    el("span", { class: "muted", id: "counts" }, `${d.matched} runs`, ...Object.entries(d.counts).map(([k, v]) => ` · ${v} ${k}`)));
+  const groups = d.groups.map((g) => el("section", { class: "group", "data-session": g.session },
+    el("h2", {}, "session ", el("code", {}, g.session), " ", g.units ? marks(g.units) : ""),
+    el("table", { class: "runs" },
+      el("thead", {}, el("tr", {}, ["run", "status", "age", "recipe", "progress", ""].map((h) => el("th", {}, h)))),
+      el("tbody", {}, g.runs.flatMap((r) => runRow(r, 0))))));
+  const pager = el("div", { class: "bar pager" },
+    el("button", { id: "prev", disabled: d.page <= 1, on: { click: () => setFilters({ ...f, page: d.page - 1 }) } }, "newer"),
+    el("span", { id: "page" }, `page ${d.page} of ${d.pages}`),
+    el("button", { id: "next", disabled: d.page >= d.pages, on: { click: () => setFilters({ ...f, page: d.page + 1 }) } }, "older"));
+  show(head, ...(groups.length ? groups : [el("p", { class: "muted", id: "empty" }, "no runs")]), pager);
+  document.getElementById("me").replaceChildren("acting as ", el("code", {}, d.me), " ", d.my_units ? marks(d.my_units) : "");
+  view.dataset.painted = String(d.version);
+  // for bench/bench_dashboard.py: when the first table reached the screen
+  if (!performance.getEntriesByName("runs-painted").length) requestAnimationFrame(() => performance.mark("runs-painted"));
+}
+
+// ---- one run ------------------------------------------------------------------------------
+function section(title, ...body) { return el("section", { class: "box", "data-box": title }, el("h3", {}, title), ...body); }
+function pre(lines, cls) { return el("pre", { class: cls }, (lines || []).join("\n")); }
+function kv(obj) {
+  if (!obj || !Object.keys(obj).length) return el("p", { class: "muted" }, "none");
+  return el("table", { class: "kv" }, Object.entries(obj || {}).map(([k, v]) =>
+    el("tr", {}, el("th", {}, k), el("td", {}, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)))));
+}
+
+function failure(result) {
+  const f = result && result.failure;
+  if (!f || !f.command) return null;
+  return el("div", { class: "failure" },
+    el("div", {}, "command ", el("code", {}, f.command), f.label ? ` (${f.label})` : ""),
+    el("div", {}, "exit ", String(f.exit_code ?? f.code)),
+    f.stderr_tail ? el("div", {}, "stderr" + (f.stderr_cut ? " (last lines)" : "") + ":", el("pre", { class: "stderr" }, f.stderr_tail)) : null);
+}
+
+async function showRun(id) {
+  const res = await api("/api/runs/" + encodeURIComponent(id));
+  if (!res.ok) return show(el("p", { class: "bad" }, res.data.error || "error"));
+  const d = res.data, s = d.status;
+  const what = s.recipe || s.tool || s.command || "-";
+  show(
+    el("h2", {}, "run ", el("code", { id: "run-id" }, s.run), " ", el("span", { id: "run-status" }, badge(s.status, s.code)),
+      s.active ? marks(s.active) : ""),
+    el("p", { class: "muted" }, `${what} · owner ${s.owner_id || "-"} · ${age(s.created_at)} old`, s.reason ? ` · ${s.reason}` : ""),
+    el("div", { class: "bar" }, stopButtons(s), ACTIVE.has(s.status) ? messageButton("run:" + s.run) : null,
+      d.has_room ? el("a", { href: "#/room/" + encodeURIComponent(s.run), id: "room-link" }, "room") : null),
+    d.result || d.result_problem ? section("result", d.result_problem ? el("p", { class: "bad" }, d.result_problem) : null,
+      d.result ? kv({ status: d.result.status, code: d.result.code, reason: d.result.reason, ended_at: d.result.ended_at }) : null,
+      failure(d.result), d.result && d.result.output ? pre([d.result.output], "output") : null) : null,
+    section("output (live tail)", pre(d.stdout, "stdout"), d.stderr.length ? pre(d.stderr, "stderr") : null),
+    section("events", el("table", { class: "events" }, d.events.map((e) =>
+      el("tr", {}, el("td", { class: "muted" }, e.ts || ""), el("td", {}, e.event || ""),
+        el("td", {}, Object.entries(e).filter(([k]) => !["ts", "event", "id", "run_instance_id"].includes(k))
+          .map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join(" ")))))),
+    section("messages in", msgTable(d.inbox, ["state", "type", "from", "summary", "ts"])),
+    section("messages out", msgTable(d.outbox, ["ts", "type", "to", "summary", "level"])),
+    section("artifacts", kv(d.artifacts)),
+    d.children.length ? section("children", el("ul", {}, d.children.map((c) =>
+      el("li", {}, el("a", { href: "#/run/" + encodeURIComponent(c.run) }, c.run), " ", badge(c.status), " ", c.recipe || c.tool || c.command || "")))) : null,
+    section("values", kv(d.values)));
+}
+
+function msgTable(rows, keys) {
+  if (!rows || !rows.length) return el("p", { class: "muted" }, "none");
+  return el("table", {}, el("tr", {}, keys.map((k) => el("th", {}, k))),
+    rows.map((r) => el("tr", {}, keys.map((k) => el("td", {}, r[k] === null || r[k] === undefined ? "" : String(r[k]))))));
+}
+
+// ---- a swarm's room -------------------------------------------------------------------------
+async function showRoom(id) {
+  const res = await api("/api/rooms/" + encodeURIComponent(id));
+  if (!res.ok) return show(el("p", { class: "bad" }, res.data.error || "error"));
+  const d = res.data;
+  show(
+    el("h2", {}, "room ", el("code", {}, "room:" + d.run), " ", badge(d.status.status, d.status.code)),
+    el("p", {}, el("a", { href: "#/run/" + encodeURIComponent(d.run) }, "the run"), ` · ${d.messages} messages`),
+    el("div", { class: "bar" }, messageButton("room:" + d.run)),
+    section("workers", el("table", { class: "workers" },
+      el("tr", {}, ["worker", "claims", "done", "failed", "backlog left", "state"].map((h) => el("th", {}, h))),
+      d.workers.map((w) => el("tr", { "data-worker": w.sender }, el("td", {}, el("code", {}, w.sender)), el("td", {}, String(w.claims.length)),
+        el("td", {}, String(w.done)), el("td", {}, String(w.failed)), el("td", {}, w.backlog_left ?? "-"),
+        el("td", {}, w.idle ? "idle" : w.last_type || ""))))),
+    section("claims", el("table", { class: "claims" },
+      el("tr", {}, ["worker", "#", "item", "state", "commit"].map((h) => el("th", {}, h))),
+      d.workers.flatMap((w) => w.claims.map((c) => el("tr", { "data-claim": c.item || "", "data-state": c.state },
+        el("td", {}, w.sender), el("td", {}, c.index ?? "-"), el("td", {}, c.item || ""),
+        el("td", {}, el("span", { class: "status s-" + c.state }, c.state)), el("td", {}, el("code", {}, (c.commit || "").slice(0, 10)))))))),
+    section("timeline", msgTable(d.shown.slice().reverse(), ["ts", "from", "type", "summary"])));
+}
+
+// ---- sessions -----------------------------------------------------------------------------
+async function showSessions() {
+  const res = await api("/api/sessions");
+  if (!res.ok) return show(el("p", { class: "bad" }, res.data.error || "error"));
+  const stages = ["queued", "triggered", "woke", "injected", "processed"];
+  const chips = (seen) => el("span", { class: "stages" }, stages.map((s) => el("span", { class: "chip" + (seen.includes(s) ? " on" : "") }, s)));
+  const list = res.data.sessions.map((s) => el("section", { class: "box", "data-session": s.session },
+    el("h3", {}, el("code", {}, s.session), ` · ${s.harness}`, s.registered ? "" : " (unregistered)"),
+    el("p", {}, "level declared ", el("strong", { class: "declared" }, s.declared_level), " · observed ",
+      el("strong", { class: "observed" }, s.observed_level || "none yet"), " ", chips(s.observed)),
+    el("table", { class: "deliveries" }, el("tr", {}, ["delivery", "type", "mode", "state", "receipt", "attempts", "observed", "reason", "at"].map((h) => el("th", {}, h))),
+      s.deliveries.map((r) => el("tr", { "data-delivery": r.id }, el("td", {}, el("code", {}, r.id)), el("td", {}, r.type || ""), el("td", {}, r.mode || ""),
+        el("td", {}, r.state || ""), el("td", {}, r.receipt || ""), el("td", {}, String(r.attempts)), el("td", {}, chips(r.observed)),
+        el("td", {}, r.reason || ""), el("td", { class: "muted" }, r.at || ""))))));
+  show(el("h2", {}, "sessions"), ...(list.length ? list : [el("p", { class: "muted" }, "no sessions")]));
+}
+
+// ---- routing and live updates ----------------------------------------------------------------
+function route() {
+  const h = location.hash.replace(/^#/, "").split("?")[0] || "/";
+  let m;
+  if ((m = h.match(/^\/run\/(.+)$/))) return { name: "run", id: decodeURIComponent(m[1]) };
+  if ((m = h.match(/^\/room\/(.+)$/))) return { name: "room", id: decodeURIComponent(m[1]) };
+  if (h === "/sessions") return { name: "sessions" };
+  return { name: "runs" };
+}
+
+async function render() {
+  if (state.busy) { state.dirty = true; return; }
+  state.busy = true;
+  try {
+    const r = (state.route = route());
+    for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("here", a.dataset.nav === r.name);
+    if (r.name === "run") await showRun(r.id);
+    else if (r.name === "room") await showRoom(r.id);
+    else if (r.name === "sessions") await showSessions();
+    else await showRuns();
+  } finally {
+    state.busy = false;
+    if (state.dirty) { state.dirty = false; render(); }
+  }
+}
+
+function onChange(ev) {
+  const c = JSON.parse(ev.data), r = state.route || route();
+  if (c.reload) return render(); // the server lost events and listed everything again
+  const mine = (id) => c.touched.includes(id) || c.changed.includes(id);
+  if ((r.name === "runs" && c.changed.length) || ((r.name === "run" || r.name === "room") && mine(r.id)) ||
+      (r.name === "sessions" && c.sessions)) render();
+}
+
+function connect() {
+  const live = document.getElementById("live");
+  const es = new EventSource("/events");
+  let connected = false;
+  es.addEventListener("hello", () => {
+    live.textContent = "live"; live.className = "live on";
+    if (connected) render(); // reconnected: events may have been missed meanwhile
+    connected = true;
+  });
+  es.addEventListener("change", onChange);
+  es.onerror = () => { live.textContent = "offline"; live.className = "live off"; };
+}
+
+window.addEventListener("hashchange", render);
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") document.getElementById("confirm").close(); });
+connect();
+render();
