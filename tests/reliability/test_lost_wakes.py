@@ -158,9 +158,10 @@ def test_a_sender_killed_between_ring_and_append_loses_no_wake(
     assert _wake_ups([consumer], 0.5)[consumer] == 0  # asleep
     barrier = make_fifo(tmp_path / "barrier")
     token = uuid.uuid4().hex
+    body = json.dumps({"token": token})
+    argv = ["message", f"run:{run['run']}", "job.item", body, "--body-json"]
     sender = subprocess.Popen(
-        [sys.executable, "-m", "actors", "message", f"run:{run['run']}", "job.item"]
-        + [json.dumps({"token": token}), "--body-json"],
+        [sys.executable, "-m", "actors", *argv],
         env=dict(os.environ, ACTORS_PAUSE_AT=point, ACTORS_PAUSE_FIFO=str(barrier)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

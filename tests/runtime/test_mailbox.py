@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +15,6 @@ import pytest
 import actors
 from runtime.core.ids import new_id, now_iso
 from runtime.messaging.mailbox import Mailbox
-from runtime.store.appends import append_jsonl
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
 from tests.conftest import idle_run, make_fifo, read_fifo_line, write_recipe
