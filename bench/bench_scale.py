@@ -216,7 +216,26 @@ def _wait_idle(runs: list[tuple[dict[str, Any], Path | None]]) -> None:
         time.sleep(0.2)
     if waiting:
         emit(f"  {len(waiting)} runs never armed their doorbells")
-    time.sleep(2.0)  # the last runners' start-up work settles (thread pools wind down)
+    # Start-up's tail is not idleness: a trio runner's worker thread exits 10 s after
+    # its last use (one wake per runner, once). Wait for every process of the runs to
+    # be down to one thread (at most 15 s), then a little more for the rest to settle.
+    started, pids = time.monotonic(), _members(runs)
+    while time.monotonic() - started < 15 and any(_threads(p) > 1 for p in pids):
+        time.sleep(0.2)
+    emit(f"  settled {time.monotonic() - started:.1f} s after the last run armed")
+    time.sleep(1.0)
+
+
+def _members(runs: list[tuple[dict[str, Any], Path | None]]) -> list[int]:
+    sessions = _sessions()
+    return [p for record, _ in runs for p in sessions.get(int(record["pid"]), [])]
+
+
+def _threads(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0
 
 
 def _memory(runs: list[tuple[dict[str, Any], Path | None]], sessions: dict[int, list[int]]) -> None:
@@ -260,8 +279,7 @@ def _spawn_cpu(
 
 
 def _idle_cpu(runs: list[tuple[dict[str, Any], Path | None]], window: float) -> None:
-    sessions = _sessions()
-    pids = [p for record, _ in runs for p in sessions.get(int(record["pid"]), [])]
+    pids = _members(runs)
     before, started = _ticks(pids), time.monotonic()
     time.sleep(window)
     elapsed = time.monotonic() - started

@@ -249,3 +249,55 @@ def test_a_consumer_killed_mid_claim_wakes_the_one_waiting_behind_it(tmp_path: P
         f"0 wake-ups while the claim stood; handed over {took * 1000:.0f} ms after the kill "
         "(lease 300 s)",
     )
+
+
+APPENDER = """
+import sys
+from runtime.delivery.engine import DeliveryRunner
+from runtime.store.layout import StateRoot
+envelope = {"type": "run.done", "from": "run:x", "summary": "Run x done " + sys.argv[1]}
+DeliveryRunner(StateRoot.from_env()).submit("coord", envelope, delivery_id=sys.argv[1])
+"""
+
+
+def test_a_follow_up_whose_appender_was_killed_after_the_write_still_wakes_inbox_wait(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """The session side has the same order: `actors inbox wait`, asleep with no timer,
+    must wake for a follow-up whose appender died right after writing it."""
+    from runtime.delivery.sessions import session_paths
+    from runtime.store.writes import ensure_dir
+
+    bells = ensure_dir(session_paths(home, "coord").doorbells)
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "actors", "inbox", "wait", "--session", "coord"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _until(lambda: list(bells.glob("*.fifo")), 30, "inbox wait armed")
+        assert _wake_ups([waiter.pid], 1.0)[waiter.pid] == 0  # asleep, no timer
+        barrier = make_fifo(tmp_path / "barrier")
+        point = "files.append.after_write"
+        appender = subprocess.Popen(
+            [sys.executable, "-c", APPENDER, "d-1"],
+            env=dict(os.environ, ACTORS_PAUSE_AT=point, ACTORS_PAUSE_FIFO=str(barrier)),
+        )
+        pid_text, reached = read_fifo_line(barrier).split()
+        assert reached == point
+        os.kill(int(pid_text), signal.SIGKILL)
+        appender.wait(timeout=10)
+        out, err = waiter.communicate(timeout=30)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.communicate(timeout=10)
+    assert waiter.returncode == 0, err
+    assert "1 unread follow-up(s)" in out and "Run x done d-1" in out
+    record(
+        SUITE,
+        "follow-up appender SIGKILLed after its session-inbox write, `inbox wait` asleep",
+        1,
+        "the waiter woke and reported it without a timer",
+    )
