@@ -241,6 +241,10 @@ class Mailbox:
         """Exclusively claim up to `limit` open entries (oldest first)."""
         ensure_dir(self.inbox.parent)
         claimed: list[MailboxEntry] = []
+        if not os.path.lexists(self.inbox):
+            # nothing sent yet: a sender creates the journal before it rings, so one that
+            # starts now rings this consumer's (already armed) doorbell
+            return claimed
         with locked(self.lock_path):
             # the senders' lock too: a sender that rang before this claim has finished
             # its append (or died) by the time this fold reads (see `append_ringing`)
