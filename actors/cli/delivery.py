@@ -192,7 +192,7 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     import select
 
     from runtime.delivery.boundary import doorbell_unread
-    from runtime.delivery.sessions import session_paths
+    from runtime.delivery.sessions import SessionInbox, session_paths
     from runtime.messaging.doorbells import doorbell
     from runtime.runs.guardian import guarding
 
@@ -204,6 +204,8 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     line = ProgressLine()
     with guarding(root, owner), doorbell(paths.doorbells) as fd:
         while True:
+            # the doorbell rings inside the appender's lock: read after it (no lost wake)
+            SessionInbox(paths).read_barrier()
             # follow-ups held for the next prompt / tool call are not a reason to wake
             unread = doorbell_unread(root, owner)
             if unread:

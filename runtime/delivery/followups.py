@@ -247,6 +247,26 @@ def skip_waited(paths: RunPaths, waiter_pid: int) -> None:
         paths.followup,
         {"delivery_id": None, "skipped": "waited", "waiter_pid": waiter_pid, "ts": now_iso()},
     )
+    run = read_json(paths.run_json)
+    if isinstance(run, dict):
+        ring_parent(StateRoot(paths.dir.parent.parent), cast("RunRecord", run))
+
+
+def ring_parent(root: StateRoot, run: RunRecord) -> None:
+    """A run owned by another run ended without a follow-up to it (an intentional stop,
+    or its caller waited for the result): ring the parent's `run` doorbell anyway, so a
+    parent retiring when its children end (`retire_when`) learns of it without a timer.
+    Only a wake: a parent with no such watcher ignores it."""
+    owner = str(run.get("owner_id"))
+    if not owner.startswith("run:"):
+        return
+    from runtime.core.errors import ActorsError
+    from runtime.messaging.doorbells import ring
+
+    try:
+        ring(root.run(owner[4:]).doorbells, "run.ended")
+    except (ActorsError, OSError):
+        pass  # no such parent any more: nobody to wake
 
 
 def follow_up_terminal(
@@ -265,6 +285,7 @@ def follow_up_terminal(
             paths.followup,
             {"delivery_id": None, "skipped": result.get("status"), "ts": now_iso()},
         )
+        ring_parent(root, run)
         return None
     outcome = deliver(root, run, envelope, budget_s=budget_s)
     pause_point("followups.before_marker")

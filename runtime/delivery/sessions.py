@@ -162,13 +162,24 @@ class SessionInbox:
                 "queued_at": now_iso(),
                 "envelope": envelope,
             }
-            append_jsonl(self.paths.inbox, entry, fsync=True)
-        from runtime.messaging.doorbells import ring
+            from runtime.messaging.doorbells import ring
 
-        ring(self.paths.doorbells)  # first: a waiter reads the inbox, not the wake log
+            # Rung inside the lock and before the append, as a run's mailbox does
+            # (docs/messaging.md, Doorbells): a waiter reads after `read_barrier`, so an
+            # appender killed after its write has already rung, and one killed before
+            # it appended nothing. No timer stands behind the doorbell.
+            ring(self.paths.doorbells)
+            append_jsonl(self.paths.inbox, entry, fsync=True)
         with contextlib.suppress(OSError):
             append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
         return True
+
+    def read_barrier(self) -> None:
+        """Return once no append is in progress: an appender that rang a waiter before
+        this call has finished its line (or died, and the kernel dropped its lock)."""
+        if self.paths.dir.is_dir():
+            with locked(self.paths.inbox_lock):
+                pass
 
     def entries(self) -> list[dict[str, Any]]:
         """Current state of every entry (the fold of the journal), in arrival order."""

@@ -9,8 +9,9 @@ mechanics of `mailbox`.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config
@@ -26,6 +27,11 @@ CLAIMABLE = ("queued",)
 SENDING_GRACE_S = 5.0
 """A `sending` entry that names no sender (written before senders were recorded) is
 treated as queued once older than this."""
+MAX_WATCHED = 64
+"""A waiting consumer holds pidfds on at most this many other holders at once."""
+NO_PIDFD_RECHECK_S = 1.0
+"""Only for a holder it cannot hold a pidfd on (no pidfd_open on this platform, or past
+`MAX_WATCHED`): how often a waiting consumer looks again whether that holder died."""
 
 
 _my_identity: dict[str, Any] = {}
@@ -115,3 +121,72 @@ def _age_s(stamp: Any, now: float) -> float:
         return now - parse_iso(str(stamp))
     except ValueError:
         return float("inf")
+
+
+@contextlib.contextmanager
+def watch_holders(
+    entries: list[MailboxEntry], now: float
+) -> Iterator[tuple[list[int], float | None]]:
+    """What a waiting consumer sleeps on besides its doorbell, for entries others hold:
+    a pidfd per live holder (readable once it exits: a consumer killed mid-claim, a
+    fast-path sender killed mid-write) and the seconds until the first hold runs out
+    by itself (a claim's lease; None: no such deadline). 0 when a holder is gone
+    already. The pidfds are closed on leaving.
+
+    Each holder is verified after its pidfd is opened, so the pidfd pins that very
+    process and a pid reused since is never watched in its place."""
+    fds: list[int] = []
+    due: float | None = None
+
+    def soon(seconds: float) -> None:
+        nonlocal due
+        due = seconds if due is None else min(due, seconds)
+
+    seen: set[tuple[Any, Any]] = set()
+    try:
+        for entry in entries:
+            ends = _hold_ends(entry)
+            if ends is not None:
+                soon(ends - now)
+            holder = entry.get("claimed_by" if entry.get("state") == "claimed" else "sending_by")
+            if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
+                continue  # an older sender without a record: its grace is the deadline
+            key = (holder["pid"], holder.get("start_ticks"))
+            if key in seen or holder["pid"] == os.getpid():
+                continue  # our own claim ends only by its lease
+            seen.add(key)
+            fd = _pidfd(holder["pid"]) if len(fds) < MAX_WATCHED else None
+            if fd is None:
+                soon(0.0 if not _holder_alive(holder) else NO_PIDFD_RECHECK_S)
+                continue
+            fds.append(fd)
+            if not _holder_alive(holder):
+                soon(0.0)
+        yield fds, (None if due is None else max(0.0, due))
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _pidfd(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return int(opener(pid))
+    except OSError:  # gone already (the caller sees it dead), or no pidfds here
+        return None
+
+
+def _hold_ends(entry: MailboxEntry) -> float | None:
+    """When a hold runs out by itself (epoch seconds), or None: a claim at its lease's
+    end; a `sending` entry that names no sender at its grace's end; a recorded sender
+    only by dying."""
+    try:
+        if entry.get("state") == "claimed":
+            return parse_iso(str(entry.get("lease_until")))
+        if entry.get("state") == "sending" and not isinstance(entry.get("sending_by"), dict):
+            return parse_iso(str(entry.get("queued_at"))) + SENDING_GRACE_S
+    except ValueError:
+        return 0.0  # unreadable: settle it at once
+    return None

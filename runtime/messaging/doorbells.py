@@ -1,10 +1,12 @@
 """Doorbells: waking a mailbox's consumers without carrying any data.
 
-A consumer sleeps on a private FIFO in the box's `doorbells/` directory; a sender, after
-its durable append, writes one byte into every FIFO that wants the message's type. A
-missed or coalesced wake costs at most `RECONCILE_INTERVAL_S` (consumers also re-check on
-that timer), never a message. Its own module because rooms, the runner and the delivery
-watcher ring and listen without any inbox of their own.
+A consumer sleeps on a private FIFO in the box's `doorbells/` directory; a sender writes
+one byte into every FIFO that wants the message's type. No timer backs them up: a sender
+rings inside the critical section of its append, before writing, and consumers read
+under the same lock (`mailbox.Mailbox.append_ringing`), so no kill point loses a wake;
+a full FIFO already holds a pending wake, so coalesced rings lose nothing either. Its own
+module because rooms, the runner and the delivery watcher ring and listen without any
+inbox of their own.
 """
 
 from __future__ import annotations
@@ -20,9 +22,6 @@ from runtime.core.errors import ActorsError
 from runtime.core.process import read_stat
 from runtime.store import safe
 from runtime.store.writes import ensure_dir
-
-RECONCILE_INTERVAL_S = 1.0
-"""Upper bound on how long a queued message can wait when every doorbell is missed."""
 
 
 def _bell_topic(name: str) -> str | None:

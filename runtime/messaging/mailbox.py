@@ -1,16 +1,19 @@
-"""Durable mailboxes: append first, ring the doorbell second, claim exclusively.
+"""Durable mailboxes: ring and append in one critical section, claim exclusively.
 
 An inbox is a JSONL journal. A message enters as one `queued` entry line (fsync'd before
-anything else happens); every later change (`sent`, `claimed`, `handled`, `failed`,
-`queued` again after a dead consumer's lease) is appended as a small state line, and the
-current state is the fold of the lines. Claims happen under an exclusive flock, so two
-consumers never get the same entry; who holds a claim and when it ends is `claims`.
+the journal's lock is released); every later change (`sent`, `claimed`, `handled`,
+`failed`, `queued` again after a dead consumer's claim) is appended as a small state
+line, and the current state is the fold of the lines. Claims happen under an exclusive
+flock, so two consumers never get the same entry; who holds a claim and when it ends is
+`claims`.
 
-Waking is advisory and never carries data (`doorbells`): after the durable append the
-sender rings every consumer's doorbell FIFO and writes a line to wake.jsonl for observers
-that tail files. Consumers sleep on their FIFO and also re-check on a slow timer, so a
-missed or coalesced wake delays but never loses a message, and one wake drains
-everything queued.
+Waking never carries data (`doorbells`) and needs no timer: the sender takes the
+journal's flock, rings every consumer's doorbell FIFO, appends and fsyncs, then unlocks;
+a consumer reads (claims) under that same flock. A woken consumer therefore blocks until
+the sender's append is whole and durable, or until the kernel drops a killed sender's
+lock; and a consumer that armed its doorbell after a sender rang reads after that
+sender's unlock. No kill point leaves a written message without a wake
+(docs/messaging.md, Doorbells). One wake drains everything queued.
 """
 
 from __future__ import annotations
@@ -23,9 +26,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
-from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, me, settle
-from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell, ring
-from runtime.store.appends import append_jsonl, append_line, encode_line, locked
+from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, me, settle, watch_holders
+from runtime.messaging.doorbells import doorbell, ring
+from runtime.store.appends import (
+    append_jsonl,
+    encode_line,
+    lock_current,
+    locked,
+    unlock,
+    write_locked,
+)
 from runtime.store.journals import INBOX, LOG, OPEN_STATES
 from runtime.store.layout import FIFO_COMMITS
 from runtime.store.reads import read_jsonl
@@ -81,7 +91,8 @@ class Mailbox:
         instance: str | None = None,
         state: str = "queued",
     ) -> MailboxEntry:
-        """Durably append a message, then ring every doorbell. Returns the entry."""
+        """Ring every doorbell and durably append a message, in one critical section
+        (`append_ringing`); then the advisory wake line. Returns the entry."""
         entry: MailboxEntry = {
             "id": envelope["id"],
             "state": state,
@@ -91,19 +102,44 @@ class Mailbox:
         }
         if state == "sending":  # who may still write it to the FIFO (see `claim`)
             entry["sending_by"] = me()
-        append_jsonl(self.inbox, entry, fsync=fsync, compactor=INBOX)
-        pause_point("mailbox.deliver.before_ring")
-        if state == "queued":
-            self.wake(envelope)
+        kind = str(envelope.get("type")) if state == "queued" else None
+        self.append_ringing(encode_line(entry), kind, fsync=fsync)
+        if kind is not None:
+            self.log_wake(envelope)
         return entry
 
-    def wake(self, envelope: Envelope) -> None:
-        """Poke every interested consumer's FIFO, then record the advisory doorbell line.
+    def append_ringing(self, data: bytes, kind: str | None, *, fsync: bool = True) -> None:
+        """Under the journal's flock: ring the doorbells that want `kind` (None: ring
+        none), append `data` (whole lines), fsync, unlock.
+
+        The ring comes first and inside the lock, so no kill point separates a written
+        line from its wake: killed before the write, nothing was appended (and the
+        caller got no success); killed after it, the consumers were already rung and
+        each reads under this lock, which the kernel releases with the dead sender. The
+        fsync is inside too, so a woken consumer never reads a line a power loss could
+        still take back (durable before readable).
+        """
+        fd = lock_current(self.inbox)
+        try:
+            try:
+                if kind is not None:
+                    ring(self.doorbells, kind)
+                    pause_point("mailbox.append.after_ring")
+                write_locked(fd, self.inbox, data, INBOX)
+                pause_point("mailbox.append.after_write")
+                if fsync:
+                    os.fsync(fd)
+            finally:
+                unlock(fd)
+        finally:
+            os.close(fd)
+
+    def log_wake(self, envelope: Envelope) -> None:
+        """Record the advisory doorbell line in wake.jsonl (for observers that tail files).
 
         The message is already durable: a wake line that cannot be written (a full disk)
         must not make the sender report a failure it would then retry into a duplicate.
         """
-        ring(self.doorbells, str(envelope.get("type")))
         if self.wake_log is not None:
             with contextlib.suppress(DiskWriteError):
                 append_jsonl(
@@ -124,6 +160,13 @@ class Mailbox:
             {"id": entry_id, "state": state, f"{state}_at": now_iso(), **fields},
             compactor=INBOX,
         )
+
+    def requeue(self, entry_id: str, envelope: Envelope) -> None:
+        """Mark a `sending` entry `queued` and ring for it, in one critical section (the
+        FIFO fast path's fallback; see `append_ringing`)."""
+        line = encode_line({"id": entry_id, "state": "queued", "queued_at": now_iso()})
+        self.append_ringing(line, str(envelope.get("type")), fsync=False)
+        self.log_wake(envelope)
 
     # -- the FIFO fast path (see docs/messaging.md, The FIFO fast path) ------------------
     def commit_fifo(self, entry_id: str) -> None:
@@ -198,33 +241,24 @@ class Mailbox:
         """Exclusively claim up to `limit` open entries (oldest first)."""
         ensure_dir(self.inbox.parent)
         claimed: list[MailboxEntry] = []
+        if not os.path.lexists(self.inbox):
+            # nothing sent yet: a sender creates the journal before it rings, so one that
+            # starts now rings this consumer's (already armed) doorbell
+            return claimed
         with locked(self.lock_path):
-            now = time.time()
-            lines = []
-            done_commits: list[str] = []
-            entries = self.refresh()
-            for ident in self._open:
-                if len(claimed) >= limit:
-                    break  # later entries are newer; a stale claim among them waits its turn
-                entry = entries[ident]
-                state, settled = settle(entry, now, self._committed)
-                if settled is not None:
-                    lines.append(settled)
-                    if state == "sent":
-                        done_commits.append(ident)
-                if state not in CLAIMABLE:
-                    continue
-                kind = str(entry["envelope"].get("type", ""))
-                if types is not None and kind not in types:
-                    continue
-                if kind in exclude_types:
-                    continue
-                lines.append(claim_line(entry, consumer, lease_s))
-                claimed.append(entry)
-            if lines:
-                append_line(
-                    self.inbox, b"".join(encode_line(line) for line in lines), compactor=INBOX
+            # the senders' lock too: a sender that rang before this claim has finished
+            # its append (or died) by the time this fold reads (see `append_ringing`)
+            fd = lock_current(self.inbox)
+            try:
+                lines, done_commits = self._pick(
+                    claimed, types, exclude_types, limit, consumer, lease_s
                 )
+                if lines:
+                    data = b"".join(encode_line(line) for line in lines)
+                    write_locked(fd, self.inbox, data, INBOX)
+            finally:
+                unlock(fd)
+                os.close(fd)
             for ident in done_commits:  # settled `sent` in the journal: the marker is spent
                 self.uncommit_fifo(ident)
         if claimed:
@@ -232,14 +266,52 @@ class Mailbox:
         self.refresh()
         return [self._entries[e["id"]] for e in claimed]
 
-    def wait_claim(self, *, timeout: float | None, **claim_args: Any) -> list[MailboxEntry]:
-        """Block (on a doorbell FIFO, with a reconcile timer) until something is claimed.
+    def _pick(
+        self,
+        claimed: list[MailboxEntry],
+        types: tuple[str, ...] | None,
+        exclude_types: tuple[str, ...],
+        limit: int,
+        consumer: str,
+        lease_s: float,
+    ) -> tuple[list[dict[str, Any]], list[str]]:
+        """Under the claim lock: the lines that settle stuck entries and claim up to
+        `limit` open ones (appended to `claimed`), and the commit markers they spend."""
+        now = time.time()
+        lines: list[dict[str, Any]] = []
+        done_commits: list[str] = []
+        entries = self.refresh()
+        for ident in self._open:
+            if len(claimed) >= limit:
+                break  # later entries are newer; a stale claim among them waits its turn
+            entry = entries[ident]
+            state, settled = settle(entry, now, self._committed)
+            if settled is not None:
+                lines.append(dict(settled))
+                if state == "sent":
+                    done_commits.append(ident)
+            if state not in CLAIMABLE or not _wanted(entry, types, exclude_types):
+                continue
+            lines.append(dict(claim_line(entry, consumer, lease_s)))
+            claimed.append(entry)
+        return lines, done_commits
 
-        The doorbell is created on first use and kept for the life of this object, so a
-        consumer looping on `wait_claim` pays for the FIFO once, not per message.
+    def wait_claim(self, *, timeout: float | None, **claim_args: Any) -> list[MailboxEntry]:
+        """Block until something is claimed (or `timeout` passes): asleep on this
+        consumer's doorbell FIFO and on the pidfd of every other process holding an
+        entry it wants, with no timer but the caller's timeout and a held claim's lease.
+
+        The doorbell is armed before the first claim (so a sender that rings after it
+        wakes it, and one that rang before it finished its append before this claim
+        read) and kept for the life of this object, so a consumer looping on
+        `wait_claim` pays for the FIFO once, not per message. A holder that dies (a
+        consumer killed mid-claim, a fast-path sender killed mid-write) wakes the wait
+        through its pidfd, and the next claim takes its entry back (`claims.settle`).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         fd = self._doorbell()
+        types = claim_args.get("types")
+        exclude_types = claim_args.get("exclude_types", ())
         while True:
             got = self.claim(**claim_args)
             if got:
@@ -247,13 +319,18 @@ class Mailbox:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return []
-            step = (
-                RECONCILE_INTERVAL_S if remaining is None else min(RECONCILE_INTERVAL_S, remaining)
-            )
-            ready, _, _ = _select([fd], step)
-            if ready:
+            held = [e for e in self._held_entries() if _wanted(e, types, exclude_types)]
+            with watch_holders(held, time.time()) as (pidfds, due):
+                if due is not None:
+                    remaining = due if remaining is None else min(remaining, due)
+                ready = _poll([fd, *pidfds], remaining)
+            if fd in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(fd, 4096)
+
+    def _held_entries(self) -> list[MailboxEntry]:
+        """Open entries someone else holds (`claimed`, or `sending` on the fast path)."""
+        return [e for i in self._open if (e := self._entries[i]).get("state") not in CLAIMABLE]
 
     def _doorbell(self) -> int:
         if self._bell is None:
@@ -282,8 +359,19 @@ def mailbox_for(inbox: Path, doorbells: Path, wake_log: Path | None = None) -> M
     return box
 
 
-def _select(fds: list[int], timeout: float) -> tuple[list[int], list[int], list[int]]:
-    """select() for a waiting consumer; imported here, since senders never wait."""
+def _wanted(entry: MailboxEntry, types: tuple[str, ...] | None, exclude: tuple[str, ...]) -> bool:
+    kind = str(entry["envelope"].get("type", ""))
+    return (types is None or kind in types) and kind not in exclude
+
+
+def _poll(fds: list[int], timeout: float | None) -> set[int]:
+    """The readable ones of `fds`, waiting at most `timeout` seconds (None: no limit).
+    poll(), not select(): a descriptor past 1023 is fine. Imported here, since senders
+    never wait."""
     import select
 
-    return select.select(fds, [], [], timeout)
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    wait_ms = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
+    return {fd for fd, _event in poller.poll(wait_ms)}

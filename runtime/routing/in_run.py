@@ -3,7 +3,9 @@
 (or its branch, `$ACTORS_BRANCH`), identified by its run token.
 
 Separate from `router` because its callers are the other way round: the router
-delivers into a run from outside; these read and write from inside one.
+delivers into a run from outside; these read and write from inside one. A consumer
+script (`import actors; actors.recv()`) imports only what `recv` needs: what only
+`emit` needs is imported inside it (tests/actors/test_import_budget.py holds this).
 """
 
 from __future__ import annotations
@@ -11,18 +13,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, cast
 
-from runtime.compiler.redact import redact_deep, run_secrets
 from runtime.core import config
 from runtime.core.errors import BadInput, Conflict, Refused
 from runtime.core.faults import pause_point
-from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, branch_mailbox, run_mailbox
-from runtime.messaging.envelope import make_envelope
-from runtime.routing.rooms import post_room
 from runtime.runs.ownership import Principal
 from runtime.runs.status import find_run
-from runtime.store.appends import append_jsonl, locked
-from runtime.store.journals import LOG
+from runtime.store.appends import locked
 from runtime.store.layout import StateRoot
 
 if TYPE_CHECKING:
@@ -66,6 +63,15 @@ def emit(
     """
     if delivery not in ("log", "notify", "followup"):
         raise BadInput(f"invalid delivery {delivery!r}", hint="use log, notify or followup")
+    # deferred (start-up cost): a consumer that only calls `recv` never loads the
+    # envelope builder, the secret masker or the room timeline
+    from runtime.compiler.redact import redact_deep, run_secrets
+    from runtime.messaging.addresses import parse_address
+    from runtime.messaging.envelope import make_envelope
+    from runtime.routing.rooms import post_room
+    from runtime.store.appends import append_jsonl
+    from runtime.store.journals import LOG
+
     run_id, sender = _sender_in_run(principal)
     paths, run = find_run(root, run_id)
     if to == "room":

@@ -161,8 +161,7 @@ def _fast_path(box: Mailbox, fifo: Path, entry_id: str, envelope: Envelope) -> b
         pause_point("messaging.fifo.after_failed_write")
     box.uncommit_fifo(entry_id)  # the write did not happen: `queued` is safe again
     pause_point("messaging.fifo.before_requeue")
-    box.mark(entry_id, "queued")  # no reader attached: it waits for `actors recv`
-    box.wake(envelope)
+    box.requeue(entry_id, envelope)  # no reader attached: it waits for `actors recv`
     return False
 
 

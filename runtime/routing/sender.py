@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 BATCH_BYTES = 1 << 20
 """Most bytes `Sender.send_many` writes under one flock (one fsync, one ring)."""
+BELLS_FRESH_NS = 50_000_000
+"""A doorbell listing made less than this long after `doorbells/` last changed is read
+again at the next send (many times the kernel's coarse timestamp tick)."""
 
 
 class Sender:
@@ -41,8 +44,8 @@ class Sender:
     FIFO fast path, no control types): the address, ownership,
     accepted types and the run's liveness are checked when the sender is made and the
     liveness again every `recheck_s`; the inbox descriptor and the consumers' doorbell
-    FIFOs stay open; `send` is one whole-line append under the flock (with an fsync
-    unless `fsync=False`), then one byte per doorbell; `send_many` does the same once for
+    FIFOs stay open; `send` is one byte per doorbell and one whole-line append under
+    the flock (with an fsync unless `fsync=False`); `send_many` does the same once for
     many lines (the way to high throughput: flock, fsync and ring are per write).
     """
 
@@ -66,7 +69,8 @@ class Sender:
         self._fd = -1
         self._bells: dict[str, int] = {}
         self._checked = 0.0
-        self._bells_at = 0.0
+        self._bells_at = 0
+        self._bells_mtime: int | None = -1
         self._accepts = set(accepted_types(self.run)) | set(CONTROL_TYPES)
         self._inbox = self.paths.inbox
         self._instance = json.dumps(self.run["run_instance_id"])
@@ -81,10 +85,21 @@ class Sender:
         self._checked = time.monotonic()
 
     def _doorbells(self) -> list[int]:
-        now = time.monotonic()
-        if now - self._bells_at > 0.1:
-            self._bells_at = now
-            directory = self.paths.doorbells
+        """The data doorbells, open for writing; called under the inbox's flock.
+
+        The list is read again whenever `doorbells/` may have changed since it was last
+        read: its mtime differs, or it was read within `BELLS_FRESH_S` of that mtime (a
+        directory's mtime has the kernel clock's coarse resolution, so a FIFO made in
+        the same tick as the last listing would leave it unchanged). A stale list would
+        miss a consumer that armed its doorbell before this send's lock and then read
+        before it: that consumer would sleep through the message."""
+        directory = self.paths.doorbells
+        try:
+            mtime = os.stat(directory, follow_symlinks=False).st_mtime_ns
+        except FileNotFoundError:
+            mtime = None
+        if mtime != self._bells_mtime or self._bells_at - (mtime or 0) < BELLS_FRESH_NS:
+            self._bells_at, self._bells_mtime = time.time_ns(), mtime
             try:
                 # data only: topic bells (the runner's `control` one) are never rung from here
                 names = {
@@ -156,20 +171,23 @@ class Sender:
         return ids
 
     def _append(self, data: bytes) -> None:
-        # the descriptor stays open between messages; lock_current swaps it for the new
-        # file when a compaction has replaced the inbox meanwhile
+        """Ring, write, fsync, unlock: the one critical section of
+        `Mailbox.append_ringing`, with descriptors kept open between messages (the ring
+        first, so no kill point leaves a written line without its wake)."""
+        # lock_current swaps the kept descriptor for the new file when a compaction has
+        # replaced the inbox meanwhile
         self._fd = lock_current(self._inbox, self._fd if self._fd >= 0 else None)
         try:
+            for fd in self._doorbells():
+                try:
+                    os.write(fd, b"\n")
+                except OSError:
+                    pass  # full (a wake is pending) or the reader left (dropped at the next listing)
             write_locked(self._fd, self._inbox, data, INBOX)
+            if self.fsync:
+                os.fsync(self._fd)
         finally:
             unlock(self._fd)
-        if self.fsync:
-            os.fsync(self._fd)
-        for fd in self._doorbells():
-            try:
-                os.write(fd, b"\n")
-            except OSError:
-                pass  # full (a wake is pending) or the reader left (dropped at the next refresh)
 
     def close(self) -> None:
         if self._fd >= 0:

@@ -11,10 +11,11 @@ environment carries the run's marks; never the session id recorded in run.json.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.errors import Conflict, Refused, StateDamaged
+from runtime.core.errors import ActorsError, Conflict, Refused, StateDamaged
 from runtime.core.ids import now_iso
 from runtime.core.members import kill_orphans, kill_tree, run_marks
 from runtime.core.process import send_verified, verify, wait_gone
@@ -82,6 +83,14 @@ def _publish(paths: RunPaths, run: RunRecord, status: str, code: int, reason: st
         "ended_at": now_iso(),
     }
     publish_json_once(paths.result, short)
+    # The runner died without its end-of-run work (perhaps even before it told its
+    # guardians it was up): wake them, so one folds the run now (its follow-up marker,
+    # the parent's doorbell) instead of at the next `actors reconcile`.
+    from runtime.messaging.doorbells import ring  # deferred: only a stop needs these
+    from runtime.runs.launch import guardian_bells
+
+    with contextlib.suppress(ActorsError, OSError):  # nobody to tell: reconcile folds it
+        ring(guardian_bells(StateRoot(paths.dir.parent.parent), str(run.get("owner_id"))))
 
 
 def _kill_everything(paths: RunPaths, run: RunRecord, identity: dict[str, Any]) -> int:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from runtime.messaging.boxes import CONTROL_TYPES, control_mailbox, run_mailbox
-from runtime.messaging.doorbells import RECONCILE_INTERVAL_S, doorbell
+from runtime.messaging.doorbells import doorbell
 from runtime.messaging.mailbox import Mailbox
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.events import record_event
@@ -34,8 +34,11 @@ if TYPE_CHECKING:
     from runtime.store.records import ListedRun, RunRecord
 
 CONTROL_COALESCE_S = 0.002
-RETIRE_RECHECK_S = 5.0  # a child that ended without a follow-up is noticed this late at worst
 RETIRE_SETTLE_S = 1.0  # children spawned within this long after the others ended still count
+# No periodic re-check here (issue 21): the control consumer sleeps on its doorbell alone
+# (a sender rings inside its append's lock, runtime.messaging.mailbox), and the
+# retirement watcher on its `run` doorbell, which every child's end rings
+# (runtime.delivery.followups: its follow-up, or a bare ring when none is owed).
 
 
 async def run_graph(ctx: RunContext, paths: RunPaths, run: RunRecord) -> Outcome | None:
@@ -78,11 +81,10 @@ async def _consume_controls(
         while True:
             for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
                 _apply_control(ctx, box, entry)
-            with trio.move_on_after(RECONCILE_INTERVAL_S):
-                await trio.lowlevel.wait_readable(fd)
-                # Coalesce a burst: one claim pass for everything rung in the next ms,
-                # instead of one pass (and one flock) per message of a busy inbox.
-                await trio.sleep(CONTROL_COALESCE_S)
+            await trio.lowlevel.wait_readable(fd)
+            # Coalesce a burst: one claim pass for everything rung in the next ms,
+            # instead of one pass (and one flock) per message of a busy inbox.
+            await trio.sleep(CONTROL_COALESCE_S)
             _drain_bell(fd)
 
 
@@ -107,8 +109,10 @@ async def _retire_when_children_end(
 ) -> None:
     """`retire_when: children_terminal`: once this run has spawned child runs and every
     one of them is terminal, stop this run (SIGTERM, grace, SIGKILL), exactly once.
-    Woken by the children's own follow-ups (types `run.*`, routed to this run's inbox);
-    a slow timer covers a child that ended without one (its runner vanished)."""
+    Woken by the children's ends alone: each rings this run's `run` doorbell (its
+    follow-up `run.*` is routed to this run's inbox; a child owed none rings bare; a
+    child whose runner vanished is folded by this runner's guardian, which sends its
+    `run.exited`). The doorbell is armed before the first look at the children."""
     me, root = f"run:{run['run']}", StateRoot.from_env()
     with doorbell(run_mailbox(paths).doorbells, topic="run") as fd:
         task_status.started()
@@ -125,8 +129,7 @@ async def _retire_when_children_end(
                 )
                 ctx.stop("retired")
                 return
-            with trio.move_on_after(RETIRE_RECHECK_S):
-                await trio.lowlevel.wait_readable(fd)
+            await trio.lowlevel.wait_readable(fd)
             _drain_bell(fd)
 
 

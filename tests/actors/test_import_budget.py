@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -105,3 +106,54 @@ def test_piped_output_does_not_load_the_terminal_sanitiser(home: object, argv: l
     loaded, _ = cli_imports(argv)
     assert "runtime.core.config" in loaded  # it ran through the CLI
     assert "runtime.core.terminal" not in loaded
+
+
+_CONSUMER_PROBE = """
+import json, sys
+import actors
+got = actors.recv(timeout=0)
+with open(sys.argv[1], "w") as out:
+    json.dump({"got": got, "modules": sorted(sys.modules)}, out)
+"""
+
+CONSUMER_NEVER = (
+    *HEAVY,
+    "click",
+    "runtime.compiler",  # placeholders, redaction, recipes: emit and spawn only
+    "runtime.delivery",
+    "runtime.routing.router",
+    "runtime.routing.rooms",
+    "runtime.messaging.envelope",
+    "runtime.runs.spawn",
+    "runtime.runs.executor",
+)
+
+
+def test_a_consumer_that_only_receives_imports_only_the_receive_path(
+    home: object, tmp_path: Path
+) -> None:
+    """`import actors; actors.recv()` in a run's own script: one of these per waiting
+    run, so what it imports is memory (PSS) times the number of runs (issue 21)."""
+    import actors
+    from tests.conftest import finished, write_recipe
+
+    probe, out = tmp_path / "probe.py", tmp_path / "modules.json"
+    probe.write_text(_CONSUMER_PROBE)
+    recipe = write_recipe(
+        tmp_path,
+        "consumer",
+        {"mailbox": {"accepts": ["job.item"]}, "template": f"{sys.executable} {probe} {{out}}"},
+    )
+    run = actors.spawn(str(recipe), values={"out": str(out)})
+    assert finished(run)["status"] == "done"
+    report = json.loads(out.read_text())
+    assert report["got"] is None  # it really went through recv (empty inbox, no wait)
+    loaded = set(report["modules"])
+    assert "runtime.messaging.mailbox" in loaded
+    heavy = sorted(
+        m
+        for m in loaded
+        if m.split(".")[0] in CONSUMER_NEVER
+        or any(m == n or m.startswith(n + ".") for n in CONSUMER_NEVER)
+    )
+    assert heavy == []

@@ -59,3 +59,29 @@ def test_supervisor_retires_once_when_its_last_child_ends(home: StateRoot, tmp_p
     assert cli("status", "--line").stdout == ""  # nothing active: an empty prompt segment
     children = {r["run"]: r["parent"] for r in list_runs(home) if r.get("parent")}
     assert children == {"child-first": "run:sup", "child-last": "run:sup"}
+
+
+def test_a_child_stopped_on_purpose_still_retires_its_supervisor(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """A child stopped with `actors kill` is owed no follow-up, so nothing lands in the
+    supervisor's inbox; its end must still ring the supervisor's `run` doorbell (there is
+    no periodic re-check any more), and the supervisor retires."""
+    ready = make_fifo(tmp_path / "ready")
+    spawn = f"{sys.executable} -m actors spawn --json"
+    script = (
+        f"{spawn} -t 'sleep 300' --as run:child-only >/dev/null && "
+        f"echo spawned > {ready}; exec sleep 300"
+    )
+    path = write_recipe(
+        tmp_path, "supervisor", {"retire_when": "children_terminal", "template": "sh -c {script}"}
+    )
+    record = actors.spawn(str(path), values={"script": script}, as_="run:sup")
+    assert read_fifo_line(ready) == "spawned"
+    actors.kill("child-only", force=True)
+    assert actors.wait("child-only", timeout=60)["status"] in ("cancelled", "killed")
+    assert not home.run("sup").inbox.exists() or not [
+        r for r in read_jsonl(home.run("sup").inbox).records if r.get("envelope")
+    ]  # no follow-up reached the supervisor: only the doorbell did
+    assert finished(record, timeout=30)["status"] == "done"
+    assert actors.result("sup")["retired"] is True

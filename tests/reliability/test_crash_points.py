@@ -204,10 +204,11 @@ def _stray_tmp(root: Path) -> list[Path]:
 # -- senders -------------------------------------------------------------------------
 
 SENDER_POINTS = {
-    "files.append.before_write": 0,  # flock held, nothing written: the envelope is absent
+    # the sender rings, writes and fsyncs under one flock (Mailbox.append_ringing)
+    "mailbox.append.after_ring": 0,  # flock held, doorbells rung, nothing written
+    "files.append.before_write": 0,  # the same, inside the write: the envelope is absent
     "files.append.after_write": 1,  # whole line written, flock still held
-    "files.append.after_unlock": 1,  # written and unlocked, before the fsync
-    "mailbox.deliver.before_ring": 1,  # durable, but no doorbell rung and no wake line
+    "mailbox.append.after_write": 1,  # written, before the fsync, flock still held
 }
 
 

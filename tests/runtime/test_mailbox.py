@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -15,9 +14,7 @@ import pytest
 
 import actors
 from runtime.core.ids import new_id, now_iso
-from runtime.messaging.doorbells import RECONCILE_INTERVAL_S
 from runtime.messaging.mailbox import Mailbox
-from runtime.store.appends import append_jsonl
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
 from tests.conftest import idle_run, make_fifo, read_fifo_line, write_recipe
@@ -192,45 +189,6 @@ def test_expired_lease_is_taken_back(tmp_path: Path) -> None:
     entry_id = _queue(box)
     assert box.claim(consumer="slow", lease_s=-1)  # already expired
     assert [e["id"] for e in box.claim(consumer="next")] == [entry_id]
-
-
-def test_a_message_whose_doorbell_never_rings_is_found_by_the_reconcile_timer(
-    tmp_path: Path,
-) -> None:
-    box = Mailbox(tmp_path / "inbox.jsonl", tmp_path / "doorbells", tmp_path / "wake.jsonl")
-    waiter = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            (
-                "import sys, time, json\nfrom pathlib import Path\nfrom runtime.messaging.mailbox import Mailbox\n"
-                "box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))\n"
-                "box._doorbell()\n"
-                "print('armed', flush=True)\n"
-                "got = box.wait_claim(timeout=30, consumer='w')\n"
-                "print(json.dumps([e['id'] for e in got]), time.time())\n"
-            ),
-            str(box.inbox),
-            str(box.doorbells),
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert waiter.stdout is not None
-    assert waiter.stdout.readline().strip() == "armed"  # its doorbell exists and it is waiting
-    entry = {
-        "id": new_id(),
-        "state": "queued",
-        "queued_at": now_iso(),
-        "envelope": {"id": "x", "type": "job", "to": "run:x", "from": "t", "body": None},
-    }
-    entry["envelope"]["id"] = entry["id"]
-    sent_at = time.time()
-    append_jsonl(box.inbox, entry, fsync=True)  # durable append, but no doorbell and no wake.jsonl
-    out, _ = waiter.communicate(timeout=30)
-    ids, received_at = out.split()
-    assert json.loads(ids) == [entry["id"]]
-    assert float(received_at) - sent_at < RECONCILE_INTERVAL_S + 1.5
 
 
 def test_one_wake_drains_everything_queued(tmp_path: Path) -> None:

@@ -1,0 +1,303 @@
+"""No periodic wake-ups, and still no lost wake (issue 21).
+
+Nothing in an idle run re-checks on a timer any more: its runner and its consumer sleep
+until a doorbell or a pidfd says something happened. These tests prove both halves with
+real processes: an idle run (runner and consumer) does not run at all over a window; a
+consumer already asleep still gets a message whose sender was SIGKILLed between its ring
+and its append (the ring is inside the append's lock, runtime.messaging.mailbox); and a
+consumer asleep behind another consumer's claim is woken by that consumer's death (its
+pidfd), not by a timer, while the lease is still minutes away.
+
+Fault points: runtime/core/faults.py (`ACTORS_PAUSE_AT`), as in test_crash_points.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import actors
+import runtime.core.faults
+from runtime.core.ids import new_id, now_iso
+from runtime.core.process import read_stat, wait_gone
+from runtime.messaging.mailbox import Mailbox
+from runtime.store.layout import StateRoot
+from runtime.store.reads import read_jsonl
+from tests.conftest import finished, make_fifo, read_fifo_line, write_recipe
+from tests.reliability._report import record
+
+assert not runtime.core.faults.ARMED
+
+SUITE = "lost wakes"
+IDLE_WINDOW_S = 2.5
+"""How long an idle process is watched for any wake-up (the old timers fired every 1 s)."""
+
+CONSUMER = """
+import json, os, sys
+import actors
+with open(sys.argv[2], "w") as pid:
+    pid.write(str(os.getpid()))
+with open(sys.argv[1], "a") as out:
+    while True:
+        envelope = actors.recv()
+        if envelope["type"] == "test.end":
+            break
+        out.write(json.dumps(envelope["body"]) + "\\n")
+        out.flush()
+"""
+
+
+def _switches(pid: int) -> int:
+    """Context switches of every thread of `pid` so far: each wake-up adds at least one."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            text = Path(f"/proc/{pid}/task/{task}/status").read_text()
+        except OSError:
+            continue  # a thread that just ended
+        for line in text.splitlines():
+            if line.endswith("ctxt_switches:") or "ctxt_switches:" in line:
+                total += int(line.split()[1])
+    return total
+
+
+def _wake_ups(pids: list[int], window: float) -> dict[int, int]:
+    """How many times each process ran during `window` seconds, once all of them have
+    settled (a 0.3 s stretch without a switch; start-up work is not an idle wake)."""
+    deadline = time.monotonic() + 30
+    while True:
+        before = {p: _switches(p) for p in pids}
+        time.sleep(0.3)  # the settle probe itself: an observation window, not a sync
+        if {p: _switches(p) for p in pids} == before:
+            break
+        assert time.monotonic() < deadline, "the run never went idle"
+    before = {p: _switches(p) for p in pids}
+    time.sleep(window)  # the measurement window
+    return {p: _switches(p) - before[p] for p in pids}
+
+
+def _until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
+        time.sleep(0.01)
+    return value
+
+
+def _consumer_run(tmp_path: Path) -> tuple[dict[str, Any], Path, int]:
+    """A live run whose command is a Python consumer asleep in `actors.recv()`: the
+    record, the file of bodies it handled, and the consumer's pid."""
+    script = tmp_path / "consumer.py"
+    script.write_text(CONSUMER)
+    out, pid_file = tmp_path / "handled.jsonl", tmp_path / "consumer.pid"
+    recipe = write_recipe(
+        tmp_path,
+        "consumer",
+        {
+            "mailbox": {"accepts": ["job.item", "test.end"]},
+            "template": f"{sys.executable} {script} {{out}} {{pid}}",
+        },
+    )
+    run = actors.spawn(str(recipe), values={"out": str(out), "pid": str(pid_file)})
+    bells = Path(run["state_dir"]) / "doorbells"
+    # armed: the runner's control doorbell and the consumer's data doorbell
+    _until(lambda: bells.is_dir() and len(os.listdir(bells)) >= 2, 30, "both doorbells")
+    pid = int(_until(lambda: pid_file.exists() and pid_file.read_text(), 30, "consumer pid"))
+    return run, out, pid
+
+
+def _handled(out: Path) -> list[str]:
+    if not out.exists():
+        return []
+    return [json.loads(line)["token"] for line in out.read_text().splitlines()]
+
+
+def test_an_idle_run_wakes_up_not_once(home: StateRoot, tmp_path: Path) -> None:
+    run, out, consumer = _consumer_run(tmp_path)
+    runner = int(run["pid"])
+    woken = _wake_ups([runner, consumer], IDLE_WINDOW_S)
+    assert woken == {runner: 0, consumer: 0}
+    # and asleep is not deaf: a message still wakes the consumer at once
+    actors.message(f"run:{run['run']}", "job.item", {"token": "hello"})
+    _until(lambda: _handled(out) == ["hello"], 30, "the consumer handled it")
+    actors.message(f"run:{run['run']}", "test.end")
+    assert finished(run)["status"] == "done"
+    record(
+        SUITE,
+        f"an idle run (runner + consumer in actors.recv) watched {IDLE_WINDOW_S}s",
+        1,
+        "0 context switches in either process; a message still woke the consumer",
+    )
+
+
+SENDER_POINTS = {
+    "mailbox.append.after_ring": 0,  # rang, flock held, nothing written
+    "files.append.before_write": 0,  # the same, inside the write itself
+    "mailbox.append.after_write": 1,  # rang and written, flock held, not yet fsync'd
+}
+
+
+@pytest.mark.parametrize("point", list(SENDER_POINTS))
+def test_a_sender_killed_between_ring_and_append_loses_no_wake(
+    home: StateRoot, tmp_path: Path, point: str
+) -> None:
+    """The consumer is asleep (no timer) before the sender starts. Killed after the
+    write, the message must reach it with no other message to wake it; killed before,
+    nothing was appended, the sender failed, and the consumer still waits."""
+    run, out, consumer = _consumer_run(tmp_path)
+    assert _wake_ups([consumer], 0.5)[consumer] == 0  # asleep
+    barrier = make_fifo(tmp_path / "barrier")
+    token = uuid.uuid4().hex
+    body = json.dumps({"token": token})
+    argv = ["message", f"run:{run['run']}", "job.item", body, "--body-json"]
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "actors", *argv],
+        env=dict(os.environ, ACTORS_PAUSE_AT=point, ACTORS_PAUSE_FIFO=str(barrier)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    pid_text, reached = read_fifo_line(barrier).split()
+    assert reached == point
+    os.kill(int(pid_text), signal.SIGKILL)
+    sender.communicate(timeout=10)
+    assert sender.returncode == -signal.SIGKILL  # the sender never reported success
+    if SENDER_POINTS[point]:
+        _until(lambda: _handled(out) == [token], 30, "the consumer woke for the message")
+    else:
+        actors.message(f"run:{run['run']}", "job.item", {"token": "after"})
+        _until(lambda: _handled(out) == ["after"], 30, "the next message arrived")
+    actors.message(f"run:{run['run']}", "test.end")
+    assert finished(run)["status"] == "done"
+    record(
+        SUITE,
+        f"sender SIGKILLed at {point} while the consumer slept",
+        1,
+        "the message woke the consumer without a timer"
+        if SENDER_POINTS[point]
+        else "nothing appended, sender failed, the consumer kept waiting for the next one",
+    )
+
+
+WAITER = """
+import json, sys
+from pathlib import Path
+from runtime.messaging.mailbox import Mailbox
+box = Mailbox(Path(sys.argv[1]), Path(sys.argv[2]))
+print("ready", flush=True)
+got = box.wait_claim(timeout=float(sys.argv[3]), consumer=sys.argv[4])
+print(json.dumps([e["id"] for e in got]), flush=True)
+"""
+
+
+def _waiter(box: Mailbox, name: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WAITER, str(box.inbox), str(box.doorbells), "120", name],
+        env=dict(os.environ, **(env or {})),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_a_consumer_killed_mid_claim_wakes_the_one_waiting_behind_it(tmp_path: Path) -> None:
+    """Consumer A claims the only message and is stopped there; consumer B waits behind
+    that claim, whose lease has 300 s to run. B must not poll meanwhile, and A's death
+    must hand B the message at once (A's pidfd), not when the lease runs out."""
+    box = Mailbox(tmp_path / "inbox.jsonl", tmp_path / "doorbells")
+    entry_id = new_id()
+    envelope = {"id": entry_id, "type": "job.item", "to": "run:x", "from": "t", "body": None}
+    box.deliver(envelope | {"ts": now_iso()})  # type: ignore[arg-type]
+    barrier = make_fifo(tmp_path / "barrier")
+    point = "mailbox.claim.after_lease"
+    holder = _waiter(box, "a", {"ACTORS_PAUSE_AT": point, "ACTORS_PAUSE_FIFO": str(barrier)})
+    assert read_fifo_line(barrier) == f"{holder.pid} {point}"
+    _until(lambda: (s := read_stat(holder.pid)) is not None and s.state == "T", 10, "A stopped")
+    waiter = _waiter(box, "b")
+    try:
+        assert _wake_ups([waiter.pid], IDLE_WINDOW_S)[waiter.pid] == 0  # asleep, no timer
+        killed_at = time.monotonic()
+        holder.kill()
+        holder.communicate(timeout=10)
+        out, _ = waiter.communicate(timeout=30)
+        took = time.monotonic() - killed_at
+    finally:
+        for proc in (holder, waiter):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=10)
+    assert json.loads(out.strip()) == [entry_id]
+    lines = [r for r in read_jsonl(box.inbox).records if r.get("id") == entry_id]
+    assert [r["state"] for r in lines[1:]] == ["claimed", "queued", "claimed"]
+    assert lines[2]["requeued"] == "claim holder gone or lease expired"
+    assert lines[3]["claimed_by"]["consumer"] == "b"
+    assert wait_gone([holder.pid], timeout=10)
+    record(
+        SUITE,
+        "consumer SIGKILLed mid-claim (mailbox.claim.after_lease), another asleep behind it",
+        1,
+        f"0 wake-ups while the claim stood; handed over {took * 1000:.0f} ms after the kill "
+        "(lease 300 s)",
+    )
+
+
+APPENDER = """
+import sys
+from runtime.delivery.engine import DeliveryRunner
+from runtime.store.layout import StateRoot
+envelope = {"type": "run.done", "from": "run:x", "summary": "Run x done " + sys.argv[1]}
+DeliveryRunner(StateRoot.from_env()).submit("coord", envelope, delivery_id=sys.argv[1])
+"""
+
+
+def test_a_follow_up_whose_appender_was_killed_after_the_write_still_wakes_inbox_wait(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """The session side has the same order: `actors inbox wait`, asleep with no timer,
+    must wake for a follow-up whose appender died right after writing it."""
+    from runtime.delivery.sessions import session_paths
+    from runtime.store.writes import ensure_dir
+
+    bells = ensure_dir(session_paths(home, "coord").doorbells)
+    waiter = subprocess.Popen(
+        [sys.executable, "-m", "actors", "inbox", "wait", "--session", "coord"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _until(lambda: list(bells.glob("*.fifo")), 30, "inbox wait armed")
+        assert _wake_ups([waiter.pid], 1.0)[waiter.pid] == 0  # asleep, no timer
+        barrier = make_fifo(tmp_path / "barrier")
+        point = "files.append.after_write"
+        appender = subprocess.Popen(
+            [sys.executable, "-c", APPENDER, "d-1"],
+            env=dict(os.environ, ACTORS_PAUSE_AT=point, ACTORS_PAUSE_FIFO=str(barrier)),
+        )
+        pid_text, reached = read_fifo_line(barrier).split()
+        assert reached == point
+        os.kill(int(pid_text), signal.SIGKILL)
+        appender.wait(timeout=10)
+        out, err = waiter.communicate(timeout=30)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.communicate(timeout=10)
+    assert waiter.returncode == 0, err
+    assert "1 unread follow-up(s)" in out and "Run x done d-1" in out
+    record(
+        SUITE,
+        "follow-up appender SIGKILLed after its session-inbox write, `inbox wait` asleep",
+        1,
+        "the waiter woke and reported it without a timer",
+    )
