@@ -203,6 +203,22 @@ BRANCH = Setting(
     "Set by a run's script to `recv` and `emit` as the branch worker `branch:<run>/<b>`.",
     RUN,
 )
+RUNNER_STATE = Setting(
+    "ACTORS_RUNNER_STATE",
+    "text",
+    "unset",
+    "Set by a lean runner for itself when it parks (exec) and wakes: where its state "
+    "is (runtime/runs/entry.py); never set by hand.",
+    RUN,
+)
+TRIO_RUNNER = Setting(
+    "ACTORS_TRIO_RUNNER",
+    "flag",
+    "unset",
+    "Run every graph on the trio runner, also a single command that the lean runner "
+    "would supervise (for comparison, or if the lean runner misbehaves).",
+    USER,
+)
 PAUSE_AT = Setting(
     "ACTORS_PAUSE_AT",
     "names",
@@ -246,6 +262,8 @@ SETTINGS = (
     ADDRESS,
     RUN_INSTANCE,
     BRANCH,
+    RUNNER_STATE,
+    TRIO_RUNNER,
     PAUSE_AT,
     PAUSE_FIFO,
     FAIL_AT,

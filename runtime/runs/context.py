@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import trio
-
 from runtime.compiler.redact import redact_text
 from runtime.runs.events import preview_text, write_progress
 from runtime.runs.output import LogFile
@@ -53,7 +51,9 @@ class RunContext:
     grace: float = 5.0
     stop_reason: str | None = None
     abort: dict[str, Any] | None = None
-    root_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    root_scope: Any = None
+    """The trio runner's cancel scope around the graph (set by runtime.runs.watchers);
+    None in the lean runner (runtime.runs.lean), which imports no trio."""
     active: int = 0
     completed: int = 0
     failed: int = 0
@@ -70,7 +70,41 @@ class RunContext:
     def stop(self, reason: str) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
-        self.root_scope.cancel()
+        if self.root_scope is not None:
+            self.root_scope.cancel()
+
+    def record_node(self, node: dict[str, Any], outcome: Outcome, attempts: int) -> None:
+        """How a node ended, in `nodes`; a failure in `failures`, where its policy
+        decides how far it reaches (`root` aborts the whole run)."""
+        self.nodes.append(
+            {
+                "id": node["id"],
+                "label": node.get("label"),
+                "kind": node["kind"],
+                "status": outcome.status,
+                "code": outcome.code,
+                "attempts": attempts,
+                "degraded": outcome.degraded,
+                "reason": outcome.reason,
+            }
+        )
+        if outcome.ok or outcome.status == "cancelled":
+            return
+        if outcome.escalation != "branch":
+            outcome.escalation = node.get("failure") or "continue"
+        self.failures.append(
+            {
+                "node": node["id"],
+                "label": node.get("label"),
+                "code": outcome.code,
+                "status": outcome.status,
+                "policy": outcome.escalation,
+                "reason": outcome.reason,
+            }
+        )
+        if outcome.escalation == "root" and self.abort is None:
+            self.abort = {"node": node["id"], "label": node.get("label"), "code": outcome.code}
+            self.stop("aborted")
 
     def next_command_id(self) -> str:
         self._commands += 1
@@ -94,6 +128,10 @@ class RunContext:
             path = self.paths.stdout if stream == "stdout" else self.paths.stderr
             log = self._logs[stream] = LogFile(path)
         return log
+
+    def adopt_log(self, stream: str, log: LogFile) -> None:
+        """A log an earlier image of the lean runner left open (runtime.runs.lean)."""
+        self._logs[stream] = log
 
     def close(self) -> None:
         for log in self._logs.values():
