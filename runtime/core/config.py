@@ -204,20 +204,10 @@ BRANCH = Setting(
     RUN,
 )
 RUNNER_STATE = Setting(
-    "ACTORS_RUNNER_STATE",
-    "text",
-    "unset",
-    "Set by a lean runner for itself when it parks (exec) and wakes: where its state "
-    "is (runtime/runs/entry.py); never set by hand.",
-    RUN,
+    "ACTORS_RUNNER_STATE", "text", "unset", "A parked lean runner's own (never set it).", RUN
 )
 TRIO_RUNNER = Setting(
-    "ACTORS_TRIO_RUNNER",
-    "flag",
-    "unset",
-    "Run every graph on the trio runner, also a single command that the lean runner "
-    "would supervise (for comparison, or if the lean runner misbehaves).",
-    USER,
+    "ACTORS_TRIO_RUNNER", "flag", "unset", "Run even a single command on the trio runner.", USER
 )
 PAUSE_AT = Setting(
     "ACTORS_PAUSE_AT",

@@ -17,6 +17,7 @@ back here on any event. Any other graph runs on the trio runner.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -28,15 +29,12 @@ from runtime.core import config
 from runtime.core.ids import now_iso
 from runtime.runs.context import Outcome
 from runtime.runs.events import record_event
-from runtime.runs.leaf import Leaf, begin_leaf, end_leaf, exited, kill_group, not_started
-from runtime.runs.output import CHUNK, LineSplitter, StreamMasker
-from runtime.runs.runner import crash_result, earned, end, finish, new_context
+from runtime.runs.leaf import Leaf, end_leaf, exited, kill_group, not_started
+from runtime.runs.lean_parts import Stream, apply_control, control_box, drain, executable
+from runtime.runs.output import StreamMasker
 
 if TYPE_CHECKING:
-    from runtime.messaging.entries import MailboxEntry
-    from runtime.messaging.mailbox import Mailbox
     from runtime.runs.context import RunContext
-    from runtime.runs.output import Capture, LogFile
     from runtime.runs.step_followups import ThreadDeliveries
     from runtime.store.layout import RunPaths
     from runtime.store.records import RunRecord
@@ -70,39 +68,6 @@ def handles(run: RunRecord) -> bool:
         return False
     unset = {**_UNSET, **_UNSET_TOO}
     return all(k in _PLAIN or node.get(k) in unset.get(k, (None,)) for k in node)
-
-
-class Stream:
-    """One of the command's two pipes, on its way to its capture and the run's log."""
-
-    def __init__(self, fd: int, capture: Capture, log: LogFile, masker: StreamMasker) -> None:
-        self.fd, self.capture, self.masker = fd, capture, masker
-        self.lines = LineSplitter(log)
-
-    def take(self, data: bytes) -> None:
-        self.capture.write(data)
-        self.lines.feed(data)
-
-    def read(self) -> bool:
-        """Copy what is there; False at the end of the stream (then closed)."""
-        try:
-            chunk = os.read(self.fd, CHUNK)
-        except BlockingIOError:
-            return True
-        if chunk:
-            self.take(self.masker.feed(chunk))
-            return True
-        self.close()
-        return False
-
-    def close(self) -> None:
-        """As runtime.runs.output.pump ends: what the masker held, the partial line."""
-        if self.fd < 0:
-            return
-        self.take(self.masker.flush())
-        self.lines.flush()
-        os.close(self.fd)
-        self.fd = -1
 
 
 class Lean:
@@ -147,7 +112,7 @@ class Lean:
         try:
             # as subprocess does for trio: a child starts with SIGPIPE and SIGXFSZ default
             self.pid = os.posix_spawn(
-                _executable(leaf.argv[0], self.ctx.env),
+                executable(leaf.argv[0], self.ctx.env),
                 leaf.argv,
                 self.ctx.env,
                 file_actions=actions,
@@ -253,10 +218,10 @@ class Lean:
         if fd == self.wakeup:
             self.signalled(os.read(fd, 64))
         elif fd == self.bells["control"][0]:
-            _drain(fd)
+            drain(fd)
             self.claim_controls()
         elif fd == self.bells["guardian"][0]:
-            _drain(fd)
+            drain(fd)
             self.guard_children()
         elif fd in self.children.values():
             self.child_gone(fd)
@@ -277,7 +242,7 @@ class Lean:
 
     def claim_controls(self) -> None:
         """control.* messages from the inbox, applied as the trio runner applies them."""
-        box = _control_box(self.paths)
+        box = control_box(self.paths)
         if box is None:
             return
         from runtime.messaging.boxes import CONTROL_TYPES
@@ -374,7 +339,7 @@ class Lean:
             os.close(write)
             if not self.owns_bells:
                 os.close(read)
-                with _suppressed():
+                with contextlib.suppress(OSError):
                     os.unlink(path)
         if self.owns_bells:
             _EXITS.close()
@@ -391,138 +356,10 @@ prints every few seconds keeps it up and one that prints rarely costs one exec e
 LINGER_MAX_S = 30.0
 
 
-def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
-    """`control.stop` (graceful) and `control.kill` (no grace) stop the run; any other
-    control type applies to finished runs only."""
-    kind = entry["envelope"]["type"]
-    if kind == "control.stop":
-        box.mark(entry["id"], "handled")
-        ctx.stop("stopped")
-    elif kind == "control.kill":
-        box.mark(entry["id"], "handled")
-        ctx.grace = 0.0
-        ctx.stop("killed")
-    else:
-        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
-
-
-def _control_box(paths: RunPaths) -> Mailbox | None:
-    """The run's control mailbox, or None while its inbox holds nothing (the common
-    case: reading it would cost the mailbox's imports at every start)."""
-    try:
-        if os.stat(paths.inbox).st_size == 0:
-            return None
-    except FileNotFoundError:
-        return None
-    from runtime.messaging.boxes import control_mailbox
-
-    return control_mailbox(paths)
-
-
-def _executable(name: str, env: dict[str, str]) -> str:
-    """`name` found on the command's own PATH, as subprocess finds it (posix_spawnp
-    would search the runner's)."""
-    if "/" in name:
-        return name
-    for directory in os.get_exec_path(env):
-        candidate = os.path.join(directory, name)
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    raise FileNotFoundError(2, "No such file or directory", name)
-
-
 def _noted(signum: int, frame: Any) -> None:
     """A stop signal: noted through the wakeup pipe, handled in the loop."""
 
 
-def _drain(fd: int) -> None:
-    try:
-        os.read(fd, 65536)
-    except BlockingIOError:
-        pass
-
-
-def _suppressed() -> Any:
-    import contextlib
-
-    return contextlib.suppress(OSError)
-
-
-class _Exits:
-    """The `with` blocks this image entered (doorbells): closed at the end, or left to
-    exec when the runner parks."""
-
-    def __init__(self) -> None:
-        import contextlib
-
-        self.stack = contextlib.ExitStack()
-
-    def enter_context(self, cm: Any) -> int:
-        fd: int = self.stack.enter_context(cm)
-        return fd
-
-    def close(self) -> None:
-        self.stack.close()
-
-
-_EXITS = _Exits()
-
-
-def conclude(lean: Lean, outcome: Outcome | None) -> int:
-    """The run's end, exactly as the trio runner's: result, follow-ups, the sweep."""
-    paths, run, ctx = lean.paths, lean.run, lean.ctx
-    if outcome is not None:
-        ctx.record_node(run["template"], outcome, 1)
-    ctx.close()
-    lean.close()
-    result = earned(run, ctx, outcome, lean.started, lean.started_at)
-    finish(paths, run, result)
-    if lean.deliveries is not None:
-        lean.deliveries.drain(config.seconds(config.DELIVERY_BUDGET))
-    end(paths, run, result)
-    return 0 if result["status"] == "done" else 1
-
-
-def supervise(lean: Lean) -> int:
-    """Wait for the command and end the run; a crash still ends it with a result."""
-    try:
-        outcome = lean.supervise()
-    except BaseException as exc:  # the run must still end with a result
-        result = crash_result(lean.run, exc)
-        lean.close()
-        finish(lean.paths, lean.run, result)
-        end(lean.paths, lean.run, result)
-        return 1
-    return conclude(lean, outcome)
-
-
-def on_done(lean: Lean) -> None:
-    """Step follow-ups (runtime.runs.step_followups), delivered on plain threads; their
-    modules are imported when the command ends, not while the run starts or idles."""
-
-    def done(record: dict[str, Any]) -> None:
-        from runtime.runs.step_followups import ThreadDeliveries, command_done
-
-        deliveries = lean.deliveries = ThreadDeliveries()
-        command_done(lean.paths, lean.run, lean.ctx, record, deliveries)
-
-    lean.ctx.on_command_done = done
-
-
-def start(paths: RunPaths, run: RunRecord, park: Callable[[Lean], None] | None = None) -> int:
-    """A lean run from its first instant (the runner has recorded its identity)."""
-    ctx = new_context(paths, run)
-    lean = Lean(paths, run, ctx)
-    lean.park = park
-    on_done(lean)
-    lean.listen()
-    ctx.progress()
-    node = run["template"]
-    values = {**(node.get("scope_defaults") or {}), **ctx.values, **(node.get("scope") or {})}
-    leaf = begin_leaf(ctx, node, node["words"], 1, values)
-    if isinstance(leaf, Outcome):
-        return conclude(lean, leaf)
-    lean.launch(leaf)
-    if lean.pidfd < 0:  # it could not be started
-        return conclude(lean, end_leaf(ctx, leaf))
-    return supervise(lean)
+_EXITS = contextlib.ExitStack()
+"""The `with` blocks this image entered (its doorbells): closed at the end, or left to
+exec() when the runner parks."""

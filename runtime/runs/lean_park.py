@@ -24,20 +24,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config
 from runtime.runs.context import Outcome
-from runtime.runs.leaf import Exit, Leaf
-from runtime.runs.lean import (
-    LINGER_MAX_S,
-    LINGER_MIN_S,
-    STOP_SIGNALS,
-    Lean,
-    Stream,
-    handles,
-    on_done,
-    start,
-    supervise,
-)
+from runtime.runs.leaf import Exit, Leaf, begin_leaf, end_leaf
+from runtime.runs.lean import LINGER_MAX_S, LINGER_MIN_S, STOP_SIGNALS, Lean, handles
+from runtime.runs.lean_parts import Stream
 from runtime.runs.output import Capture, LogFile, StreamMasker
-from runtime.runs.runner import begin, new_context, run_full
+from runtime.runs.runner import begin, crash_result, earned, end, finish, new_context, run_full
 from runtime.store.layout import RunPaths
 from runtime.store.reads import read_json
 
@@ -54,7 +45,7 @@ def first(args: list[str]) -> int:
     if isinstance(begun, int):
         return begun
     paths, run = begun
-    return start(paths, run, park) if handles(run) else run_full(paths, run)
+    return start(paths, run) if handles(run) else run_full(paths, run)
 
 
 def _b64(data: bytes) -> str:
@@ -195,4 +186,61 @@ def resume(args: list[str], memfd: int, signums: list[int]) -> int:
     return supervise(lean)
 
 
-__all__ = ["Outcome", "first", "park", "resume"]
+def conclude(lean: Lean, outcome: Outcome | None) -> int:
+    """The run's end, exactly as the trio runner's: result, follow-ups, the sweep."""
+    paths, run, ctx = lean.paths, lean.run, lean.ctx
+    if outcome is not None:
+        ctx.record_node(run["template"], outcome, 1)
+    ctx.close()
+    lean.close()
+    result = earned(run, ctx, outcome, lean.started, lean.started_at)
+    finish(paths, run, result)
+    if lean.deliveries is not None:
+        lean.deliveries.drain(config.seconds(config.DELIVERY_BUDGET))
+    end(paths, run, result)
+    return 0 if result["status"] == "done" else 1
+
+
+def supervise(lean: Lean) -> int:
+    """Wait for the command and end the run; a crash still ends it with a result."""
+    try:
+        outcome = lean.supervise()
+    except BaseException as exc:  # the run must still end with a result
+        result = crash_result(lean.run, exc)
+        lean.close()
+        finish(lean.paths, lean.run, result)
+        end(lean.paths, lean.run, result)
+        return 1
+    return conclude(lean, outcome)
+
+
+def on_done(lean: Lean) -> None:
+    """Step follow-ups (runtime.runs.step_followups), delivered on plain threads; their
+    modules are imported when the command ends, not while the run starts or idles."""
+
+    def done(record: dict[str, Any]) -> None:
+        from runtime.runs.step_followups import ThreadDeliveries, command_done
+
+        deliveries = lean.deliveries = ThreadDeliveries()
+        command_done(lean.paths, lean.run, lean.ctx, record, deliveries)
+
+    lean.ctx.on_command_done = done
+
+
+def start(paths: RunPaths, run: RunRecord) -> int:
+    """A lean run from its first instant (the runner has recorded its identity)."""
+    ctx = new_context(paths, run)
+    lean = Lean(paths, run, ctx)
+    lean.park = park
+    on_done(lean)
+    lean.listen()
+    ctx.progress()
+    node = run["template"]
+    values = {**(node.get("scope_defaults") or {}), **ctx.values, **(node.get("scope") or {})}
+    leaf = begin_leaf(ctx, node, node["words"], 1, values)
+    if isinstance(leaf, Outcome):
+        return conclude(lean, leaf)
+    lean.launch(leaf)
+    if lean.pidfd < 0:  # it could not be started
+        return conclude(lean, end_leaf(ctx, leaf))
+    return supervise(lean)
