@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,31 +32,53 @@ if TYPE_CHECKING:
 _PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
 
 
-@dataclass
 class Exit:
     """How the command ended, as far as known: still `failed` with no code if it never
-    started, `cancelled` with no code while it is being waited for."""
+    started, `cancelled` with no code while it is being waited for. (Plain classes, not
+    dataclasses: see runtime.runs.context.)"""
 
-    code: int | None = None
-    status: Status = "failed"
-    reason: str | None = None
+    __slots__ = ("code", "reason", "status")
+
+    def __init__(
+        self, code: int | None = None, status: Status = "failed", reason: str | None = None
+    ) -> None:
+        self.code, self.status, self.reason = code, status, reason
 
 
-@dataclass
 class Leaf:
     """A leaf whose command is about to run (or runs): what its end is recorded from."""
 
-    node: dict[str, Any]
-    argv: list[str]
-    kind: str
-    capture: CapturePaths
-    out: Capture
-    err: Capture
-    common: dict[str, Any]
-    attempt: int
-    started: float
-    feeds: bool
-    ended: Exit
+    __slots__ = (
+        "argv",
+        "attempt",
+        "capture",
+        "common",
+        "ended",
+        "err",
+        "feeds",
+        "kind",
+        "node",
+        "out",
+        "started",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        node: dict[str, Any],
+        argv: list[str],
+        kind: str,
+        capture: CapturePaths,
+        out: Capture,
+        err: Capture,
+        common: dict[str, Any],
+        attempt: int,
+        started: float,
+        feeds: bool,
+        ended: Exit,
+    ) -> None:
+        self.node, self.argv, self.kind, self.capture = node, argv, kind, capture
+        self.out, self.err, self.common, self.attempt = out, err, common, attempt
+        self.started, self.feeds, self.ended = started, feeds, ended
 
 
 def begin_leaf(

@@ -13,7 +13,6 @@ command's timeout.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -48,8 +47,8 @@ def first(args: list[str]) -> int:
     return start(paths, run) if handles(run) else run_full(paths, run)
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+def _hex(data: bytes) -> str:
+    return data.hex()  # (no base64: its import costs more than the hex of a few bytes)
 
 
 def snapshot(lean: Lean) -> dict[str, Any]:
@@ -74,7 +73,7 @@ def snapshot(lean: Lean) -> dict[str, Any]:
             "captures": [[c.fd, c.total, c.cap] for c in (leaf.out, leaf.err)],
         },
         "logs": {name: [ctx.log(name).fd, ctx.log(name).size] for name in ("stdout", "stderr")},
-        "streams": [[s.fd, _b64(s.masker.held), _b64(s.lines.pending)] for s in lean.streams],
+        "streams": [[s.fd, _hex(s.masker.held), _hex(s.lines.pending)] for s in lean.streams],
         "bells": {name: list(bell) for name, bell in lean.bells.items()},
         "children": lean.children,
     }
@@ -158,9 +157,9 @@ def _restore(lean: Lean, state: dict[str, Any]) -> None:
     for (fd, held, pending), cap, name in zip(
         state["streams"], (out, err), ("stdout", "stderr"), strict=True
     ):
-        masker = StreamMasker(ctx.secrets, base64.b64decode(held))
+        masker = StreamMasker(ctx.secrets, bytes.fromhex(held))
         stream = Stream(fd, cap, ctx.log(name), masker)
-        stream.lines = type(stream.lines)(ctx.log(name), base64.b64decode(pending))
+        stream.lines = type(stream.lines)(ctx.log(name), bytes.fromhex(pending))
         lean.streams.append(stream)
     lean.pid, lean.pidfd, lean.deadline = state["pid"], state["pidfd"], state["deadline"]
     lean.started, lean.started_at = state["started"], state["started_at"]

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -224,6 +223,8 @@ def _explain_failures(ctx: RunContext, result: dict[str, Any]) -> None:
 
 
 def crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
+    import traceback  # deferred: ~4 ms of every runner's start (linecache, tokenize)
+
     traceback.print_exc()
     return {
         "run": run["run"],
@@ -292,6 +293,8 @@ def end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
             else:
                 follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
     except Exception:
+        import traceback
+
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
     kill_session(os.getpid())  # proven: we are alive and lead this session
 
