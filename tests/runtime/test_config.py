@@ -56,7 +56,7 @@ def test_only_the_config_module_spells_a_setting_name_in_code() -> None:
 def test_the_runner_entry_spells_its_setting_as_the_table_does() -> None:
     from runtime.runs import entry
 
-    assert entry.STATE == config.RUNNER_STATE.name
+    assert config.RUNNER_STATE.name == entry.STATE
 
 
 def test_the_documented_table_is_the_table_in_code() -> None:
