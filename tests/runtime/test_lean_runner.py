@@ -123,12 +123,14 @@ def test_output_and_a_secret_split_across_a_park_are_kept_and_masked(
     assert secret not in log
 
 
-@pytest.mark.parametrize("how", ["cancel", "control.stop", "control.kill", "SIGTERM"])
+@pytest.mark.parametrize("how", ["cancel", "kill", "control.stop", "control.kill", "SIGTERM"])
 def test_a_parked_run_is_stopped_with_its_whole_group(home: StateRoot, how: str) -> None:
     record = _spawn_parked(home, "sh -c 'sleep 300 & sleep 300'")
     run, pid = record["run"], record["pid"]
     if how == "cancel":
         actors.cancel(run)
+    elif how == "kill":
+        actors.kill(run)
     elif how == "SIGTERM":
         os.kill(pid, signal.SIGTERM)
     else:
