@@ -48,6 +48,8 @@ class Deliveries:
 
     def submit(self, work: Callable[[], object], name: str) -> None:
         """Start `work` now; it must handle its own errors (nothing awaits its result)."""
+        import trio
+
         if self._pending == 0:
             self._idle = trio.Event()
         self._pending += 1
