@@ -17,6 +17,7 @@ from bench import (
     bench_harness,
     bench_inbox_wait,
     bench_message,
+    bench_runner,
     bench_scale,
     bench_spawn,
     bench_startup,
@@ -27,6 +28,7 @@ from bench._stats import emit, machine
 BENCHMARKS: dict[str, Callable[[bool], None]] = {
     "startup": bench_startup.main,
     "spawn": bench_spawn.main,
+    "runner": bench_runner.main,
     "message": bench_message.main,
     "followup": bench_followup.main,
     "inbox_wait": bench_inbox_wait.main,

@@ -84,6 +84,20 @@ class Runs:
         self.pids.clear()
 
 
+def _bare_cpu(count: int) -> list[float]:
+    """CPU of `python -P -c pass` (rusage of the reaped child), the floor of any start."""
+    import resource
+
+    samples = []
+    for _ in range(count):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run([PY, "-P", "-c", "pass"], check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        spent = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        samples.append(spent * 1000)
+    return samples
+
+
 def _idle_processes(code: str, count: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([PY, "-P", "-c", code]) for _ in range(count)]
 
@@ -141,6 +155,7 @@ def main(quick: bool) -> None:
                 check=True,
                 stdout=subprocess.DEVNULL,
             )  # warm the recipe compile cache
+            emit(row("python -P -c pass CPU (one start's floor)", _bare_cpu(alone)))
             kept = measure(env, True, alone, burst)
             trio_kept = measure(dict(env, ACTORS_TRIO_RUNNER="1"), False, alone, burst // 5)
             kept += trio_kept
