@@ -1,4 +1,4 @@
-"""What one run's runner costs (issue 21): CPU from spawn to ready, alone and in a burst
+"""What one run's runner costs: CPU from spawn to ready, alone and in a burst
 of back-to-back spawns, and the PSS of an idle run beside a bare interpreter and a
 process that only imports trio, all in the same run.
 

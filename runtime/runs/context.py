@@ -25,7 +25,7 @@ class Outcome:
     """What a node produced: its status, exit code and complete stdout (a file).
 
     Plain classes here, not dataclasses: `dataclasses` (and the `inspect` it imports)
-    were a sixth of the lean runner's start-up CPU (docs/performance.md, issue 21)."""
+    were a sixth of the lean runner's start-up CPU (docs/performance.md, Lean idle runs)."""
 
     __slots__ = ("code", "degraded", "escalation", "output", "reason", "status")
 

@@ -3,7 +3,7 @@ lean runner's idle wait, which imports nothing of the runtime.
 
 spawn starts this file by path, not with `-m`, so that a parked runner does not even
 import the `runtime` package: an idle lean run then costs what a bare interpreter costs
-(docs/performance.md, issue 21). Every image of a runner has this same argv, which its
+(docs/performance.md, Lean idle runs). Every image of a runner has this same argv, which its
 recorded identity holds. ACTORS_RUNNER_STATE says which image this is:
 
 - unset: the first start (runtime.runs.lean_park.first: the lean or the trio runner);

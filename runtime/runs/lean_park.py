@@ -187,6 +187,9 @@ def resume(args: list[str], memfd: int, signums: list[int]) -> int:
 
 def conclude(lean: Lean, outcome: Outcome | None) -> int:
     """The run's end, exactly as the trio runner's: result, follow-ups, the sweep."""
+    from runtime.delivery.followups import preload
+
+    preload()  # the command has ended: load the delivery path before the result is public
     paths, run, ctx = lean.paths, lean.run, lean.ctx
     if outcome is not None:
         ctx.record_node(run["template"], outcome, 1)
