@@ -2,7 +2,7 @@
 
 Most runs are one command (`actors spawn -t CMD`, most tools), and their runner spends
 nearly all its life waiting on it. Under trio that wait costs a whole trio runtime per
-run (~15 MB PSS, ~120 ms of CPU to start; docs/performance.md, issue 21). This runner
+run (~15 MB PSS, ~120 ms of CPU to start; docs/performance.md, Lean idle runs). This runner
 keeps the same duties on one poll() set and reuses the trio runner's own parts: the
 leaf's bookkeeping (runtime.runs.leaf), masking and logs (runtime.runs.output), the
 timeout, SIGTERM / SIGINT / SIGHUP as a graceful stop, `control.stop` / `control.kill`
