@@ -55,6 +55,21 @@ _UNSET = {"retry": (None, 1), "recover": (None,), "when": (None,), "repeat": (No
 _UNSET_TOO = {"delay_ms": (None, 0), "repeat_parallel": (None, False)}
 
 
+def inherited() -> list[int]:
+    """Descriptors past stderr that a child would inherit (ones the caller of spawn
+    passed down to the runner): closed in the command, as subprocess's close_fds does
+    for the trio runner's commands."""
+    fds = [int(name) for name in os.listdir("/proc/self/fd") if int(name) > 2]
+    found = []
+    for fd in fds:
+        try:
+            if os.get_inheritable(fd):
+                found.append(fd)
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+    return found
+
+
 def handles(run: RunRecord) -> bool:
     """Is this a run the lean runner supervises? One plain command (a timeout, an
     output choice and a failure policy allowed), on Linux with pidfds, and no
@@ -108,6 +123,7 @@ class Lean:
             (os.POSIX_SPAWN_DUP2, stdin, 0),
             (os.POSIX_SPAWN_DUP2, pipes[0][1], 1),
             (os.POSIX_SPAWN_DUP2, pipes[1][1], 2),
+            *((os.POSIX_SPAWN_CLOSE, fd) for fd in inherited()),
         ]
         try:
             # as subprocess does for trio: a child starts with SIGPIPE and SIGXFSZ default

@@ -201,3 +201,21 @@ def test_a_graph_of_more_than_one_command_runs_on_trio(home: StateRoot) -> None:
     assert read_fifo_line(fifo) == "ready"
     finished(record)
     assert _mode(home, record["run"]) == "trio"
+
+
+@pytest.mark.parametrize("mode", ["lean", "trio"])
+def test_a_descriptor_the_caller_passed_down_does_not_reach_the_command(
+    home: StateRoot, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    if mode == "trio":
+        monkeypatch.setenv("ACTORS_TRIO_RUNNER", "1")
+    stray = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(stray, True)  # the runner inherits it from spawn
+    try:
+        probe = f"sh -c '[ -e /proc/self/fd/{stray} ] && echo leaked || echo closed'"
+        record = actors.spawn(template=probe)
+        finished(record)
+    finally:
+        os.close(stray)
+    assert _mode(home, record["run"]) == mode
+    assert home.run(record["run"]).stdout.read_text() == "closed\n"
