@@ -158,9 +158,7 @@ def _restore(lean: Lean, state: dict[str, Any]) -> None:
         state["streams"], (out, err), ("stdout", "stderr"), strict=True
     ):
         masker = StreamMasker(ctx.secrets, bytes.fromhex(held))
-        stream = Stream(fd, cap, ctx.log(name), masker)
-        stream.lines = type(stream.lines)(ctx.log(name), bytes.fromhex(pending))
-        lean.streams.append(stream)
+        lean.streams.append(Stream(fd, cap, ctx.log(name), masker, bytes.fromhex(pending)))
     lean.pid, lean.pidfd, lean.deadline = state["pid"], state["pidfd"], state["deadline"]
     lean.started, lean.started_at = state["started"], state["started_at"]
     lean.bells = {name: (bell[0], bell[1], bell[2]) for name, bell in state["bells"].items()}

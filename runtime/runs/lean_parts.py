@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 class Stream:
     """One of the command's two pipes, on its way to its capture and the run's log."""
 
-    def __init__(self, fd: int, capture: Capture, log: LogFile, masker: StreamMasker) -> None:
+    def __init__(
+        self, fd: int, capture: Capture, log: LogFile, masker: StreamMasker, pending: bytes = b""
+    ) -> None:
         self.fd, self.capture, self.masker = fd, capture, masker
-        self.lines = LineSplitter(log)
+        self.lines = LineSplitter(log, pending)
 
     def take(self, data: bytes) -> None:
         self.capture.write(data)
