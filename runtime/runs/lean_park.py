@@ -185,6 +185,7 @@ def resume(args: list[str], memfd: int, signums: list[int]) -> int:
 
 def conclude(lean: Lean, outcome: Outcome | None) -> int:
     """The run's end, exactly as the trio runner's: result, follow-ups, the sweep."""
+    import runtime.runs.artifacts  # noqa: F401  (hashlib: before `ended_at`, as trio had it)
     from runtime.delivery.followups import preload
 
     preload()  # the command has ended: load the delivery path before the result is public
