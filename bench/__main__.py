@@ -19,6 +19,7 @@ from bench import (
     bench_inbox_wait,
     bench_message,
     bench_metrics,
+    bench_runner,
     bench_scale,
     bench_spawn,
     bench_startup,
@@ -29,6 +30,7 @@ from bench._stats import emit, machine
 BENCHMARKS: dict[str, Callable[[bool], None]] = {
     "startup": bench_startup.main,
     "spawn": bench_spawn.main,
+    "runner": bench_runner.main,
     "message": bench_message.main,
     "followup": bench_followup.main,
     "inbox_wait": bench_inbox_wait.main,

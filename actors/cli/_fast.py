@@ -29,6 +29,12 @@ def run(args: list[str]) -> bool:
         sys.stdout.write(f"actors, version {__version__}\n")  # click's version_option text
         sys.stdout.flush()
         return True
+    if args in (["--help"], ["-h"]) and _columns() >= HELP_COLUMNS:
+        from actors.cli._help import TOP_HELP
+
+        sys.stdout.write(TOP_HELP)
+        sys.stdout.flush()
+        return True
     spec = FAST.get(args[0]) if args else None
     if spec is None:
         return False
@@ -49,6 +55,28 @@ def _body(target: str) -> Any:
 
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+HELP_COLUMNS = 80
+"""From this terminal width up click renders the help 78 columns wide (its max_width),
+the width actors.cli._help holds; a narrower terminal gets click's own rendering."""
+
+
+def _columns() -> int:
+    """The terminal's width as click finds it (shutil.get_terminal_size: $COLUMNS, else
+    stdout's terminal, else 80), without importing shutil."""
+    import os
+
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def _parse(spec: FastSpec, args: list[str]) -> dict[str, Any] | None:

@@ -203,6 +203,12 @@ BRANCH = Setting(
     "Set by a run's script to `recv` and `emit` as the branch worker `branch:<run>/<b>`.",
     RUN,
 )
+RUNNER_STATE = Setting(
+    "ACTORS_RUNNER_STATE", "text", "unset", "A parked lean runner's own (never set it).", RUN
+)
+TRIO_RUNNER = Setting(
+    "ACTORS_TRIO_RUNNER", "flag", "unset", "Run even a single command on the trio runner.", USER
+)
 PAUSE_AT = Setting(
     "ACTORS_PAUSE_AT",
     "names",
@@ -246,6 +252,8 @@ SETTINGS = (
     ADDRESS,
     RUN_INSTANCE,
     BRANCH,
+    RUNNER_STATE,
+    TRIO_RUNNER,
     PAUSE_AT,
     PAUSE_FIFO,
     FAIL_AT,

@@ -44,9 +44,6 @@ MAX_ARTIFACTS = 4
 _INTERNAL_TYPES = ("command.done", "run.done", "run.failed")
 
 
-
-
-
 def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
     """The run's own last word: its last declared emitted message, else its stdout head."""
     emits = {
@@ -116,7 +113,9 @@ def _headline(run_id: str, result: ResultRecord) -> str:
         headline += f", degraded ({', '.join(map(str, failed[:3]))} failed)"
     elif status == "failed":
         why = failure_line(cast("dict[str, Any] | None", result.get("failure")))
-        headline += f" (code {result.get('code')}): {why or result.get('reason') or 'see actors result'}"
+        headline += (
+            f" (code {result.get('code')}): {why or result.get('reason') or 'see actors result'}"
+        )
     elif status == "exited":
         headline += ": the runner vanished without a result"
     return headline

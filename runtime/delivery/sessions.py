@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from runtime.messaging.envelope import Envelope
 
 
-
-
 def session_key(owner: str) -> str:
     """Directory name for an owner id (`user:alice` -> `user-alice`)."""
     key = owner.replace(":", "-", 1) if owner.startswith(("user:", "run:")) else owner

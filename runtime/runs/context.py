@@ -9,11 +9,8 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-
-import trio
 
 from runtime.compiler.redact import redact_text
 from runtime.runs.events import preview_text, write_progress
@@ -24,53 +21,112 @@ Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]
 
 
-@dataclass
 class Outcome:
-    """What a node produced: its status, exit code and complete stdout (a file)."""
+    """What a node produced: its status, exit code and complete stdout (a file).
 
-    status: Status
-    code: int
-    output: Path | None
-    escalation: Escalation | None = None
-    degraded: bool = False
-    reason: str | None = None
+    Plain classes here, not dataclasses: `dataclasses` (and the `inspect` it imports)
+    were a sixth of the lean runner's start-up CPU (docs/performance.md, Lean idle runs)."""
+
+    __slots__ = ("code", "degraded", "escalation", "output", "reason", "status")
+
+    def __init__(
+        self,
+        status: Status,
+        code: int,
+        output: Path | None,
+        escalation: Escalation | None = None,
+        degraded: bool = False,
+        reason: str | None = None,
+    ) -> None:
+        self.status, self.code, self.output = status, code, output
+        self.escalation, self.degraded, self.reason = escalation, degraded, reason
 
     @property
     def ok(self) -> bool:
         return self.status == "done"
 
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
 
-@dataclass
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Outcome) and self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"Outcome({shown})"
+
+
 class RunContext:
     """Shared state of one execution (the runner owns exactly one)."""
 
-    paths: RunPaths
-    instance: str
-    values: dict[str, Any]
-    env: dict[str, str]
-    cwd: str
-    secrets: list[str]
-    grace: float = 5.0
-    stop_reason: str | None = None
-    abort: dict[str, Any] | None = None
-    root_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    active: int = 0
-    completed: int = 0
-    failed: int = 0
-    branches: dict[str, str] = field(default_factory=dict)
-    nodes: list[dict[str, Any]] = field(default_factory=list)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    failed_commands: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """node id -> the `command.done` record of its last failed command (the failure's
-    command line, code and stderr file, for result.json's `failure`)."""
-    _commands: int = 0
-    _logs: dict[str, LogFile] = field(default_factory=dict)
-    on_command_done: Callable[[dict[str, Any]], None] | None = None
+    def __init__(
+        self,
+        paths: RunPaths,
+        instance: str,
+        values: dict[str, Any],
+        env: dict[str, str],
+        cwd: str,
+        secrets: list[str],
+        grace: float = 5.0,
+    ) -> None:
+        self.paths, self.instance, self.values = paths, instance, values
+        self.env, self.cwd, self.secrets, self.grace = env, cwd, secrets, grace
+        self.stop_reason: str | None = None
+        self.abort: dict[str, Any] | None = None
+        self.root_scope: Any = None
+        """The trio runner's cancel scope around the graph (runtime.runs.runner sets
+        it); None in the lean runner (runtime.runs.lean), which imports no trio."""
+        self.active = self.completed = self.failed = 0
+        self.branches: dict[str, str] = {}
+        self.nodes: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
+        self.failed_commands: dict[str, dict[str, Any]] = {}
+        """node id -> the `command.done` record of its last failed command (the
+        failure's command line, code and stderr file, for result.json's `failure`)."""
+        self._commands = 0
+        self._logs: dict[str, LogFile] = {}
+        self.on_command_done: Callable[[dict[str, Any]], None] | None = None
 
     def stop(self, reason: str) -> None:
         if self.stop_reason is None:
             self.stop_reason = reason
-        self.root_scope.cancel()
+        if self.root_scope is not None:
+            self.root_scope.cancel()
+
+    def record_node(self, node: dict[str, Any], outcome: Outcome, attempts: int) -> None:
+        """How a node ended, in `nodes`; a failure in `failures`, where its policy
+        decides how far it reaches (`root` aborts the whole run)."""
+        self.nodes.append(
+            {
+                "id": node["id"],
+                "label": node.get("label"),
+                "kind": node["kind"],
+                "status": outcome.status,
+                "code": outcome.code,
+                "attempts": attempts,
+                "degraded": outcome.degraded,
+                "reason": outcome.reason,
+            }
+        )
+        if outcome.ok or outcome.status == "cancelled":
+            return
+        if outcome.escalation != "branch":
+            outcome.escalation = node.get("failure") or "continue"
+        self.failures.append(
+            {
+                "node": node["id"],
+                "label": node.get("label"),
+                "code": outcome.code,
+                "status": outcome.status,
+                "policy": outcome.escalation,
+                "reason": outcome.reason,
+            }
+        )
+        if outcome.escalation == "root" and self.abort is None:
+            self.abort = {"node": node["id"], "label": node.get("label"), "code": outcome.code}
+            self.stop("aborted")
 
     def next_command_id(self) -> str:
         self._commands += 1
@@ -94,6 +150,10 @@ class RunContext:
             path = self.paths.stdout if stream == "stdout" else self.paths.stderr
             log = self._logs[stream] = LogFile(path)
         return log
+
+    def adopt_log(self, stream: str, log: LogFile) -> None:
+        """A log an earlier image of the lean runner left open (runtime.runs.lean)."""
+        self._logs[stream] = log
 
     def close(self) -> None:
         for log in self._logs.values():

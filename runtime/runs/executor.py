@@ -83,34 +83,7 @@ async def run_node(
             if not recovered.ok:
                 outcome.reason = f"{outcome.reason}; recover failed ({recovered.reason})"
                 break
-    ctx.nodes.append(
-        {
-            "id": node["id"],
-            "label": node.get("label"),
-            "kind": node["kind"],
-            "status": outcome.status,
-            "code": outcome.code,
-            "attempts": attempt,
-            "degraded": outcome.degraded,
-            "reason": outcome.reason,
-        }
-    )
-    if not outcome.ok and outcome.status != "cancelled":
-        if outcome.escalation != "branch":
-            outcome.escalation = node.get("failure") or "continue"
-        ctx.failures.append(
-            {
-                "node": node["id"],
-                "label": node.get("label"),
-                "code": outcome.code,
-                "status": outcome.status,
-                "policy": outcome.escalation,
-                "reason": outcome.reason,
-            }
-        )
-        if outcome.escalation == "root" and ctx.abort is None:
-            ctx.abort = {"node": node["id"], "label": node.get("label"), "code": outcome.code}
-            ctx.stop("aborted")
+    ctx.record_node(node, outcome, attempt)
     return outcome
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from collections.abc import Iterator
 from functools import partial
@@ -37,10 +36,8 @@ import trio
 from runtime.core.errors import ActorsError
 from runtime.core.process import pidfd_open, verify
 from runtime.messaging.doorbells import doorbell
-from runtime.runs.index import list_runs
-from runtime.runs.launch import guardian_bells, reap_spawned
-from runtime.runs.reconcile import fold_run
-from runtime.runs.status import TERMINAL, load_run, runner_identity
+from runtime.runs.guard_plan import WATCH as _WATCH, fold as _fold, log as _log, plan as _plan
+from runtime.runs.launch import guardian_bells
 from runtime.store.layout import StateRoot
 
 NO_PIDFD_RECHECK_S = 2.0
@@ -58,60 +55,6 @@ def _pidfd_budget() -> int:
 
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 1 << 16 if soft == resource.RLIM_INFINITY else max(16, soft // PIDFD_SHARE)
-
-
-_WATCH, _FOLD, _WAIT = "watch", "fold", "wait"
-
-
-def _log(owner: str, what: str) -> None:
-    """One line on stderr (the harness's log of the process): a guardian never raises
-    into the command or server it runs in."""
-    print(f"actors: guardian of {owner}: {what}", file=sys.stderr, flush=True)
-
-
-def _classify(root: StateRoot, run_id: str) -> tuple[str, dict[str, Any] | None]:
-    """What a run of the owner needs now: `watch` (its runner is verified alive; with its
-    identity), `fold` (the runner is proven gone or its pid is another process's now),
-    or `wait` (no identity yet: its runner's ring will bring it back; or unverifiable)."""
-    paths = root.run(run_id)
-    if paths.followup.exists():
-        return _WAIT, None  # settled (list_runs saw it a moment before the marker)
-    identity = runner_identity(paths, load_run(paths))
-    if identity is None:
-        return _WAIT, None
-    verdict, _reason = verify(identity)
-    if verdict == "valid":
-        return _WATCH, identity
-    return (_FOLD, None) if verdict in ("dead", "mismatch") else (_WAIT, None)
-
-
-def _plan(root: StateRoot, owner: str, busy: frozenset[str]) -> list[tuple[str, str, Any]]:
-    """(run, action, identity) for every run of `owner` that is not settled nor already
-    being watched. A run is settled once its follow-up marker exists."""
-    plans = []
-    for summary in list_runs(root):
-        run_id = summary["run"]
-        if summary.get("owner_id") != owner or run_id in busy:
-            continue
-        if summary.get("status") in TERMINAL and root.run(run_id).followup.exists():
-            continue
-        try:
-            action, identity = _classify(root, run_id)
-        except (ActorsError, OSError) as exc:
-            _log(owner, f"run {run_id}: {exc}")
-            continue
-        if action != _WAIT:
-            plans.append((run_id, action, identity))
-    return plans
-
-
-def _fold(root: StateRoot, owner: str, run_id: str) -> None:
-    with contextlib.suppress(ValueError):  # a spawn reaping the same pid at this instant
-        reap_spawned()  # a runner this process started (the MCP server's): no zombie
-    try:
-        fold_run(root, root.run(run_id))
-    except Exception as exc:  # one bad run must not stop the guardian
-        _log(owner, f"run {run_id}: {type(exc).__name__}: {exc}")
 
 
 async def until_gone(identity: dict[str, Any]) -> None:

@@ -87,8 +87,13 @@ def communication(run_id: str, owner: str) -> dict[str, Any]:
     }
 
 
+ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
+"""The runner's entry point, started by path so that a parked lean runner imports no
+module of the runtime (runtime/runs/entry.py)."""
+
+
 def runner_argv(paths: RunPaths) -> list[str]:
-    return [sys.executable, "-P", "-m", "runtime.runs.runner", str(paths.dir)]
+    return [sys.executable, "-P", ENTRY, str(paths.dir)]
 
 
 def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:

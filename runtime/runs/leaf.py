@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass
+import time
 from pathlib import Path
-from typing import Any
-
-import trio
+from typing import TYPE_CHECKING, Any
 
 from runtime.compiler.placeholders import render_argv
 from runtime.core.errors import BadInput
@@ -28,31 +26,73 @@ from runtime.store import safe
 from runtime.store.layout import CapturePaths
 from runtime.store.writes import ensure_dir
 
+if TYPE_CHECKING:
+    import trio
+
 _PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
 
 
-@dataclass
-class _Exit:
+class Exit:
     """How the command ended, as far as known: still `failed` with no code if it never
-    started, `cancelled` with no code while it is being waited for."""
+    started, `cancelled` with no code while it is being waited for. (Plain classes, not
+    dataclasses: see runtime.runs.context.)"""
 
-    code: int | None = None
-    status: Status = "failed"
-    reason: str | None = None
+    __slots__ = ("code", "reason", "status")
+
+    def __init__(
+        self, code: int | None = None, status: Status = "failed", reason: str | None = None
+    ) -> None:
+        self.code, self.status, self.reason = code, status, reason
 
 
-async def run_leaf(
+class Leaf:
+    """A leaf whose command is about to run (or runs): what its end is recorded from."""
+
+    __slots__ = (
+        "argv",
+        "attempt",
+        "capture",
+        "common",
+        "ended",
+        "err",
+        "feeds",
+        "kind",
+        "node",
+        "out",
+        "started",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        node: dict[str, Any],
+        argv: list[str],
+        kind: str,
+        capture: CapturePaths,
+        out: Capture,
+        err: Capture,
+        common: dict[str, Any],
+        attempt: int,
+        started: float,
+        feeds: bool,
+        ended: Exit,
+    ) -> None:
+        self.node, self.argv, self.kind, self.capture = node, argv, kind, capture
+        self.out, self.err, self.common, self.attempt = out, err, common, attempt
+        self.started, self.feeds, self.ended = started, feeds, ended
+
+
+def begin_leaf(
     ctx: RunContext,
     node: dict[str, Any],
     words: list[str],
-    stdin: Path | None,
     attempt: int,
     values: dict[str, Any] | None = None,
     *,
     feeds: bool = False,
-) -> Outcome:
-    """Run one command to completion; the caller's cancel scope stops its whole group.
-    `feeds`: a later step reads this node's output, so that capture is kept whole."""
+) -> Leaf | Outcome:
+    """Render the command, open its captures and journal `command.start`; an Outcome
+    when the command cannot even be rendered. Shared by the trio runner (run_leaf) and
+    the lean runner (runtime.runs.lean), which only differ in how they wait."""
     try:
         argv = _resolve_command(render_argv(words, values if values is not None else ctx.values))
     except BadInput as exc:  # e.g. an index past an array's end: this node fails, clearly
@@ -77,24 +117,56 @@ async def run_leaf(
     )
     ctx.active += 1
     ctx.progress()
-    started = trio.current_time()
-    ended = _Exit()
-    stdin_fd = safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
+    return Leaf(
+        node, argv, kind, capture, out, err, common, attempt, time.monotonic(), feeds, Exit()
+    )
+
+
+def end_leaf(ctx: RunContext, leaf: Leaf) -> Outcome:
+    """Close the captures, journal `command.done` and return the node's outcome."""
+    leaf.out.close()
+    leaf.err.close()
+    done = _command_done(
+        ctx, leaf.argv, leaf.ended, leaf.common, leaf.attempt, leaf.started, (leaf.out, leaf.err)
+    )
+    output = _node_output(leaf.kind, leaf.capture, leaf.feeds)
+    return Outcome(leaf.ended.status, done["code"], output, reason=leaf.ended.reason)
+
+
+def open_stdin(stdin: Path | None) -> int:
+    return safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
+
+
+async def run_leaf(
+    ctx: RunContext,
+    node: dict[str, Any],
+    words: list[str],
+    stdin: Path | None,
+    attempt: int,
+    values: dict[str, Any] | None = None,
+    *,
+    feeds: bool = False,
+) -> Outcome:
+    """Run one command to completion; the caller's cancel scope stops its whole group.
+    `feeds`: a later step reads this node's output, so that capture is kept whole."""
+    leaf = begin_leaf(ctx, node, words, attempt, values, feeds=feeds)
+    if isinstance(leaf, Outcome):
+        return leaf
+    stdin_fd = open_stdin(stdin)
     try:
-        await _launch(ctx, argv, stdin_fd, out, err, ended)
+        await _launch(ctx, leaf.argv, stdin_fd, leaf.out, leaf.err, leaf.ended)
     finally:
         os.close(stdin_fd)
-        out.close()
-        err.close()
-        done = _command_done(ctx, argv, ended, common, attempt, started, (out, err))
-    output = _node_output(kind, capture, feeds)
-    return Outcome(ended.status, done["code"], output, reason=ended.reason)
+        outcome = end_leaf(ctx, leaf)
+    return outcome
 
 
 async def _launch(
-    ctx: RunContext, argv: list[str], stdin_fd: int, out: Capture, err: Capture, ended: _Exit
+    ctx: RunContext, argv: list[str], stdin_fd: int, out: Capture, err: Capture, ended: Exit
 ) -> None:
     """Start the command and wait for it, keeping `ended` current (a cancel may cut in)."""
+    import trio  # deferred: the lean runner imports this module without trio
+
     try:
         proc = await trio.lowlevel.open_process(
             argv,
@@ -106,21 +178,32 @@ async def _launch(
             process_group=0,
         )
     except OSError as exc:
-        message = f"actors: cannot start {argv[0]!r}: {exc.strerror}\n".encode()
-        err.write(message)
-        ctx.log("stderr").write(message)
-        ended.code = 127 if isinstance(exc, FileNotFoundError) else 126
-        ended.reason = exc.strerror
+        not_started(ctx, err, ended, argv, exc)
         return
     ended.status = "cancelled"  # stays so unless _supervise returns normally
-    ended.code, ended.status = await _supervise(ctx, proc, out, err)
+    code, ended.status = await _supervise(ctx, proc, out, err)
+    exited(ended, code)
+
+
+def exited(ended: Exit, code: int) -> None:
+    """The command ended on its own with `code` (a signal's is negative)."""
+    ended.code, ended.status = code, "done" if code == 0 else "failed"
     ended.reason = None if ended.status == "done" else f"exit code {ended.code}"
+
+
+def not_started(ctx: RunContext, err: Capture, ended: Exit, argv: list[str], exc: OSError) -> None:
+    """The command could not be started (127: not found, 126: not executable)."""
+    message = f"actors: cannot start {argv[0]!r}: {exc.strerror}\n".encode()
+    err.write(message)
+    ctx.log("stderr").write(message)
+    ended.code = 127 if isinstance(exc, FileNotFoundError) else 126
+    ended.reason = exc.strerror
 
 
 def _command_done(
     ctx: RunContext,
     argv: list[str],
-    ended: _Exit,
+    ended: Exit,
     common: dict[str, Any],
     attempt: int,
     started: float,
@@ -128,7 +211,7 @@ def _command_done(
 ) -> dict[str, Any]:
     """Count the command's end, journal `command.done` and hand it to the runner."""
     ctx.active -= 1
-    duration_ms = round((trio.current_time() - started) * 1000)
+    duration_ms = round((time.monotonic() - started) * 1000)
     if ended.status == "done":
         ctx.completed += 1
     elif ended.status == "failed":
@@ -155,7 +238,7 @@ def _command_done(
     return done
 
 
-def _kill_group(pgid: int, sig: int) -> None:
+def kill_group(pgid: int, sig: int) -> None:
     """Signal a leaf's group; called only while the leaf (its leader, our child) is not
     reaped, so the group id cannot have been recycled for a stranger."""
     try:
@@ -189,6 +272,8 @@ async def _supervise(
     ctx: RunContext, proc: trio.Process, out: Capture, err: Capture
 ) -> tuple[int, Status]:
     """Wait for the leaf, then stop whatever it left in its group; on cancel, stop it all."""
+    import trio  # deferred: the lean runner imports this module without trio
+
     pgid = proc.pid
     pidfd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
     try:
@@ -200,7 +285,7 @@ async def _supervise(
                 # Exited but not yet reaped: its pid (= the group id) cannot be reused yet,
                 # so stopping the leftovers of the group here can hit no stranger.
                 await trio.lowlevel.wait_readable(pidfd)
-            _kill_group(pgid, signal.SIGKILL)
+            kill_group(pgid, signal.SIGKILL)
             code = await proc.wait()
             # A process that left the group but kept our pipes open must not hang the step.
             nursery.cancel_scope.deadline = trio.current_time() + ctx.grace
@@ -208,14 +293,14 @@ async def _supervise(
     finally:
         if proc.returncode is None:
             with trio.CancelScope(shield=True):
-                _kill_group(pgid, signal.SIGTERM)
+                kill_group(pgid, signal.SIGTERM)
                 with trio.move_on_after(ctx.grace):
                     if pidfd is not None:  # exited, still unreaped: the group id stays ours
                         await trio.lowlevel.wait_readable(pidfd)
                     else:
                         await proc.wait()
                 if proc.returncode is None:  # never signal a group whose leader we reaped
-                    _kill_group(pgid, signal.SIGKILL)
+                    kill_group(pgid, signal.SIGKILL)
                 await proc.wait()
         if pidfd is not None:
             os.close(pidfd)

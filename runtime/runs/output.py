@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-import trio
+from typing import TYPE_CHECKING
 
 from runtime.compiler.redact import MASK
 from runtime.core import config
 from runtime.store import safe
 from runtime.store.layout import rotated
+
+if TYPE_CHECKING:  # the lean runner (runtime.runs.lean) uses this module without trio
+    import trio
 
 CHUNK = 65536
 PARTIAL_LINE_CAP = 65536
@@ -41,10 +43,15 @@ issue 17 #3 owns these flags)."""
 class StreamMasker:
     """Masks secrets in a byte stream cut into arbitrary chunks."""
 
-    def __init__(self, secrets: list[str]) -> None:
+    def __init__(self, secrets: list[str], held: bytes = b"") -> None:
         self._secrets = [s.encode() for s in secrets if s]  # longest first (secret_texts)
         self._keep = max((len(s) for s in self._secrets), default=1) - 1
-        self._held = b""
+        self._held = held
+        """Bytes not yet passed on (a secret may start in them); kept across a park."""
+
+    @property
+    def held(self) -> bytes:
+        return self._held
 
     def feed(self, chunk: bytes | bytearray) -> bytes:
         if not self._secrets:
@@ -82,6 +89,22 @@ class LogFile:
         _write_all(self._fd, data)
         self._size += len(data)
 
+    @classmethod
+    def adopt(cls, path: Path, cap: int, fd: int, size: int) -> LogFile:
+        """The log as an earlier image of this process left it open (runtime.runs.lean
+        parks the runner with exec, which keeps its descriptors)."""
+        log = cls.__new__(cls)
+        log.path, log.cap, log._fd, log._size = path, cap, fd, size
+        return log
+
+    @property
+    def fd(self) -> int:
+        return self._fd
+
+    @property
+    def size(self) -> int:
+        return self._size
+
     def _rotate(self) -> None:
         os.replace(self.path, rotated(self.path))  # readers: runtime.store.reads
         os.close(self._fd)
@@ -100,6 +123,13 @@ class Capture:
         self.fd = safe.open_file(path, _FLAGS | os.O_TRUNC)
         self.total = 0
         """Bytes the command produced (after masking), kept or not."""
+
+    @classmethod
+    def adopt(cls, path: Path, cap: int | None, fd: int, total: int) -> Capture:
+        """The capture as an earlier image of this process left it open (see LogFile)."""
+        capture = cls.__new__(cls)
+        capture.path, capture.cap, capture.fd, capture.total = path, cap, fd, total
+        return capture
 
     def write(self, data: bytes) -> None:
         room = len(data) if self.cap is None else max(0, self.cap - self.total)
@@ -123,9 +153,14 @@ def cut_marker(dropped: int) -> bytes:
 class LineSplitter:
     """Hands the log whole lines; holds at most `PARTIAL_LINE_CAP` bytes of a partial one."""
 
-    def __init__(self, log: LogFile) -> None:
+    def __init__(self, log: LogFile, pending: bytes = b"") -> None:
         self._log = log
-        self._pending = b""
+        self._pending = pending
+
+    @property
+    def pending(self) -> bytes:
+        """The partial line held back (kept across a park, see LogFile.adopt)."""
+        return self._pending
 
     def feed(self, data: bytes) -> None:
         cut = data.rfind(b"\n")  # only the new bytes are searched

@@ -21,7 +21,9 @@ def precheck(recipe: str, words: list[str], values: dict[str, Any]) -> None:
     """Run the precheck (stdin /dev/null, the caller's directory and environment minus
     any run identity); BadInput when it fails, cannot start or takes too long."""
     argv = render_argv(words, values)
-    marks = {s.name for s in (config.RUN_ID, config.RUN_TOKEN, config.RUN_INSTANCE, config.STATE_DIR)}
+    marks = {
+        s.name for s in (config.RUN_ID, config.RUN_TOKEN, config.RUN_INSTANCE, config.STATE_DIR)
+    }
     env = {k: v for k, v in os.environ.items() if k not in marks}
     try:
         done = subprocess.run(

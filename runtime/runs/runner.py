@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import time
-import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -84,22 +84,19 @@ async def _lifetime(paths: RunPaths, run: RunRecord) -> ResultRecord:
         try:
             result = await _execute(paths, run, deliveries)
         except BaseException as exc:  # the run must still end with a result
-            result = _crash_result(run, exc)
-        _finish(paths, run, result)
+            result = crash_result(run, exc)
+        finish(paths, run, result)
         await deliveries.drain(DELIVERY_BUDGET_S)  # step follow-ups land before the terminal one
-        _end(paths, run, result)
+        end(paths, run, result)
         # a step delivery still going past the budget: the process exits once it has landed
     return result
 
 
-async def _execute(paths: RunPaths, run: RunRecord, deliveries: Deliveries) -> ResultRecord:
-    """Run the template graph in a fresh context; the result it earned (not yet published)."""
-    # deferred: these import trio, loaded only after the runner has recorded its identity
-    from runtime.runs.context import RunContext
-    from runtime.runs.step_followups import command_done
-    from runtime.runs.watchers import run_graph
+def new_context(paths: RunPaths, run: RunRecord) -> RunContext:
+    """The one execution's shared state, for either runner (trio or lean)."""
+    from runtime.runs.context import RunContext  # deferred: start-up cost
 
-    ctx = RunContext(
+    return RunContext(
         paths=paths,
         instance=run["run_instance_id"],
         values=run["values"],
@@ -108,12 +105,31 @@ async def _execute(paths: RunPaths, run: RunRecord, deliveries: Deliveries) -> R
         secrets=secret_texts(run["values"], run.get("secret_names", [])),
         grace=KILL_GRACE_S,
     )
+
+
+async def _execute(paths: RunPaths, run: RunRecord, deliveries: Deliveries) -> ResultRecord:
+    """Run the template graph in a fresh context; the result it earned (not yet published)."""
+    # deferred: these import trio, loaded only after the runner has recorded its identity
+    import trio
+
+    from runtime.runs.step_followups import command_done
+    from runtime.runs.watchers import run_graph
+
+    ctx = new_context(paths, run)
+    ctx.root_scope = trio.CancelScope()
     ctx.on_command_done = lambda done: command_done(paths, run, ctx, done, deliveries)
     started, started_at = time.monotonic(), now_iso()
     try:
         outcome = await run_graph(ctx, paths, run)
     finally:
         ctx.close()
+    return earned(run, ctx, outcome, started, started_at)
+
+
+def earned(
+    run: RunRecord, ctx: RunContext, outcome: Outcome | None, started: float, started_at: str
+) -> ResultRecord:
+    """The result a finished graph earned (not yet published), secrets masked."""
     result: dict[str, Any] = {
         "run": run["run"],
         "run_instance_id": ctx.instance,
@@ -206,7 +222,9 @@ def _explain_failures(ctx: RunContext, result: dict[str, Any]) -> None:
     result["failure"] = (deciding or explained or ctx.failures)[0]
 
 
-def _crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
+def crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
+    import traceback  # deferred: ~4 ms of every runner's start (linecache, tokenize)
+
     traceback.print_exc()
     return {
         "run": run["run"],
@@ -220,7 +238,7 @@ def _crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
     }
 
 
-def _finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
+def finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     """Terminal progress, then the terminal event, then result.json (published once)."""
     instance = run["run_instance_id"]
     write_progress(
@@ -249,7 +267,7 @@ def _finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     pause_point("runner.after_result")
 
 
-def _end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
+def end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     """Deliver the terminal follow-up (retrying within a budget; the reconciler does the
     rest), unless the caller that spawned the run still waits for its result; then stop
     whatever of the run's session is still alive."""
@@ -275,6 +293,8 @@ def _end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
             else:
                 follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
     except Exception:
+        import traceback
+
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
     kill_session(os.getpid())  # proven: we are alive and lead this session
 
@@ -290,12 +310,15 @@ def _live_waiter(run: RunRecord) -> int | None:
     return int(waiter["pid"])
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m runtime.runs.runner STATE_DIR", file=sys.stderr)
-        return 2
-    paths = RunPaths(Path(args[0]))
+def begin(
+    dir_arg: str, mode: Callable[[RunRecord], str] | None = None
+) -> tuple[RunPaths, RunRecord] | int:
+    """The runner's first steps, before anything slow: take the token out of the
+    environment, lead a session, read run.json and record this process's identity (a
+    slow import after that never makes a fresh run look dead), then ring the owner's
+    guardians. An exit status when there is no usable run.json. `mode` names the runner
+    that will run it (`lean` or `trio`), recorded with the identity."""
+    paths = RunPaths(Path(dir_arg))
     global _token
     _token = os.environ.pop(config.RUN_TOKEN.name, "")
     try:
@@ -309,15 +332,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)
         return 2
     run = cast("RunRecord", found)  # written by spawn just before it started this process
-    instance = run["run_instance_id"]
     record_event(
         paths.events,
-        instance,
+        run["run_instance_id"],
         "run.runner.start",
         pid=os.getpid(),
         process_identity=capture(os.getpid()),
+        mode=mode(run) if mode is not None else "trio",
     )
     ring_guardians(str(run.get("owner_id")))  # the owner's guardians watch us from now
+    return paths, run
+
+
+def run_full(paths: RunPaths, run: RunRecord) -> int:
+    """The whole run under trio (any graph)."""
     # deferred until the identity is recorded: a slow import must not make a fresh run
     # look dead
     import trio
@@ -329,10 +357,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = trio.run(_lifetime, paths, run)
     except BaseException as exc:  # trio itself failed: the run must still end with a result
-        result = _crash_result(run, exc)
-        _finish(paths, run, result)
-        _end(paths, run, result)
+        result = crash_result(run, exc)
+        finish(paths, run, result)
+        end(paths, run, result)
     return 0 if result["status"] == "done" else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m runtime.runs.runner STATE_DIR`: always the trio runner (spawn starts
+    runtime/runs/entry.py, which picks the lean runner when the graph allows it)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m runtime.runs.runner STATE_DIR", file=sys.stderr)
+        return 2
+    begun = begin(args[0])
+    if isinstance(begun, int):
+        return begun
+    return run_full(*begun)
 
 
 if __name__ == "__main__":

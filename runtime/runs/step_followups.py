@@ -13,12 +13,12 @@ load only after recording its identity.
 from __future__ import annotations
 
 import math
+import threading
+import time
 import traceback
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
-
-import trio
 
 from runtime.delivery.followups import deliver
 from runtime.messaging.envelope import build_envelope
@@ -28,6 +28,8 @@ from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths, StateRoot
 
 if TYPE_CHECKING:
+    import trio
+
     from runtime.store.records import RunRecord
 
 
@@ -36,6 +38,8 @@ class Deliveries:
     not hold up the next command's follow-up, nor the runner's other thread work)."""
 
     def __init__(self, nursery: trio.Nursery) -> None:
+        import trio  # deferred: the lean runner's Deliveries are plain threads
+
         self._nursery = nursery
         self._limiter = trio.CapacityLimiter(math.inf)
         self._pending = 0
@@ -44,12 +48,16 @@ class Deliveries:
 
     def submit(self, work: Callable[[], object], name: str) -> None:
         """Start `work` now; it must handle its own errors (nothing awaits its result)."""
+        import trio
+
         if self._pending == 0:
             self._idle = trio.Event()
         self._pending += 1
         self._nursery.start_soon(self._run, work, name, name=name)
 
     async def _run(self, work: Callable[[], object], name: str) -> None:
+        import trio
+
         try:
             await trio.to_thread.run_sync(work, thread_name=name, limiter=self._limiter)
         finally:
@@ -59,13 +67,35 @@ class Deliveries:
 
     async def drain(self, budget_s: float) -> None:
         """Wait until nothing is in flight, or `budget_s` has passed (they go on then)."""
+        import trio
+
         with trio.move_on_after(budget_s):
             await self._idle.wait()
+
+
+class ThreadDeliveries:
+    """The lean runner's (runtime.runs.lean) step deliveries: plain threads, no trio.
+    A single-leaf run has at most one in flight, at its very end."""
+
+    def __init__(self) -> None:
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, work: Callable[[], object], name: str) -> None:
+        thread = threading.Thread(target=work, name=name)  # not daemon: exit waits for it
+        thread.start()
+        self._threads.append(thread)
+
+    def drain(self, budget_s: float) -> None:
+        deadline = time.monotonic() + budget_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
 
 @asynccontextmanager
 async def open_deliveries() -> AsyncIterator[Deliveries]:
     """Deliveries whose block does not end before every one of them has."""
+    import trio
+
     async with trio.open_nursery() as nursery:
         yield Deliveries(nursery)
 
@@ -81,7 +111,7 @@ def command_done(
     run: RunRecord,
     ctx: RunContext,
     done: dict[str, Any],
-    deliveries: Deliveries,
+    deliveries: Deliveries | ThreadDeliveries,
 ) -> None:
     """Journal every leaf in the outbox; for a recipe that opted in, bubble failures and
     parallel branch completions."""

@@ -151,3 +151,38 @@ def test_ls_and_status_print_the_same_on_both_paths(home: StateRoot, argv: list[
         slow.stderr,
     )
     assert fast.stdout or fast.stderr
+
+
+def _help(columns: int, *, click_only: bool = False) -> subprocess.CompletedProcess[str]:
+    code = (
+        "from actors.cli._app import run_click; run_click(['--help'])"
+        if click_only
+        else "import sys; from actors.cli import main; sys.argv = ['actors', '--help']; main()"
+    )
+    import os
+
+    env = dict(os.environ, COLUMNS=str(columns))
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+
+
+def test_the_help_copy_is_what_click_renders() -> None:
+    """actors.cli._help is regenerated whenever a command's line changes
+    (python scripts/cli_help.py), or this fails."""
+    from actors.cli._help import TOP_HELP
+
+    assert _help(80, click_only=True).stdout == TOP_HELP
+
+
+@pytest.mark.parametrize("columns", [40, 60, 79, 80, 81, 200])
+def test_top_level_help_is_clicks_at_every_width(columns: int) -> None:
+    assert _help(columns).stdout == _help(columns, click_only=True).stdout
+
+
+def test_top_level_help_at_the_usual_width_imports_no_click() -> None:
+    from tests.conftest import cli_imports
+
+    loaded, out = cli_imports(["--help"], top_level=True)
+    assert out.stdout.startswith("Usage: actors [OPTIONS] COMMAND [ARGS]...")
+    assert "click" not in loaded

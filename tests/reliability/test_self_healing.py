@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -278,13 +279,28 @@ def _parent_messages(home: StateRoot, kind: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_parent_runner_folds_its_crashed_child(home: StateRoot, tmp_path: Path) -> None:
-    """The runs a run spawns follow up to its inbox: its runner guards them."""
+@pytest.mark.parametrize("runner", ["lean", "trio"])
+def test_a_parent_runner_folds_its_crashed_child(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: str
+) -> None:
+    """The runs a run spawns follow up to its inbox: its runner guards them, the lean
+    runner (runtime.runs.lean, parked or not) as the trio runner does."""
+    if runner == "trio":
+        monkeypatch.setenv("ACTORS_TRIO_RUNNER", "1")
     record, orphan = _parent_with_child(
         tmp_path, f"sh -c '{SPAWN_KID}; exec sleep 300' x {{k}} {{f}} {{p}}"
     )
     parent_runner = _runner(json.loads(home.run("parent").run_json.read_text()))
+    assert f'"mode":"{runner}"' in home.run("parent").events.read_text()
     _watching(home, [parent_runner], _runner(record))
+    if runner == "lean":  # the child dies while its parent is parked (runtime/runs/entry.py)
+        environ = Path(f"/proc/{parent_runner}/environ")
+        wait_for_change(
+            home.run("parent").dir,
+            lambda: b"ACTORS_RUNNER_STATE=wait " in environ.read_bytes(),
+            timeout=30,
+            what="the parent's runner to park",
+        )
     os.kill(_runner(record), signal.SIGKILL)
     killed = time.monotonic()
     wait_for_change(

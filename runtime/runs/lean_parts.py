@@ -1,0 +1,99 @@
+"""The lean runner's parts (runtime.runs.lean): a command's pipe on its way to disk,
+finding the command's executable, and control messages from the run's inbox.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from runtime.runs.output import CHUNK, LineSplitter, StreamMasker
+
+if TYPE_CHECKING:
+    from runtime.messaging.entries import MailboxEntry
+    from runtime.messaging.mailbox import Mailbox
+    from runtime.runs.context import RunContext
+    from runtime.runs.output import Capture, LogFile
+    from runtime.store.layout import RunPaths
+
+
+class Stream:
+    """One of the command's two pipes, on its way to its capture and the run's log."""
+
+    def __init__(
+        self, fd: int, capture: Capture, log: LogFile, masker: StreamMasker, pending: bytes = b""
+    ) -> None:
+        self.fd, self.capture, self.masker = fd, capture, masker
+        self.lines = LineSplitter(log, pending)
+
+    def take(self, data: bytes) -> None:
+        self.capture.write(data)
+        self.lines.feed(data)
+
+    def read(self) -> bool:
+        """Copy what is there; False at the end of the stream (then closed)."""
+        try:
+            chunk = os.read(self.fd, CHUNK)
+        except BlockingIOError:
+            return True
+        if chunk:
+            self.take(self.masker.feed(chunk))
+            return True
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """As runtime.runs.output.pump ends: what the masker held, the partial line."""
+        if self.fd < 0:
+            return
+        self.take(self.masker.flush())
+        self.lines.flush()
+        os.close(self.fd)
+        self.fd = -1
+
+
+def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
+    """`control.stop` (graceful) and `control.kill` (no grace) stop the run; any other
+    control type applies to finished runs only."""
+    kind = entry["envelope"]["type"]
+    if kind == "control.stop":
+        box.mark(entry["id"], "handled")
+        ctx.stop("stopped")
+    elif kind == "control.kill":
+        box.mark(entry["id"], "handled")
+        ctx.grace = 0.0
+        ctx.stop("killed")
+    else:
+        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
+
+
+def control_box(paths: RunPaths) -> Mailbox | None:
+    """The run's control mailbox, or None while its inbox holds nothing (the common
+    case: reading it would cost the mailbox's imports at every start)."""
+    try:
+        if os.stat(paths.inbox).st_size == 0:
+            return None
+    except FileNotFoundError:
+        return None
+    from runtime.messaging.boxes import control_mailbox
+
+    return control_mailbox(paths)
+
+
+def executable(name: str, env: dict[str, str]) -> str:
+    """`name` found on the command's own PATH, as subprocess finds it (posix_spawnp
+    would search the runner's)."""
+    if "/" in name:
+        return name
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(2, "No such file or directory", name)
+
+
+def drain(fd: int) -> None:
+    try:
+        os.read(fd, 65536)
+    except BlockingIOError:
+        pass
