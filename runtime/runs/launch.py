@@ -109,6 +109,7 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
         config.RUN_INSTANCE,
         config.STATE_DIR,
         config.ADDRESS,
+        config.RUNNER_STATE,  # a parked runner's own: from the caller it would misdirect
     ):
         env.pop(setting.name, None)
     # The token reaches the run only through its processes' environment: the state

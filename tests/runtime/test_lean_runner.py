@@ -219,3 +219,16 @@ def test_a_descriptor_the_caller_passed_down_does_not_reach_the_command(
         os.close(stray)
     assert _mode(home, record["run"]) == mode
     assert home.run(record["run"]).stdout.read_text() == "closed\n"
+
+
+@pytest.mark.parametrize("stray", ["wait 3 - 4", "resume 3 15", "garbage"])
+def test_a_runner_state_in_the_callers_environment_is_not_inherited(
+    home: StateRoot, monkeypatch: pytest.MonkeyPatch, stray: str
+) -> None:
+    """ACTORS_RUNNER_STATE is a parked runner's own; a caller whose environment has one
+    (a careless export, a hostile parent) must not send a new runner into a parked or
+    resumed image it never made."""
+    monkeypatch.setenv("ACTORS_RUNNER_STATE", stray)
+    record = actors.spawn(template="echo fine")
+    assert finished(record)["status"] == "done"
+    assert _mode(home, record["run"]) == "lean"
