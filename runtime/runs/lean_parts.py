@@ -68,12 +68,12 @@ def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
 
 
 def control_box(paths: RunPaths) -> Mailbox | None:
-    """The run's control mailbox, or None while its inbox holds nothing (the common
-    case: reading it would cost the mailbox's imports at every start)."""
-    try:
-        if os.stat(paths.inbox).st_size == 0:
-            return None
-    except FileNotFoundError:
+    """The run's control mailbox, or None while no inbox exists (the common case: reading
+    it would cost the mailbox's imports at every start). Only absence says "nothing":
+    a sender creates the journal before it rings and writes after, under the lock the
+    claim waits for, so an empty journal may be a message on its way
+    (runtime.messaging.mailbox, `append_ringing`)."""
+    if not os.path.lexists(paths.inbox):
         return None
     from runtime.messaging.boxes import control_mailbox
 

@@ -301,3 +301,36 @@ def test_a_follow_up_whose_appender_was_killed_after_the_write_still_wakes_inbox
         1,
         "the waiter woke and reported it without a timer",
     )
+
+
+def test_a_control_rung_before_its_write_reaches_a_lean_runner(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """The first message to a run's inbox: the sender has made the (empty) journal and
+    rung, and is stopped before its write. The runner wakes now; it must wait for the
+    sender's lock rather than take the empty journal for an empty inbox, or it goes back
+    to sleep and the stop, written a moment later, never wakes it again."""
+    run = actors.spawn(template="sleep 300")
+    bells = Path(run["state_dir"]) / "doorbells"
+    _until(lambda: bells.is_dir() and os.listdir(bells), 30, "the runner's doorbell")
+    barrier = make_fifo(tmp_path / "barrier")
+    point = "mailbox.append.after_ring"
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "actors", "message", f"run:{run['run']}", "control.stop"],
+        env=dict(os.environ, ACTORS_PAUSE_AT=point, ACTORS_PAUSE_FIFO=str(barrier)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert read_fifo_line(barrier) == f"{sender.pid} {point}"
+    _until(lambda: (s := read_stat(sender.pid)) is not None and s.state == "T", 10, "stopped")
+    _wake_ups([int(run["pid"])], 0)  # the runner has woken for the ring and settled again
+    os.kill(sender.pid, signal.SIGCONT)
+    _, err = sender.communicate(timeout=30)
+    assert sender.returncode == 0, err
+    assert finished(run, timeout=30)["status"] == "cancelled"
+    record(
+        SUITE,
+        "the first control message's sender stopped between its ring and its write",
+        1,
+        "the runner waited for the sender's lock and stopped the run",
+    )
