@@ -33,18 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bench._stats import emit, row
+from tests.dashboard.conftest import CHROMIUM, CHROMIUM_ARGS
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 CLONED = ("run.json", "result.json", "progress.json", "events.jsonl", "stdout.log", "stderr.log")
 
 
@@ -158,7 +148,7 @@ def measure(root: Path, count: int, samples: int) -> None:
     import actors
 
     with dashboard() as url, sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         context = browser.new_context(viewport={"width": 1100, "height": 700})
         page = context.new_page()
         page.goto(url)  # the token becomes a cookie

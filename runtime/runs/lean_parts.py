@@ -54,7 +54,8 @@ class Stream:
 
 def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
     """`control.stop` (graceful) and `control.kill` (no grace) stop the run; any other
-    control type applies to finished runs only."""
+    control type applies to finished runs only. Both runners apply controls here (it is
+    trio-free, so the lean runner can import it)."""
     kind = entry["envelope"]["type"]
     if kind == "control.stop":
         box.mark(entry["id"], "handled")

@@ -20,17 +20,16 @@ import trio
 
 from runtime.messaging.boxes import CONTROL_TYPES, control_mailbox, run_mailbox
 from runtime.messaging.doorbells import doorbell
-from runtime.messaging.mailbox import Mailbox
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.events import record_event
 from runtime.runs.executor import run_node
 from runtime.runs.guardian import watch_session_runs
 from runtime.runs.index import list_runs
+from runtime.runs.lean_parts import apply_control
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import RunPaths, StateRoot
 
 if TYPE_CHECKING:
-    from runtime.messaging.entries import MailboxEntry
     from runtime.store.records import ListedRun, RunRecord
 
 CONTROL_COALESCE_S = 0.002
@@ -80,25 +79,12 @@ async def _consume_controls(
         task_status.started()
         while True:
             for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
-                _apply_control(ctx, box, entry)
+                apply_control(ctx, box, entry)
             await trio.lowlevel.wait_readable(fd)
             # Coalesce a burst: one claim pass for everything rung in the next ms,
             # instead of one pass (and one flock) per message of a busy inbox.
             await trio.sleep(CONTROL_COALESCE_S)
             _drain_bell(fd)
-
-
-def _apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
-    kind = entry["envelope"]["type"]
-    if kind == "control.stop":
-        box.mark(entry["id"], "handled")
-        ctx.stop("stopped")
-    elif kind == "control.kill":
-        box.mark(entry["id"], "handled")
-        ctx.grace = 0.0
-        ctx.stop("killed")
-    else:
-        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
 
 
 async def _retire_when_children_end(
