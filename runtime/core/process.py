@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -346,3 +347,20 @@ def wait_gone(pids: list[int], timeout: float) -> bool:
         for fd in fds.values():
             if fd is not None:
                 os.close(fd)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+"""A runner's graceful stops; spawn starts a runner with them blocked."""
+_early_stops: list[int] = []
+
+
+def early_stop(signum: int, _frame: object) -> None:
+    _early_stops.append(signum)
+
+
+def replay_early_stops() -> None:
+    """A stop signal sent before a runner's handler was installed (right after spawn
+    returned the pid) is sent again, now to that handler: it cancels the run as a later
+    one does, instead of killing the runner (an `exited` run and no follow-up)."""
+    while _early_stops:
+        os.kill(os.getpid(), _early_stops.pop(0))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,7 +124,11 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
         (os.POSIX_SPAWN_DUP2, log_fd, 2),
     ]
     try:
-        pid = os.posix_spawn(argv[0], argv, env, file_actions=actions, setsid=True)
+        # stop signals wait, blocked, until the runner can take them (runner.begin)
+        stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+        pid = os.posix_spawn(
+            argv[0], argv, env, file_actions=actions, setsid=True, setsigmask=stops
+        )
     except OSError as exc:  # EAGAIN (a process limit), ENOMEM, EPERM, a missing interpreter
         _unclaim(root, paths)
         why = f"{errno.errorcode.get(exc.errno or 0, 'OSError')}: {exc.strerror or exc}"

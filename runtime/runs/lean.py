@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core import config
 from runtime.core.ids import now_iso
+from runtime.core.process import replay_early_stops
 from runtime.runs.context import Outcome
 from runtime.runs.events import record_event
 from runtime.runs.leaf import Leaf, end_leaf, exited, kill_group, not_started
@@ -181,6 +182,7 @@ class Lean:
         for sig in STOP_SIGNALS:
             signal.signal(sig, _noted)
         self.wakeup = read
+        replay_early_stops()
 
     # --- the wait -----------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from runtime.compiler.redact import redact_deep, secret_texts
 from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
-from runtime.core.process import capture, kill_session, verify
+from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.launch import ring_guardians
 from runtime.store.appends import locked
@@ -325,8 +325,10 @@ def begin(
         os.setsid()
     except OSError:
         pass  # already a session leader (posix_spawn setsid)
-    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    for sig in STOP_SIGNALS:  # spawn started us with them blocked: none is lost before
+        signal.signal(sig, early_stop)  # the runner's own handler (replay_early_stops)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (*STOP_SIGNALS, signal.SIGQUIT))
     found = read_json(paths.run_json)
     if not isinstance(found, dict):
         print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from runtime.core.process import replay_early_stops
 from runtime.messaging.boxes import CONTROL_TYPES, control_mailbox, run_mailbox
 from runtime.messaging.doorbells import doorbell
 from runtime.runs.context import Outcome, RunContext
@@ -62,6 +63,7 @@ async def _watch_signals(
     ctx: RunContext, paths: RunPaths, task_status: Any = trio.TASK_STATUS_IGNORED
 ) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        replay_early_stops()
         task_status.started()
         async for signum in signals:
             record_event(

@@ -144,6 +144,25 @@ def test_a_parked_run_is_stopped_with_its_whole_group(home: StateRoot, how: str)
         assert any(e["event"] == "run.signal" for e in _events(home, run))
 
 
+@pytest.mark.parametrize("mode", ["lean", "trio"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_sent_as_soon_as_spawn_returns_cancels_the_run(
+    home: StateRoot, monkeypatch: pytest.MonkeyPatch, mode: str, sig: signal.Signals
+) -> None:
+    """The pid spawn returns is signalled before the runner has installed its handler:
+    the signal waits (spawn starts the runner with it blocked) and cancels the run, as
+    later; it used to kill the runner outright (`exited`, no result, no follow-up)."""
+    if mode == "trio":
+        monkeypatch.setenv("ACTORS_TRIO_RUNNER", "1")
+    record = actors.spawn(template="sh -c 'sleep 300 & sleep 300'")
+    os.kill(record["pid"], sig)
+    summary = finished(record)
+    assert summary["status"] == "cancelled", summary
+    assert _mode(home, record["run"]) == mode
+    assert any(e["event"] == "run.signal" for e in _events(home, record["run"]))
+    _until(lambda: not _live_in_session(record["pid"]), "the run's session to be empty", 10)
+
+
 CASES = {
     "done": "sh -c 'echo out; echo err >&2'",
     "failed": "sh -c 'echo why >&2; exit 3'",
