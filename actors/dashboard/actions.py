@@ -77,7 +77,7 @@ async def message(request: Request, hub: Hub) -> None:
     """POST /api/message {"to", "type", "body", "force"}: `actors message` (JSON body,
     or text sent as a string, as `actors message` takes a body that is not JSON)."""
     from runtime.messaging.addresses import parse_address
-    from runtime.routing.router import send
+    from runtime.routing.router import full_address, send
 
     data = _payload(await request.body())
     to, kind = data.get("to"), data.get("type")
@@ -87,7 +87,7 @@ async def message(request: Request, hub: Hub) -> None:
     force = bool(data.get("force"))
 
     def act() -> Any:
-        address = parse_address(to if ":" in to else f"run:{to}")
+        address = parse_address(full_address(to))
         if not force and address.kind in ("run", "room", "branch") and address.target:
             owner = _owned_elsewhere(hub, address.target, principal, "message")
             if owner is not None:

@@ -58,6 +58,14 @@ def check_accepts(run: RunRecord, kind: str, force: bool) -> None:
         )
 
 
+def full_address(to: str) -> str:
+    """`to` with a bare run id written out (`hello-k3x9fq` is `run:hello-k3x9fq`); the one
+    rule every caller of `send` that looks at the address first (the dashboard) uses."""
+    if ":" not in to and to != "coordinator" and is_valid_id(to):
+        return f"run:{to}"
+    return to
+
+
 def send(
     root: StateRoot,
     to: str,
@@ -73,8 +81,7 @@ def send(
     """Validate, persist and wake; returns what happened (`state` says where it went).
     A bare id is a run (`hello-k3x9fq` is `run:hello-k3x9fq`), as for every command that
     takes a run."""
-    if ":" not in to and to != "coordinator" and is_valid_id(to):
-        to = f"run:{to}"
+    to = full_address(to)
     address = parse_address(to)
     if address.kind in ("coordinator", "session"):
         from runtime.routing.in_run import emit  # deferred: only coordinator and session

@@ -120,6 +120,18 @@ def test_message_goes_through_the_router(dashboard: Server, home: StateRoot, tmp
     assert undeclared.status_code == 400 and "does not accept" in undeclared.json()["error"]
 
 
+@pytest.mark.parametrize("to", ["coordinator", "not an id!"])
+def test_message_reads_an_address_as_the_cli_does(dashboard: Server, to: str) -> None:
+    """The dashboard's ownership look-up reads `to` with the router's own rule: it used to
+    take `coordinator` for a run of that name (404 "no run coordinator") where
+    `actors message` says why the address cannot be used."""
+    said = cli("message", to, "t", "{}")
+    assert said.returncode == 2
+    answer = post(dashboard, "/api/message", {"to": to, "type": "t", "body": {}}, **ACTION)
+    assert answer.status_code in (400, 403), answer.text
+    assert answer.json()["error"] in said.stderr
+
+
 @pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7", "::", "example.invalid"])
 def test_a_host_that_is_not_loopback_is_refused(home: StateRoot, host: str) -> None:
     done = cli("dashboard", "--host", host, "--port", "0", timeout=30)
