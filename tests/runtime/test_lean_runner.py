@@ -92,14 +92,15 @@ def test_an_idle_run_is_parked_in_an_image_that_imports_nothing(home: StateRoot)
     assert actors.status(record["run"])["status"] == "running"
     maps = Path(f"/proc/{pid}/maps").read_text()
     assert "site-packages/trio" not in maps and "pydantic_core" not in maps
-    bare = subprocess.Popen([sys.executable, "-P", "-c", "import time; time.sleep(300)"])
+    idle = "import time; print('idle', flush=True); time.sleep(300)"
+    bare = subprocess.Popen([sys.executable, "-P", "-c", idle], stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.5)  # nothing to wait for: the bare interpreter is idle from the start
+        assert bare.stdout is not None and bare.stdout.readline() == "idle\n"  # started
         # within 1 MB of a bare interpreter (an idle trio runner is ~10 MB above it)
         assert _pss_kb(pid) < _pss_kb(bare.pid) + 1024
     finally:
         bare.kill()
-        bare.wait()
+        bare.communicate()
 
 
 def test_output_and_a_secret_split_across_a_park_are_kept_and_masked(
