@@ -112,6 +112,16 @@ def _our_sessions() -> set[int]:
             sids.add(int(json.loads(run_json.read_text())["pid"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
+    # a runner started by a spawn the signal cut short has no pid in its run.json yet:
+    # its argv names its state directory, under our root
+    marker = str(_home[0]).encode() if _home else None
+    for entry in os.listdir("/proc") if marker else []:
+        if entry.isdigit():
+            try:
+                if marker in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    sids.add(os.getsid(int(entry)))
+            except OSError:
+                continue
     return sids
 
 
