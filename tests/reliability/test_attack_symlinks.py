@@ -553,6 +553,10 @@ def _release_or_ended(go: Path, runner_pid: int, timeout: float = 60.0) -> None:
             continue
         try:
             os.write(fd, b"go\n")
+        except BrokenPipeError:
+            # The command had opened `go` and was stopped before reading it: the runner
+            # refused the planted file. What it left behind is judged by the caller.
+            pass
         finally:
             os.close(fd)
         return
