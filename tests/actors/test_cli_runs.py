@@ -13,7 +13,7 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, make_fifo, read_fifo_line, snapshot, write_recipe
+from tests.conftest import cli, finished, make_fifo, read_fifo_line, snapshot, write_recipe
 
 
 def spawn_id(*args: str) -> str:
@@ -22,6 +22,15 @@ def spawn_id(*args: str) -> str:
     line = proc.stdout.strip()
     assert line.startswith("run:")
     return line[4:]
+
+
+def spawn_finished(home: StateRoot, *args: str) -> str:
+    """Spawn and wait until the runner has exited: `wait` returns at the result, but the
+    runner still writes its follow-up record after that, which a snapshot would catch."""
+    run_id = spawn_id(*args)
+    record = json.loads(home.run(run_id).run_json.read_text())
+    finished({"run": run_id, "pid": record["pid"]})
+    return run_id
 
 
 def test_spawn_returns_at_once_and_the_run_finishes(home: StateRoot) -> None:
@@ -37,11 +46,9 @@ def test_spawn_returns_at_once_and_the_run_finishes(home: StateRoot) -> None:
 
 
 def test_two_spawns_without_as_get_distinct_ids_and_separate_state(home: StateRoot) -> None:
-    first = spawn_id("hello")
-    cli("wait", first)
+    first = spawn_finished(home, "hello")
     before = snapshot(home.run(first).dir)
-    second = spawn_id("hello")
-    cli("wait", second)
+    second = spawn_finished(home, "hello")
     assert first != second
     assert snapshot(home.run(first).dir) == before
     assert home.run(second).dir.is_dir()
@@ -106,8 +113,7 @@ BAD_SPAWNS = {
 def test_bad_spawn_input_exits_2_and_changes_nothing(
     home: StateRoot, tmp_path: Path, case: str
 ) -> None:
-    spawn_id("hello", "--as", "existing")  # the root exists and holds a run
-    cli("wait", "existing")
+    spawn_finished(home, "hello", "--as", "existing")  # the root exists and holds a run
     files = _bad_recipe(tmp_path)
     args, expected = BAD_SPAWNS[case]
     args = [a.format(**files) if a.startswith("{") and a.strip("{}") in files else a for a in args]
@@ -121,8 +127,7 @@ def test_bad_spawn_input_exits_2_and_changes_nothing(
 
 
 def test_run_id_in_use_is_refused_without_touching_the_old_run(home: StateRoot) -> None:
-    spawn_id("hello", "--as", "run:same")
-    cli("wait", "same")
+    spawn_finished(home, "hello", "--as", "run:same")
     before = snapshot(home.path)
     proc = cli("spawn", "hello", "--as", "run:same")
     assert proc.returncode == 2
