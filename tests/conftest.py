@@ -265,3 +265,33 @@ def umask_000() -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+def runner_parked(pid: int) -> bool:
+    """Whether a lean runner has parked: exec'd into its idle image, which marks itself in
+    its environment (the only sign outside the process; the exec costs a few ticks)."""
+    try:
+        return b"ACTORS_RUNNER_STATE=wait " in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+
+
+def runner_at_rest(state: StateRoot, record: dict[str, Any], timeout: float = 30) -> None:
+    """Wait until a live run's runner is past its start-up work: a lean runner has parked
+    (an idle-CPU measurement must not count the park's exec); a trio runner is asleep as
+    soon as it has started its command."""
+    import json
+
+    events = state.run(str(record["run"])).events
+    deadline = time.monotonic() + timeout
+
+    def mode() -> str | None:
+        for line in events.read_text().splitlines() if events.exists() else []:
+            event = json.loads(line)
+            if event.get("event") == "run.runner.start":
+                return str(event.get("mode"))
+        return None
+
+    while (found := mode()) is None or (found == "lean" and not runner_parked(int(record["pid"]))):
+        assert time.monotonic() < deadline, f"runner of {record['run']} not at rest in {timeout}s"
+        time.sleep(0.01)  # nothing outside the process announces an exec: poll /proc

@@ -183,6 +183,10 @@ def test_every_control_reaches_a_program_pane_as_visible_text(
     summary = "go" + "".join(CONTROLS) + "end"
     receipt = server.adapter().receive_message({"summary": summary}, _context())
     assert receipt.status == "delivered", receipt
+    # "delivered" means the line showed in the pane; the program writes it a moment later
+    wait_for_change(
+        tmp_path, lambda: out.exists() and out.read_text().endswith("\n"), what="the line read"
+    )
     got = out.read_text().splitlines()
     assert len(got) == 1 and got[0] == receipt.metadata["line"]
     assert _raw(got[0]) == [] and "\\x03" in got[0] and got[0].endswith("body.json")

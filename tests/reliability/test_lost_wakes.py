@@ -33,7 +33,7 @@ from runtime.core.process import read_stat, wait_gone
 from runtime.messaging.mailbox import Mailbox
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
-from tests.conftest import finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import finished, make_fifo, read_fifo_line, runner_at_rest, write_recipe
 from tests.reliability._report import record
 
 assert not runtime.core.faults.ARMED
@@ -125,6 +125,7 @@ def _handled(out: Path) -> list[str]:
 def test_an_idle_run_wakes_up_not_once(home: StateRoot, tmp_path: Path) -> None:
     run, out, consumer = _consumer_run(tmp_path)
     runner = int(run["pid"])
+    runner_at_rest(home, run)  # parked: the park's exec is start-up, not an idle wake
     woken = _wake_ups([runner, consumer], IDLE_WINDOW_S)
     assert woken == {runner: 0, consumer: 0}
     # and asleep is not deaf: a message still wakes the consumer at once

@@ -26,6 +26,7 @@ from tests.conftest import (
     idle_run,
     make_fifo,
     read_fifo_line,
+    runner_at_rest,
     snapshot,
     write_recipe,
 )
@@ -267,6 +268,7 @@ def test_defect_15_an_idle_run_costs_no_polling(home: StateRoot, tmp_path: Path)
         fields = stat.read_text().rsplit(")", 1)[1].split()
         return int(fields[11]) + int(fields[12])
 
+    runner_at_rest(home, record)  # a lean runner parks by an exec: start-up, not polling
     before = cpu_ticks()
     actors.wait(str(record["run"]), timeout=3)  # three idle seconds (the wait itself is a pidfd)
     assert cpu_ticks() - before <= 2  # at most 20 ms of CPU in 3 s

@@ -18,7 +18,7 @@ import pytest
 import actors
 from runtime.core.process import verify, wait_gone
 from runtime.store.layout import StateRoot
-from tests.conftest import finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import finished, make_fifo, read_fifo_line, runner_parked, write_recipe
 
 VOLATILE = {"run", "run_instance_id", "created_at", "started_at", "ended_at", "duration_ms"}
 
@@ -28,13 +28,6 @@ def _until(check: Any, what: str, timeout: float = 30.0) -> None:
     while not check():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.02)
-
-
-def _parked(pid: int) -> bool:
-    try:
-        return b"ACTORS_RUNNER_STATE=wait " in Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
-        return False
 
 
 def _events(home: StateRoot, run: str) -> list[dict[str, Any]]:
@@ -74,7 +67,7 @@ def _pss_kb(pid: int) -> int:
 def _spawn_parked(home: StateRoot, template: str, **kw: Any) -> dict[str, Any]:
     record = actors.spawn(template=template, **kw)
     assert _mode(home, record["run"]) == "lean"
-    _until(lambda: _parked(record["pid"]), "the runner to park")
+    _until(lambda: runner_parked(record["pid"]), "the runner to park")
     return record
 
 
@@ -114,7 +107,7 @@ def test_output_and_a_secret_split_across_a_park_are_kept_and_masked(
         values={"tok": secret},
         secret_names=["tok"],
     )
-    _until(lambda: _parked(record["pid"]), "the runner to park")
+    _until(lambda: runner_parked(record["pid"]), "the runner to park")
     with open(go, "w") as writer:
         writer.write("go\n")
     summary = finished(record)
@@ -200,7 +193,7 @@ def test_a_timeout_reached_while_parked_ends_as_under_trio(
             monkeypatch.setenv("ACTORS_TRIO_RUNNER", "1")
         record = actors.spawn(str(recipe))
         if mode == "lean":
-            _until(lambda r=record: _parked(r["pid"]), "the runner to park")
+            _until(lambda r=record: runner_parked(r["pid"]), "the runner to park")
         finished(record)
         results[mode] = _comparable(home, record["run"])
     assert results["lean"]["reason"] == "timed out after 1500 ms"
