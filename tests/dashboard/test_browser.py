@@ -169,10 +169,15 @@ def test_a_swarms_room_page_shows_its_claims(
     claimed = {m["body"]["item"]: m["from"] for m in messages if m["type"] == "task.claim"}
     for item, worker in claimed.items():
         assert page.text_content(f'tr[data-claim="{item}"] td') == worker
+    from playwright.sync_api import expect
+
     for worker in ("front", "back"):
-        cells = page.locator(f'tr[data-worker="branch:{run}/{worker}"] td').all_text_contents()
+        cells = page.locator(f'tr[data-worker="branch:{run}/{worker}"] td')
         mine = sum(1 for w in claimed.values() if w.endswith(f"/{worker}"))
-        assert cells[1:5] == [str(mine), str(mine), "0", "0"] and cells[5] == "idle"
+        # the claim rows can all be done in a render from before the worker's last idle
+        # message: expect() re-reads each cell until the live update lands
+        for index, text in enumerate([str(mine), str(mine), "0", "0", "idle"], start=1):
+            expect(cells.nth(index)).to_have_text(text, timeout=WAIT_MS)
     screenshot(page, "room")
     pids = [
         m["body"]["pid"] for m in messages if m["type"] == "task.awaiting" and m["body"]["idle"]
