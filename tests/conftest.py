@@ -295,3 +295,32 @@ def runner_at_rest(state: StateRoot, record: dict[str, Any], timeout: float = 30
     while (found := mode()) is None or (found == "lean" and not runner_parked(int(record["pid"]))):
         assert time.monotonic() < deadline, f"runner of {record['run']} not at rest in {timeout}s"
         time.sleep(0.01)  # nothing outside the process announces an exec: poll /proc
+
+
+def context_switches(pid: int) -> int:
+    """Context switches of every thread of `pid` so far: each wake-up adds at least one."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            text = Path(f"/proc/{pid}/task/{task}/status").read_text()
+        except OSError:
+            continue  # a thread that just ended
+        for line in text.splitlines():
+            if "ctxt_switches:" in line:
+                total += int(line.split()[1])
+    return total
+
+
+def wake_ups(pids: list[int], window: float) -> dict[int, int]:
+    """How many times each process ran during `window` seconds, once all of them have
+    settled (a 0.3 s stretch without a switch; start-up work is not an idle wake)."""
+    deadline = time.monotonic() + 30
+    while True:
+        before = {p: context_switches(p) for p in pids}
+        time.sleep(0.3)  # the settle probe itself: an observation window, not a sync
+        if {p: context_switches(p) for p in pids} == before:
+            break
+        assert time.monotonic() < deadline, "the run never went idle"
+    before = {p: context_switches(p) for p in pids}
+    time.sleep(window)  # the measurement window
+    return {p: context_switches(p) - before[p] for p in pids}

@@ -33,7 +33,14 @@ from runtime.core.process import read_stat, wait_gone
 from runtime.messaging.mailbox import Mailbox
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
-from tests.conftest import finished, make_fifo, read_fifo_line, runner_at_rest, write_recipe
+from tests.conftest import (
+    finished,
+    make_fifo,
+    read_fifo_line,
+    runner_at_rest,
+    wake_ups,
+    write_recipe,
+)
 from tests.reliability._report import record
 
 assert not runtime.core.faults.ARMED
@@ -55,35 +62,6 @@ with open(sys.argv[1], "a") as out:
         out.write(json.dumps(envelope["body"]) + "\\n")
         out.flush()
 """
-
-
-def _switches(pid: int) -> int:
-    """Context switches of every thread of `pid` so far: each wake-up adds at least one."""
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            text = Path(f"/proc/{pid}/task/{task}/status").read_text()
-        except OSError:
-            continue  # a thread that just ended
-        for line in text.splitlines():
-            if line.endswith("ctxt_switches:") or "ctxt_switches:" in line:
-                total += int(line.split()[1])
-    return total
-
-
-def _wake_ups(pids: list[int], window: float) -> dict[int, int]:
-    """How many times each process ran during `window` seconds, once all of them have
-    settled (a 0.3 s stretch without a switch; start-up work is not an idle wake)."""
-    deadline = time.monotonic() + 30
-    while True:
-        before = {p: _switches(p) for p in pids}
-        time.sleep(0.3)  # the settle probe itself: an observation window, not a sync
-        if {p: _switches(p) for p in pids} == before:
-            break
-        assert time.monotonic() < deadline, "the run never went idle"
-    before = {p: _switches(p) for p in pids}
-    time.sleep(window)  # the measurement window
-    return {p: _switches(p) - before[p] for p in pids}
 
 
 def _until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -126,7 +104,7 @@ def test_an_idle_run_wakes_up_not_once(home: StateRoot, tmp_path: Path) -> None:
     run, out, consumer = _consumer_run(tmp_path)
     runner = int(run["pid"])
     runner_at_rest(home, run)  # parked: the park's exec is start-up, not an idle wake
-    woken = _wake_ups([runner, consumer], IDLE_WINDOW_S)
+    woken = wake_ups([runner, consumer], IDLE_WINDOW_S)
     assert woken == {runner: 0, consumer: 0}
     # and asleep is not deaf: a message still wakes the consumer at once
     actors.message(f"run:{run['run']}", "job.item", {"token": "hello"})
@@ -156,7 +134,7 @@ def test_a_sender_killed_between_ring_and_append_loses_no_wake(
     write, the message must reach it with no other message to wake it; killed before,
     nothing was appended, the sender failed, and the consumer still waits."""
     run, out, consumer = _consumer_run(tmp_path)
-    assert _wake_ups([consumer], 0.5)[consumer] == 0  # asleep
+    assert wake_ups([consumer], 0.5)[consumer] == 0  # asleep
     barrier = make_fifo(tmp_path / "barrier")
     token = uuid.uuid4().hex
     body = json.dumps({"token": token})
@@ -226,7 +204,7 @@ def test_a_consumer_killed_mid_claim_wakes_the_one_waiting_behind_it(tmp_path: P
     _until(lambda: (s := read_stat(holder.pid)) is not None and s.state == "T", 10, "A stopped")
     waiter = _waiter(box, "b")
     try:
-        assert _wake_ups([waiter.pid], IDLE_WINDOW_S)[waiter.pid] == 0  # asleep, no timer
+        assert wake_ups([waiter.pid], IDLE_WINDOW_S)[waiter.pid] == 0  # asleep, no timer
         killed_at = time.monotonic()
         holder.kill()
         holder.communicate(timeout=10)
@@ -278,7 +256,7 @@ def test_a_follow_up_whose_appender_was_killed_after_the_write_still_wakes_inbox
     )
     try:
         _until(lambda: list(bells.glob("*.fifo")), 30, "inbox wait armed")
-        assert _wake_ups([waiter.pid], 1.0)[waiter.pid] == 0  # asleep, no timer
+        assert wake_ups([waiter.pid], 1.0)[waiter.pid] == 0  # asleep, no timer
         barrier = make_fifo(tmp_path / "barrier")
         point = "files.append.after_write"
         appender = subprocess.Popen(
@@ -324,7 +302,7 @@ def test_a_control_rung_before_its_write_reaches_a_lean_runner(
     )
     assert read_fifo_line(barrier) == f"{sender.pid} {point}"
     _until(lambda: (s := read_stat(sender.pid)) is not None and s.state == "T", 10, "stopped")
-    _wake_ups([int(run["pid"])], 0)  # the runner has woken for the ring and settled again
+    wake_ups([int(run["pid"])], 0)  # the runner has woken for the ring and settled again
     os.kill(sender.pid, signal.SIGCONT)
     _, err = sender.communicate(timeout=30)
     assert sender.returncode == 0, err

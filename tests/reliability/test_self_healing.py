@@ -31,7 +31,7 @@ from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.messaging.boxes import run_mailbox
 from runtime.runs.reconcile import fold_run
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change, write_recipe
+from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change, wake_ups, write_recipe
 from tests.reliability._report import record as report_row
 from tests.reliability.test_attack_signals import Victim, _finished_looking_run, _rewrite
 
@@ -382,17 +382,8 @@ def test_an_idle_guardian_never_wakes(home: StateRoot, tmp_path: Path) -> None:
     try:
         _watching(home, [waiter.pid], _runner(record))
 
-        def switches() -> int:
-            total = 0
-            for task in os.listdir(f"/proc/{waiter.pid}/task"):
-                for line in Path(f"/proc/{waiter.pid}/task/{task}/status").read_text().splitlines():
-                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-            return total
-
-        before = switches()
-        time.sleep(1.0)  # an observation window, not a synchronisation
-        assert switches() == before, "the idle guardian woke up"
+        # measured once it has settled: the pidfd is held before setup has quite ended
+        assert wake_ups([waiter.pid], 1.0)[waiter.pid] == 0, "the idle guardian woke up"
     finally:
         waiter.kill()
         waiter.communicate()
