@@ -46,12 +46,15 @@ SHAPES = {
 @pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
 def test_any_output_shape_is_linear_and_kept_exactly(home: StateRoot, shape: str) -> None:
     n = 24 * MB
-    base, baseline = _run(
-        "lines", f"import sys; sys.stdout.buffer.write((b'x' * 99 + b'\\n') * ({n} // 100))"
-    )
+    lines = f"import sys; sys.stdout.buffer.write((b'x' * 99 + b'\\n') * ({n} // 100))"
+    flat = f"import sys; N = {n}; {SHAPES[shape]}"
+    base, baseline = _run("lines", lines)
     assert base["status"] == "done"
-    summary, elapsed = _run("flat", f"import sys; N = {n}; {SHAPES[shape]}")
+    summary, elapsed = _run("flat", flat)
     assert summary["status"] == "done", summary
+    if elapsed > 3 * baseline + 1.5:  # one slow sample on a busy machine: measure again
+        baseline = min(baseline, _run("lines-again", lines)[1])
+        elapsed = min(elapsed, _run("flat-again", flat)[1])
     assert elapsed <= 3 * baseline + 1.5, (
         f"{shape}: {elapsed:.1f}s vs {baseline:.1f}s with newlines"
     )
