@@ -301,6 +301,7 @@ def _run_stage(world: World, stage: str, path: str, kind: str) -> None:
         world.op(["reconcile"])
 
 
+@pytest.mark.timeout(600)  # 20+ examples, each a spawn and several CLI calls
 @settings(
     max_examples=20,
     deadline=None,
@@ -385,6 +386,7 @@ def _root_stage(world: World, stage: str, path: str, kind: str) -> None:
         world.op(["ls", "--json"])
 
 
+@pytest.mark.timeout(600)  # 20+ examples, each a spawn and several CLI calls
 @settings(
     max_examples=20,
     deadline=None,
