@@ -161,10 +161,13 @@ def gates(directory: Path, *items: str) -> Iterator[dict[str, int]]:
             os.close(fd)
 
 
-def spawn_swarm(tmp_path: Path, repo: Path, backlog: str, **values: str) -> dict[str, Any]:
+def spawn_swarm(
+    tmp_path: Path, repo: Path, backlog: str | bytes, **values: str
+) -> dict[str, Any]:
     (tmp_path / "agent.py").write_text(AGENT)
     (tmp_path / "validate.py").write_text(VALIDATE)
-    (tmp_path / "backlog.md").write_text(backlog)
+    encoded = backlog if isinstance(backlog, bytes) else backlog.encode()
+    (tmp_path / "backlog.md").write_bytes(encoded)
     (tmp_path / "gates").mkdir(exist_ok=True)
     defaults = {
         "backlog": str(tmp_path / "backlog.md"),
@@ -362,8 +365,7 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
 def test_an_unreadable_backlog_fails_the_run_with_its_reason_and_no_traceback(
     home: StateRoot, tmp_path: Path, repo: Path
 ) -> None:
-    record = spawn_swarm(tmp_path, repo, "")
-    (tmp_path / "backlog.md").write_bytes(b"- [ ] caf\xe9 item\n")  # not UTF-8
+    record = spawn_swarm(tmp_path, repo, b"- [ ] caf\xe9 item\n")  # not UTF-8
     final = finished(record)
     assert final["status"] == "failed"
     stderr = "\n".join(actors.tail(record["run"], 50, stream="stderr"))

@@ -99,7 +99,8 @@ def _max_overlap(spans: list[tuple[int, int]]) -> int:
 
 
 def test_concurrency_bounds_how_many_branches_run_at_once(home: StateRoot, tmp_path: Path) -> None:
-    leaf = "sh -c 'a=$(date +%s%N); sleep 0.3; echo span $a $(date +%s%N)'"
+    # 1 s spans: two branches started in the same slot overlap even on a loaded machine
+    leaf = "sh -c 'a=$(date +%s%N); sleep 1; echo span $a $(date +%s%N)'"
     result = run_recipe(
         home, tmp_path, {"parallel": True, "concurrency": 2, "template": [leaf] * 4}
     )
@@ -179,14 +180,14 @@ def test_timeout_stops_the_leaf_and_its_grandchildren(home: StateRoot, tmp_path:
         home,
         tmp_path,
         {
-            "timeout": "500ms",
+            "timeout": "2s",  # the leaf writes the pid file itself: time for a slow start
             "template": "sh -c 'sleep 300 & echo $! > \"$1\"; sleep 300' leaf {pidfile}",
         },
         pidfile=str(pidfile),
     )
     assert result["status"] == "failed"
     assert result["code"] == 124
-    assert result["reason"] == "timed out after 500 ms"
+    assert result["reason"] == "timed out after 2000 ms"
     grandchild = int(pidfile.read_text())
     assert not alive(grandchild)
 
