@@ -25,10 +25,14 @@ def _waiter(*extra: str) -> subprocess.Popen[str]:
 
 
 def _armed(home: StateRoot, count: int) -> None:
-    """Wait until `count` waiters have their doorbell FIFO in place (their own signal)."""
+    """Wait until `count` waiters have their doorbell FIFO in place (their own signal);
+    fifty Python start-ups on two cores can take a while."""
     doorbells = ensure_dir(session_paths(home, "coord").doorbells)
     wait_for_change(
-        doorbells, lambda: len(list(doorbells.glob("*.fifo"))) >= count, what="waiters armed"
+        doorbells,
+        lambda: len(list(doorbells.glob("*.fifo"))) >= count,
+        timeout=30 + 2 * count,
+        what="waiters armed",
     )
 
 

@@ -362,7 +362,7 @@ class Watcher:
 
     def run(self) -> None:
         last = 0
-        while not self.stop.is_set():
+        while not self.stop.wait(0.0005):  # re-read constantly, but leave writers a core
             try:
                 raw = self.inbox.read_text()
             except FileNotFoundError:

@@ -145,6 +145,8 @@ def test_doctor_prints_levels_for_tmux(home: StateRoot, pane: tuple[str, LineTap
         f"socket={socket}",
         "-o",
         "target=agent:0.0",
+        "-o",
+        "confirm_timeout=15",  # the 2 s default is for a live pane, not a loaded CI box
     )
     proc = cli("doctor", "delivery", "--session", "tmuxdoc")
     version = subprocess.run(["tmux", "-V"], capture_output=True, text=True).stdout.strip()
