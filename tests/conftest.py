@@ -287,7 +287,10 @@ def runner_at_rest(state: StateRoot, record: dict[str, Any], timeout: float = 30
 
     def mode() -> str | None:
         for line in events.read_text().splitlines() if events.exists() else []:
-            event = json.loads(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line being appended as we read
             if event.get("event") == "run.runner.start":
                 return str(event.get("mode"))
         return None
