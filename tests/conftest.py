@@ -276,28 +276,67 @@ def runner_parked(pid: int) -> bool:
         return False
 
 
-def runner_at_rest(state: StateRoot, record: dict[str, Any], timeout: float = 30) -> None:
-    """Wait until a live run's runner is past its start-up work: a lean runner has parked
-    (an idle-CPU measurement must not count the park's exec); a trio runner is asleep as
-    soon as it has started its command."""
+def runner_mode(state: StateRoot, run: str, timeout: float = 30) -> str:
+    """The runner a run got ("lean" or "trio"), from its `run.runner.start` event, which
+    follows spawn's return: awaited on the run directory's file events."""
     import json
 
-    events = state.run(str(record["run"])).events
-    deadline = time.monotonic() + timeout
+    events = state.run(run).events
+    found: list[str] = []
 
-    def mode() -> str | None:
+    def started() -> bool:
         for line in events.read_text().splitlines() if events.exists() else []:
             try:
                 event = json.loads(line)
             except ValueError:
                 continue  # a line being appended as we read
             if event.get("event") == "run.runner.start":
-                return str(event.get("mode"))
-        return None
+                found.append(str(event.get("mode")))
+                return True
+        return False
 
-    while (found := mode()) is None or (found == "lean" and not runner_parked(int(record["pid"]))):
-        assert time.monotonic() < deadline, f"runner of {record['run']} not at rest in {timeout}s"
+    wait_for_change(state.run(run).dir, started, timeout, what=f"{run}'s runner started")
+    return found[0]
+
+
+def runner_at_rest(state: StateRoot, record: dict[str, Any], timeout: float = 30) -> str:
+    """Wait until a live run's runner is past its start-up work, and name its mode: a lean
+    runner has parked (an idle-CPU measurement must not count the park's exec); a trio
+    runner is asleep as soon as it has started its command."""
+    mode = runner_mode(state, str(record["run"]), timeout)
+    if mode != "lean":
+        return mode
+    deadline = time.monotonic() + timeout
+    while not runner_parked(int(record["pid"])):
+        assert time.monotonic() < deadline, f"runner of {record['run']} not parked in {timeout}s"
         time.sleep(0.01)  # nothing outside the process announces an exec: poll /proc
+    return mode
+
+
+def wait_stopped(pid: int, timeout: float = 10.0) -> None:
+    """A process paused at a fault point reports, then SIGSTOPs itself: wait for the stop.
+
+    A child of ours is awaited with waitid(WSTOPPED); a detached runner is not our child
+    and Linux offers no stop notification for it short of ptrace, so its /proc state is
+    re-read until it shows `T` (microseconds after the barrier line, in practice)."""
+    from runtime.core.process import read_stat
+
+    try:
+        os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)  # no hang on exit
+        return
+    except ChildProcessError:
+        pass
+    deadline = time.monotonic() + timeout
+    while (stat := read_stat(pid)) is not None and stat.state != "T":
+        assert time.monotonic() < deadline, f"pid {pid} never stopped"
+        time.sleep(0.002)
+
+
+def cpu_ticks(pid: int) -> int:
+    """User plus system CPU time of `pid` so far, in clock ticks (os.sysconf("SC_CLK_TCK")
+    a second); exec keeps the count, so a parked runner's figure includes its start."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
 
 
 def context_switches(pid: int) -> int:

@@ -11,7 +11,7 @@ from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import session_paths
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
-from tests.conftest import cli, wait_for_change, wake_ups
+from tests.conftest import cli, cpu_ticks, wait_for_change, wake_ups
 
 
 def _waiter(*extra: str) -> subprocess.Popen[str]:
@@ -70,14 +70,9 @@ def test_waiting_costs_no_cpu(home: StateRoot) -> None:
     try:
         _armed(home, 1)
         wake_ups([waiter.pid], 0)  # settled: a 0.3 s stretch without running
-
-        def cpu_ticks() -> int:
-            fields = Path(f"/proc/{waiter.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            return int(fields[11]) + int(fields[12])
-
-        before = cpu_ticks()
+        before = cpu_ticks(waiter.pid)
         time.sleep(2.0)  # the measurement window
-        spent = cpu_ticks() - before
+        spent = cpu_ticks(waiter.pid) - before
     finally:
         waiter.kill()
         waiter.communicate()

@@ -7,10 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import wait_for_change
 
 
 def _processes_of(root: str) -> list[int]:
@@ -44,10 +45,13 @@ def test_an_interrupted_scale_bench_kills_every_run_it_started(signum: int) -> N
             break
     assert root, "the bench never said where its runs live"
     runs = Path(root) / "runs"
-    deadline = time.monotonic() + 120
-    while not (runs.is_dir() and len(list(runs.glob("*/run.json"))) >= 5):
-        assert time.monotonic() < deadline and bench.poll() is None
-        time.sleep(0.05)
+
+    def five_spawned() -> bool:
+        assert bench.poll() is None, "the bench ended before it was interrupted"
+        return runs.is_dir() and len(list(runs.glob("*/run.json"))) >= 5
+
+    # the root itself may not exist yet when named; its temporary parent does
+    wait_for_change(Path(root).parent, five_spawned, timeout=120, what="five runs spawned")
     assert _processes_of(root)  # runs are live: the interrupt lands mid-spawn
     bench.send_signal(signum)
     out, err = bench.communicate(timeout=60)

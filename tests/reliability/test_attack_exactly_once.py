@@ -28,7 +28,15 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, make_fifo, read_fifo_line, run_token, wait_for_change, write_recipe
+from tests.conftest import (
+    cli,
+    make_fifo,
+    read_fifo_line,
+    run_token,
+    wait_for_change,
+    wait_stopped,
+    write_recipe,
+)
 
 FIFO_READER = """
 import os, sys
@@ -67,10 +75,6 @@ def _fifo_run(tmp_path: Path) -> tuple[dict[str, Any], Path]:
     return run, got
 
 
-def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
-    os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
-
-
 def _kill_after_fifo_write(tmp_path: Path, home: StateRoot, token: str) -> None:
     barrier = make_fifo(tmp_path / "barrier")
     env = dict(
@@ -85,7 +89,7 @@ def _kill_after_fifo_write(tmp_path: Path, home: StateRoot, token: str) -> None:
     )  # fmt: skip
     pid_text, point = read_fifo_line(barrier).split()
     assert int(pid_text) == sender.pid and point == "messaging.fifo.before_write"
-    _wait_stopped(sender.pid)
+    wait_stopped(sender.pid)
     inbox = home.run("fast").dir / "inbox.jsonl"
     fd = os.open(inbox, os.O_RDWR)
     try:

@@ -20,7 +20,7 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import cpu_ticks, finished, make_fifo, read_fifo_line, write_recipe
 from tests.reliability._attack import release, rss_kb
 
 MB = 1_000_000
@@ -54,8 +54,7 @@ def _timed(tmp_path: Path, name: str, code: str) -> tuple[float, int]:
     record, gate = _printer(tmp_path, name, code)
     assert read_fifo_line(tmp_path / f"{name}.ready", timeout=300) == "ready"
     pid = int(record["pid"])  # type: ignore[call-overload]
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    elapsed = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    elapsed = cpu_ticks(pid) / os.sysconf("SC_CLK_TCK")
     peak = rss_kb(pid)
     release(gate)
     assert finished(record)["status"] == "done"

@@ -42,6 +42,7 @@ from tests.conftest import (
     idle_run,
     make_fifo,
     read_fifo_line,
+    wait_stopped,
     write_recipe,
 )
 from tests.reliability._checks import journals_parse
@@ -108,23 +109,6 @@ def _paused(barrier: Path, point: str) -> int:
     if stat is not None:
         _PAUSED.append((stat.pid, stat.start_ticks))
     return int(pid_text)
-
-
-def _wait_stopped(pid: int, timeout: float = 10.0) -> None:
-    """The pause reports, then SIGSTOPs itself: wait for the stop to have happened.
-
-    A child of ours is awaited with waitid(WSTOPPED); a detached runner is not our child
-    and Linux offers no stop notification for it short of ptrace, so its /proc state is
-    re-read until it shows `T` (microseconds after the barrier line, in practice)."""
-    try:
-        os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)  # no hang on exit
-        return
-    except ChildProcessError:
-        pass
-    deadline = time.monotonic() + timeout
-    while (stat := read_stat(pid)) is not None and stat.state != "T":
-        assert time.monotonic() < deadline, f"pid {pid} never stopped"
-        time.sleep(0.002)
 
 
 def _kill(pid: int) -> None:
@@ -285,7 +269,7 @@ def _frozen_fifo_sender(tmp_path: Path, run: dict[str, Any], token: str) -> tupl
     barrier = make_fifo(tmp_path / "barrier")
     sender = _armed_sender(run, token, _pause_env(point, barrier), "--json")
     frozen = _paused(barrier, point)
-    _wait_stopped(frozen)
+    wait_stopped(frozen)
     return sender, frozen
 
 
@@ -458,7 +442,7 @@ def test_a_stalled_consumer_whose_lease_expired_cannot_acknowledge(
     token = uuid.uuid4().hex
     actors.message(f"run:{run['run']}", "job.item", {"token": token})
     stalled = _paused(barrier, point)
-    _wait_stopped(stalled)
+    wait_stopped(stalled)
     paths = home.run(run["run"])
     box = Mailbox(paths.inbox, paths.dir / "doorbells")
     [entry] = _with_token(paths.inbox, token)
@@ -646,7 +630,7 @@ def test_archiving_a_run_between_its_result_and_its_follow_up_loses_nothing(
     with _armed(monkeypatch, point, barrier):
         run = actors.spawn(template="echo hi", session="crash")
     runner = _paused(barrier, point)
-    _wait_stopped(runner)
+    wait_stopped(runner)
     archived = cli("archive", run["run"], "--session", "crash")
     assert archived.returncode == 0, archived.stderr  # it is terminal: result.json exists
     os.kill(runner, signal.SIGCONT)

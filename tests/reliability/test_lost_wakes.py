@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ import pytest
 import actors
 import runtime.core.faults
 from runtime.core.ids import new_id, now_iso
-from runtime.core.process import read_stat, wait_gone
+from runtime.core.process import wait_gone
 from runtime.messaging.mailbox import Mailbox
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
@@ -38,6 +37,8 @@ from tests.conftest import (
     make_fifo,
     read_fifo_line,
     runner_at_rest,
+    wait_for_change,
+    wait_stopped,
     wake_ups,
     write_recipe,
 )
@@ -64,14 +65,6 @@ with open(sys.argv[1], "a") as out:
 """
 
 
-def _until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        assert time.monotonic() < deadline, f"not within {timeout}s: {what}"
-        time.sleep(0.01)
-    return value
-
-
 def _consumer_run(tmp_path: Path) -> tuple[dict[str, Any], Path, int]:
     """A live run whose command is a Python consumer asleep in `actors.recv()`: the
     record, the file of bodies it handled, and the consumer's pid."""
@@ -89,9 +82,14 @@ def _consumer_run(tmp_path: Path) -> tuple[dict[str, Any], Path, int]:
     run = actors.spawn(str(recipe), values={"out": str(out), "pid": str(pid_file)})
     bells = Path(run["state_dir"]) / "doorbells"
     # armed: the runner's control doorbell and the consumer's data doorbell
-    _until(lambda: bells.is_dir() and len(os.listdir(bells)) >= 2, 30, "both doorbells")
-    pid = int(_until(lambda: pid_file.exists() and pid_file.read_text(), 30, "consumer pid"))
-    return run, out, pid
+    state_dir = Path(run["state_dir"])
+    wait_for_change(
+        state_dir, lambda: bells.is_dir() and len(os.listdir(bells)) >= 2, what="both doorbells"
+    )
+    wait_for_change(
+        tmp_path, lambda: pid_file.exists() and pid_file.read_text().strip(), what="consumer pid"
+    )
+    return run, out, int(pid_file.read_text())
 
 
 def _handled(out: Path) -> list[str]:
@@ -108,7 +106,7 @@ def test_an_idle_run_wakes_up_not_once(home: StateRoot, tmp_path: Path) -> None:
     assert woken == {runner: 0, consumer: 0}
     # and asleep is not deaf: a message still wakes the consumer at once
     actors.message(f"run:{run['run']}", "job.item", {"token": "hello"})
-    _until(lambda: _handled(out) == ["hello"], 30, "the consumer handled it")
+    wait_for_change(tmp_path, lambda: _handled(out) == ["hello"], what="the consumer handled it")
     actors.message(f"run:{run['run']}", "test.end")
     assert finished(run)["status"] == "done"
     record(
@@ -151,10 +149,10 @@ def test_a_sender_killed_between_ring_and_append_loses_no_wake(
     sender.communicate(timeout=10)
     assert sender.returncode == -signal.SIGKILL  # the sender never reported success
     if SENDER_POINTS[point]:
-        _until(lambda: _handled(out) == [token], 30, "the consumer woke for the message")
+        wait_for_change(tmp_path, lambda: _handled(out) == [token], what="the consumer woke")
     else:
         actors.message(f"run:{run['run']}", "job.item", {"token": "after"})
-        _until(lambda: _handled(out) == ["after"], 30, "the next message arrived")
+        wait_for_change(tmp_path, lambda: _handled(out) == ["after"], what="the next message")
     actors.message(f"run:{run['run']}", "test.end")
     assert finished(run)["status"] == "done"
     record(
@@ -201,7 +199,7 @@ def test_a_consumer_killed_mid_claim_wakes_the_one_waiting_behind_it(tmp_path: P
     point = "mailbox.claim.after_lease"
     holder = _waiter(box, "a", {"ACTORS_PAUSE_AT": point, "ACTORS_PAUSE_FIFO": str(barrier)})
     assert read_fifo_line(barrier) == f"{holder.pid} {point}"
-    _until(lambda: (s := read_stat(holder.pid)) is not None and s.state == "T", 10, "A stopped")
+    wait_stopped(holder.pid)
     waiter = _waiter(box, "b")
     try:
         assert wake_ups([waiter.pid], IDLE_WINDOW_S)[waiter.pid] == 0  # asleep, no timer
@@ -255,7 +253,7 @@ def test_a_follow_up_whose_appender_was_killed_after_the_write_still_wakes_inbox
         text=True,
     )
     try:
-        _until(lambda: list(bells.glob("*.fifo")), 30, "inbox wait armed")
+        wait_for_change(bells, lambda: list(bells.glob("*.fifo")), what="inbox wait armed")
         assert wake_ups([waiter.pid], 1.0)[waiter.pid] == 0  # asleep, no timer
         barrier = make_fifo(tmp_path / "barrier")
         point = "files.append.after_write"
@@ -291,7 +289,9 @@ def test_a_control_rung_before_its_write_reaches_a_lean_runner(
     to sleep and the stop, written a moment later, never wakes it again."""
     run = actors.spawn(template="sleep 300")
     bells = Path(run["state_dir"]) / "doorbells"
-    _until(lambda: bells.is_dir() and os.listdir(bells), 30, "the runner's doorbell")
+    wait_for_change(
+        Path(run["state_dir"]), lambda: bells.is_dir() and os.listdir(bells), what="the doorbell"
+    )
     barrier = make_fifo(tmp_path / "barrier")
     point = "mailbox.append.after_ring"
     sender = subprocess.Popen(
@@ -301,7 +301,7 @@ def test_a_control_rung_before_its_write_reaches_a_lean_runner(
         stderr=subprocess.PIPE,
     )
     assert read_fifo_line(barrier) == f"{sender.pid} {point}"
-    _until(lambda: (s := read_stat(sender.pid)) is not None and s.state == "T", 10, "stopped")
+    wait_stopped(sender.pid)
     wake_ups([int(run["pid"])], 0)  # the runner has woken for the ring and settled again
     os.kill(sender.pid, signal.SIGCONT)
     _, err = sender.communicate(timeout=30)

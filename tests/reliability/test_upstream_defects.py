@@ -22,6 +22,7 @@ from runtime.store.reads import read_jsonl
 from tests.conftest import (
     alive,
     cli,
+    cpu_ticks,
     finished,
     idle_run,
     make_fifo,
@@ -262,16 +263,10 @@ def test_defect_15_an_idle_run_costs_no_polling(home: StateRoot, tmp_path: Path)
     """Upstream re-observed every run every second from the host. Here nothing runs in the
     caller's process at all, and an idle runner sleeps: its CPU time stays flat."""
     record = _ready_run(tmp_path)
-    stat = Path(f"/proc/{record['pid']}/stat")
-
-    def cpu_ticks() -> int:
-        fields = stat.read_text().rsplit(")", 1)[1].split()
-        return int(fields[11]) + int(fields[12])
-
     runner_at_rest(home, record)  # a lean runner parks by an exec: start-up, not polling
-    before = cpu_ticks()
+    before = cpu_ticks(int(record["pid"]))
     actors.wait(str(record["run"]), timeout=3)  # three idle seconds (the wait itself is a pidfd)
-    assert cpu_ticks() - before <= 2  # at most 20 ms of CPU in 3 s
+    assert cpu_ticks(int(record["pid"])) - before <= 2  # at most 20 ms of CPU in 3 s
     events = read_jsonl(Path(str(record["state_dir"])) / "events.jsonl").records
     assert [e["event"] for e in events][-1] == "command.start"
 

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,31 +17,21 @@ import pytest
 import actors
 from runtime.core.process import verify, wait_gone
 from runtime.store.layout import StateRoot
-from tests.conftest import finished, make_fifo, read_fifo_line, runner_parked, write_recipe
+from tests.conftest import (
+    finished,
+    make_fifo,
+    read_fifo_line,
+    runner_at_rest,
+    runner_mode,
+    write_recipe,
+)
 
 VOLATILE = {"run", "run_instance_id", "created_at", "started_at", "ended_at", "duration_ms"}
-
-
-def _until(check: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def _events(home: StateRoot, run: str) -> list[dict[str, Any]]:
     lines = home.run(run).events.read_text().splitlines()
     return [json.loads(line) for line in lines]
-
-
-def _mode(home: StateRoot, run: str) -> str:
-    """The runner named in run.runner.start (waited for: it follows spawn's return)."""
-
-    def starts() -> list[dict[str, Any]]:
-        return [e for e in _events(home, run) if e["event"] == "run.runner.start"]
-
-    _until(starts, "run.runner.start")
-    return str(starts()[0]["mode"])
 
 
 def _live_in_session(sid: int) -> list[int]:
@@ -66,8 +55,7 @@ def _pss_kb(pid: int) -> int:
 
 def _spawn_parked(home: StateRoot, template: str, **kw: Any) -> dict[str, Any]:
     record = actors.spawn(template=template, **kw)
-    assert _mode(home, record["run"]) == "lean"
-    _until(lambda: runner_parked(record["pid"]), "the runner to park")
+    assert runner_at_rest(home, record) == "lean"  # parked
     return record
 
 
@@ -107,7 +95,7 @@ def test_output_and_a_secret_split_across_a_park_are_kept_and_masked(
         values={"tok": secret},
         secret_names=["tok"],
     )
-    _until(lambda: runner_parked(record["pid"]), "the runner to park")
+    assert runner_at_rest(home, record) == "lean"  # parked
     with open(go, "w") as writer:
         writer.write("go\n")
     summary = finished(record)
@@ -133,7 +121,7 @@ def test_a_parked_run_is_stopped_with_its_whole_group(home: StateRoot, how: str)
     want = {"cancel": "cancelled", "control.stop": "cancelled", "SIGTERM": "cancelled"}
     assert summary["status"] == want.get(how, "killed")
     assert wait_gone([pid], timeout=10)
-    _until(lambda: not _live_in_session(pid), "the run's session to be empty", 10)
+    assert wait_gone(_live_in_session(pid), timeout=10), "the run's session is not empty"
     if how == "SIGTERM":
         assert any(e["event"] == "run.signal" for e in _events(home, run))
 
@@ -152,9 +140,9 @@ def test_a_stop_signal_sent_as_soon_as_spawn_returns_cancels_the_run(
     os.kill(record["pid"], sig)
     summary = finished(record)
     assert summary["status"] == "cancelled", summary
-    assert _mode(home, record["run"]) == mode
+    assert runner_mode(home, record["run"]) == mode
     assert any(e["event"] == "run.signal" for e in _events(home, record["run"]))
-    _until(lambda: not _live_in_session(record["pid"]), "the run's session to be empty", 10)
+    assert wait_gone(_live_in_session(record["pid"]), timeout=10), "the session is not empty"
 
 
 CASES = {
@@ -174,7 +162,7 @@ def test_lean_and_trio_runs_end_with_the_same_result(
             monkeypatch.setenv("ACTORS_TRIO_RUNNER", "1")
         record = actors.spawn(template=CASES[case])
         finished(record)
-        assert _mode(home, record["run"]) == mode
+        assert runner_mode(home, record["run"]) == mode
         results[mode] = _comparable(home, record["run"])
         events = [e["event"] for e in _events(home, record["run"])]
         assert events[-2:] == [f"run.{results[mode]['status']}", "followup.delivered"] or (
@@ -194,7 +182,7 @@ def test_a_timeout_reached_while_parked_ends_as_under_trio(
             monkeypatch.setenv("ACTORS_TRIO_RUNNER", "1")
         record = actors.spawn(str(recipe))
         if mode == "lean":
-            _until(lambda r=record: runner_parked(r["pid"]), "the runner to park")
+            assert runner_at_rest(home, record) == "lean"  # parked
         finished(record)
         results[mode] = _comparable(home, record["run"])
     assert results["lean"]["reason"] == "timed out after 4000 ms"
@@ -204,7 +192,7 @@ def test_a_timeout_reached_while_parked_ends_as_under_trio(
 def test_a_graph_of_more_than_one_command_runs_on_trio(home: StateRoot) -> None:
     record = actors.spawn(template="echo a")
     finished(record)
-    assert _mode(home, record["run"]) == "lean"
+    assert runner_mode(home, record["run"]) == "lean"
     fifo = make_fifo(Path(os.environ["ACTORS_HOME"]).parent / "seq.fifo")
     recipe = write_recipe(
         Path(os.environ["ACTORS_HOME"]).parent,
@@ -214,7 +202,7 @@ def test_a_graph_of_more_than_one_command_runs_on_trio(home: StateRoot) -> None:
     record = actors.spawn(str(recipe))
     assert read_fifo_line(fifo) == "ready"
     finished(record)
-    assert _mode(home, record["run"]) == "trio"
+    assert runner_mode(home, record["run"]) == "trio"
 
 
 @pytest.mark.parametrize("mode", ["lean", "trio"])
@@ -231,7 +219,7 @@ def test_a_descriptor_the_caller_passed_down_does_not_reach_the_command(
         finished(record)
     finally:
         os.close(stray)
-    assert _mode(home, record["run"]) == mode
+    assert runner_mode(home, record["run"]) == mode
     assert home.run(record["run"]).stdout.read_text() == "closed\n"
 
 
@@ -245,4 +233,4 @@ def test_a_runner_state_in_the_callers_environment_is_not_inherited(
     monkeypatch.setenv("ACTORS_RUNNER_STATE", stray)
     record = actors.spawn(template="echo fine")
     assert finished(record)["status"] == "done"
-    assert _mode(home, record["run"]) == "lean"
+    assert runner_mode(home, record["run"]) == "lean"
