@@ -40,10 +40,10 @@ from tests.conftest import (
     make_fifo,
     read_fifo_line,
     wait_for_change,
+    wait_stopped,
     write_recipe,
 )
 from tests.reliability._attack import Canary, clean_or_refused, plant
-from tests.reliability.test_crash_points import _wait_stopped
 
 # This process imported the fault hook before any test armed the environment (the
 # spawn below sets it only for the runner it starts): it never pauses itself.
@@ -122,7 +122,7 @@ class World:
                 self.base, lambda: barrier.exists() and barrier.read_text().endswith("\n")
             )
             pid = int(barrier.read_text().split()[0])
-            _wait_stopped(pid)
+            wait_stopped(pid)
             before_first_command()
             os.kill(pid, signal.SIGCONT)
         self.runner_pid = int(record["pid"])

@@ -29,7 +29,7 @@ import pytest
 import actors
 from runtime.messaging.mailbox import Mailbox
 from runtime.store.layout import StateRoot
-from tests.conftest import finished, make_fifo, read_fifo_line, write_recipe
+from tests.conftest import finished, make_fifo, read_fifo_line, wait_stopped, write_recipe
 from tests.reliability.test_crash_points import (
     _armed_sender,
     _fifo_run,
@@ -38,7 +38,6 @@ from tests.reliability.test_crash_points import (
     _pause_env,
     _paused,
     _read_from_fifo,
-    _wait_stopped,
     _with_token,
 )
 
@@ -111,7 +110,7 @@ def test_a_fifo_sender_killed_at_each_point_never_delivers_twice(
     barrier = make_fifo(tmp_path / "barrier")
     sender = _armed_sender(run, token, _pause_env(point, barrier))
     frozen = _paused(barrier, point)
-    _wait_stopped(frozen)
+    wait_stopped(frozen)
     _kill(frozen)
     sender.communicate(timeout=10)
     [entry] = _with_token(paths.inbox, token)
@@ -155,7 +154,7 @@ def test_a_committed_sender_that_is_only_frozen_is_left_alone(
     barrier = make_fifo(tmp_path / "barrier")
     sender = _armed_sender(run, token, _pause_env(point, barrier), "--json")
     frozen = _paused(barrier, point)
-    _wait_stopped(frozen)
+    wait_stopped(frozen)
     rival = Mailbox(paths.inbox, paths.dir / "doorbells")
     assert rival.claim(consumer="rival") == []
     os.kill(frozen, signal.SIGCONT)
