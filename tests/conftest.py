@@ -20,7 +20,7 @@ import pytest
 # instead of hanging the suite until pytest-timeout (runtime.store.appends.take_lock).
 os.environ.setdefault("ACTORS_LOCK_BOUND", "60")
 
-from runtime.store.layout import StateRoot  # noqa: E402  (after the bound is set)
+from runtime.store.layout import StateRoot  # (imported after the bound is set)
 
 REPO = Path(__file__).resolve().parent.parent
 _ENV_TO_CLEAR = (

@@ -75,7 +75,9 @@ def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, act
     recorded = run.get("cgroup") if run is not None else None
     groups = [
         g
-        for g in cgroups.groups_of(root.path, run_id, recorded if isinstance(recorded, str) else None)
+        for g in cgroups.groups_of(
+            root.path, run_id, recorded if isinstance(recorded, str) else None
+        )
         if cgroups.populated(g)
     ]
     identity = _verified_runner(paths, run) if run is not None else None
@@ -95,7 +97,9 @@ def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, act
             f"run {run_id} already finished ({summary['status']}); nothing to {action}",
             hint=f"see `actors result {run_id}`",
         )
-    raise Refused(f"run {run_id}: its runner is not up yet; nothing was signalled", hint="try again")
+    raise Refused(
+        f"run {run_id}: its runner is not up yet; nothing was signalled", hint="try again"
+    )
 
 
 def _summary(paths: RunPaths, run: RunRecord) -> dict[str, Any]:
@@ -131,7 +135,11 @@ def _record(target: Target, event: str, **fields: Any) -> None:
         return
     with contextlib.suppress(OSError, ActorsError):
         record_event(
-            target.paths.events, target.run["run_instance_id"], event, wait_s=RECORD_WAIT_S, **fields
+            target.paths.events,
+            target.run["run_instance_id"],
+            event,
+            wait_s=RECORD_WAIT_S,
+            **fields,
         )
 
 
@@ -148,7 +156,9 @@ def _publish(target: Target, status: str, code: int, reason: str) -> None:
             last = read_json(paths.progress) or {}
         except StateDamaged:
             last = {}
-        counts = {k: last[k] for k in ("completed", "failed") if isinstance(last, dict) and k in last}
+        counts = {
+            k: last[k] for k in ("completed", "failed") if isinstance(last, dict) and k in last
+        }
         with contextlib.suppress(OSError, ActorsError):
             write_progress(paths.progress, instance, phase=status, active=0, **counts)
         _record(target, f"run.{status}", fsync=True, code=code, reason=reason)
@@ -236,7 +246,14 @@ def cancel(
     commands the same way), then SIGKILL to whatever of the run is left."""
     target = _target(root, run_id, principal, force, "cancel")
     _intend(target, "cancel", principal)
-    _record(target, "run.cancel", signal="SIGTERM", pid=target.identity and target.identity["pid"], grace_s=grace, by=principal.id)
+    _record(
+        target,
+        "run.cancel",
+        signal="SIGTERM",
+        pid=target.identity and target.identity["pid"],
+        grace_s=grace,
+        by=principal.id,
+    )
     identity = target.identity
     ended = False
     if identity is not None and send_verified(identity, signal.SIGTERM)[0] == "valid":

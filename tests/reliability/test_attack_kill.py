@@ -129,7 +129,9 @@ def _runner_gone(record: dict[str, object], timeout: float = 15.0) -> None:
 # -- a run that rewrote its own journals ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("files", [("events.jsonl",), ("events.jsonl", "inbox.jsonl"), ("progress.json", "result.json")])
+@pytest.mark.parametrize(
+    "files", [("events.jsonl",), ("events.jsonl", "inbox.jsonl"), ("progress.json", "result.json")]
+)
 def test_kill_needs_no_journal_write(
     tmp_path: Path, mode: str, pids: Pids, files: tuple[str, ...]
 ) -> None:
@@ -137,7 +139,9 @@ def test_kill_needs_no_journal_write(
     (with and without --force) still kills it, and nothing is written through the link."""
     outside = tmp_path / "outside.txt"
     outside.write_text("untouched\n")
-    links = "; ".join(f'rm -f "$ACTORS_STATE_DIR/{f}"; ln -s {outside} "$ACTORS_STATE_DIR/{f}"' for f in files)
+    links = "; ".join(
+        f'rm -f "$ACTORS_STATE_DIR/{f}"; ln -s {outside} "$ACTORS_STATE_DIR/{f}"' for f in files
+    )
     record = _spawn(tmp_path, "linker", f'{links}; echo $$ > "$1/cmd.pid"; exec sleep 300')
     pids.collect("cmd")
     code, text, _ = _kill("linker")
@@ -248,7 +252,7 @@ def test_a_run_that_ends_leaves_no_daemon(
         pytest.skip("no delegated cgroup v2 here: a daemon that left the session escapes")
     monkeypatch.setenv("ACTORS_CGROUP", "auto")
     go = make_fifo(tmp_path / "go")
-    record = _spawn(tmp_path, "quitter", f'{DAEMONS[daemon]}; read x < {go}')
+    record = _spawn(tmp_path, "quitter", f"{DAEMONS[daemon]}; read x < {go}")
     pids.collect("daemon")
     with open(go, "w") as gate:  # the command ends only once the daemon is seen alive
         gate.write("go\n")
