@@ -276,8 +276,8 @@ def umask_000() -> Iterator[None]:
 
 
 def runner_parked(pid: int) -> bool:
-    """Whether a lean runner has parked: exec'd into its idle image, which marks itself in
-    its environment (the only sign outside the process; the exec costs a few ticks)."""
+    """Whether a runner has parked: exec'd into its idle image, which marks itself in its
+    environment (the only sign outside the process; the exec costs a few ticks)."""
     try:
         return b"ACTORS_RUNNER_STATE=wait " in Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -285,8 +285,8 @@ def runner_parked(pid: int) -> bool:
 
 
 def runner_mode(state: StateRoot, run: str, timeout: float = 30) -> str:
-    """The runner a run got ("lean" or "trio"), from its `run.runner.start` event, which
-    follows spawn's return: awaited on the run directory's file events."""
+    """How a run's runner waits ("poll", or "poll-portable"), from its `run.runner.start`
+    event, which follows spawn's return: awaited on the run directory's file events."""
     import json
 
     events = state.run(run).events
@@ -308,12 +308,9 @@ def runner_mode(state: StateRoot, run: str, timeout: float = 30) -> str:
 
 
 def runner_at_rest(state: StateRoot, record: dict[str, Any], timeout: float = 30) -> str:
-    """Wait until a live run's runner is past its start-up work, and name its mode: a lean
-    runner has parked (an idle-CPU measurement must not count the park's exec); a trio
-    runner is asleep as soon as it has started its command."""
+    """Wait until a live run's runner is past its start-up work and has parked (an
+    idle-CPU measurement must not count the park's exec), and name its mode."""
     mode = runner_mode(state, str(record["run"]), timeout)
-    if mode != "lean":
-        return mode
     deadline = time.monotonic() + timeout
     while not runner_parked(int(record["pid"])):
         assert time.monotonic() < deadline, f"runner of {record['run']} not parked in {timeout}s"

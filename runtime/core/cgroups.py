@@ -83,6 +83,8 @@ def parent_dir() -> Path | None:
         return None
     if setting and setting != "auto":
         return Path(setting) if _ours(setting) else None
+    if config.flag(config.PORTABLE):
+        return None
     mount, own = _cgroup2_mount(), _own_cgroup()
     if mount is None or own is None:
         return None

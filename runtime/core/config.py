@@ -215,8 +215,13 @@ CGROUP = Setting(
     "(process groups and identity proofs only; docs/reliability.md).",
     USER,
 )
-TRIO_RUNNER = Setting(
-    "ACTORS_TRIO_RUNNER", "flag", "unset", "Run even a single command on the trio runner.", USER
+PORTABLE = Setting(
+    "ACTORS_PORTABLE",
+    "flag",
+    "unset",
+    "Use only the portable POSIX paths, as on macOS: no pidfd (SIGCHLD instead), no memfd, "
+    "no inotify, no cgroups. CI runs the core tiers once more with it set.",
+    USER,
 )
 PAUSE_AT = Setting(
     "ACTORS_PAUSE_AT",
@@ -271,7 +276,7 @@ SETTINGS = (
     BRANCH,
     RUNNER_STATE,
     CGROUP,
-    TRIO_RUNNER,
+    PORTABLE,
     PAUSE_AT,
     PAUSE_FIFO,
     LOCK_BOUND,

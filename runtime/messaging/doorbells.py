@@ -99,30 +99,52 @@ def _remove_if_orphaned(directory: int, name: str) -> None:
             os.unlink(name, dir_fd=directory)
 
 
-@contextlib.contextmanager
-def doorbell(doorbells: Path, topic: str | None = None) -> Iterator[int]:
-    """A private FIFO in `doorbells/`, open for reading (non-blocking) while in use.
-
-    With a `topic` it is rung only for message types under `<topic>.`.
+class Bell:
+    """A private FIFO in a `doorbells/` directory, open for reading (non-blocking): a
+    consumer's doorbell. With a `topic` it is rung only for message types under
+    `<topic>.`.
 
     The consumer also holds a write end itself so the read end never reports a hang-up
-    (which would make select() spin) after a sender closes.
-    """
-    ensure_dir(doorbells)
-    suffix = f".{topic}.fifo" if topic else ".fifo"
-    name = f"{os.getpid()}-{os.urandom(4).hex()}{suffix}"
-    directory = safe.open_dir(doorbells)
-    try:
-        os.mkfifo(name, 0o600, dir_fd=directory)
-        nofollow = os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
-        read_fd = os.open(name, os.O_RDONLY | nofollow, dir_fd=directory)
-        write_fd = os.open(name, os.O_WRONLY | nofollow, dir_fd=directory)
+    (which would make poll() spin) after a sender closes. A runner that parks by exec()
+    keeps both descriptors and its path across the exec (`adopt`)."""
+
+    __slots__ = ("path", "read", "write")
+
+    def __init__(self, read: int, write: int, path: Path) -> None:
+        self.read, self.write, self.path = read, write, path
+
+    @classmethod
+    def open(cls, doorbells: Path, topic: str | None = None) -> Bell:
+        ensure_dir(doorbells)
+        suffix = f".{topic}.fifo" if topic else ".fifo"
+        name = f"{os.getpid()}-{os.urandom(4).hex()}{suffix}"
+        directory = safe.open_dir(doorbells)
         try:
-            yield read_fd
+            os.mkfifo(name, 0o600, dir_fd=directory)
+            nofollow = os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+            read_fd = os.open(name, os.O_RDONLY | nofollow, dir_fd=directory)
+            write_fd = os.open(name, os.O_WRONLY | nofollow, dir_fd=directory)
         finally:
-            os.close(write_fd)
-            os.close(read_fd)
-            with contextlib.suppress(OSError):
-                os.unlink(name, dir_fd=directory)
+            os.close(directory)
+        return cls(read_fd, write_fd, doorbells / name)
+
+    def drain(self) -> None:
+        """Take the pending rings (any number of them is one wake)."""
+        with contextlib.suppress(BlockingIOError):
+            os.read(self.read, 65536)
+
+    def close(self) -> None:
+        os.close(self.write)
+        os.close(self.read)
+        with contextlib.suppress(OSError, ActorsError):
+            safe.unlink(self.path)
+
+
+@contextlib.contextmanager
+def doorbell(doorbells: Path, topic: str | None = None) -> Iterator[int]:
+    """A `Bell` for the length of a `with` block; yields its read descriptor."""
+    bell = Bell.open(doorbells, topic)
+    try:
+        yield bell.read
     finally:
-        os.close(directory)
+        bell.close()

@@ -1,8 +1,8 @@
 """What one execution shares (`RunContext`) and what every node returns (`Outcome`).
 
-Its own module because both halves of the executor use them: the graph walk
-(`executor`) and the launching of one leaf's process (`leaf`); the runner builds the
-context and reads it back for the result.
+Its own module because the graph (runtime.runs.graph), its commands
+(runtime.runs.command, runtime.runs.leaf) and the run's end (runtime.runs.lifecycle)
+all use them; a parked runner keeps the context across exec() (`snapshot`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from runtime.compiler.redact import redact_text
 from runtime.runs.events import preview_text, write_progress
-from runtime.runs.output import LogFile
+from runtime.runs.output import LOG_CAP_BYTES, LogFile
 from runtime.store.layout import RunPaths
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
@@ -25,7 +25,7 @@ class Outcome:
     """What a node produced: its status, exit code and complete stdout (a file).
 
     Plain classes here, not dataclasses: `dataclasses` (and the `inspect` it imports)
-    were a sixth of the lean runner's start-up CPU (docs/performance.md, Lean idle runs)."""
+    were a sixth of the runner's start-up CPU (docs/performance.md)."""
 
     __slots__ = ("code", "degraded", "escalation", "output", "reason", "status")
 
@@ -75,9 +75,9 @@ class RunContext:
         self.env, self.cwd, self.secrets, self.grace = env, cwd, secrets, grace
         self.stop_reason: str | None = None
         self.abort: dict[str, Any] | None = None
-        self.root_scope: Any = None
-        """The trio runner's cancel scope around the graph (runtime.runs.runner sets
-        it); None in the lean runner (runtime.runs.lean), which imports no trio."""
+        self.cwd_error: OSError | None = None
+        """Why the run's directory could not be entered (every command then fails to
+        start with it), or None."""
         self.active = self.completed = self.failed = 0
         self.branches: dict[str, str] = {}
         self.nodes: list[dict[str, Any]] = []
@@ -90,10 +90,9 @@ class RunContext:
         self.on_command_done: Callable[[dict[str, Any]], None] | None = None
 
     def stop(self, reason: str) -> None:
+        """Stop the run (the runner's loop then stops the graph); the first reason wins."""
         if self.stop_reason is None:
             self.stop_reason = reason
-        if self.root_scope is not None:
-            self.root_scope.cancel()
 
     def record_node(self, node: dict[str, Any], outcome: Outcome, attempts: int) -> None:
         """How a node ended, in `nodes`; a failure in `failures`, where its policy
@@ -151,9 +150,36 @@ class RunContext:
             log = self._logs[stream] = LogFile(path)
         return log
 
-    def adopt_log(self, stream: str, log: LogFile) -> None:
-        """A log an earlier image of the lean runner left open (runtime.runs.lean)."""
-        self._logs[stream] = log
+    def snapshot(self) -> dict[str, Any]:
+        """What a parked runner keeps of the execution (runtime.runs.park)."""
+        return {
+            "counts": [self.active, self.completed, self.failed, self._commands],
+            "branches": self.branches,
+            "nodes": self.nodes,
+            "failures": self.failures,
+            "failed_commands": self.failed_commands,
+            "stop_reason": self.stop_reason,
+            "abort": self.abort,
+            "grace": self.grace,
+            "logs": {name: [log.fd, log.size] for name, log in self._logs.items()},
+        }
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """The execution as an earlier image of this runner left it, its logs still open."""
+        self.active, self.completed, self.failed, self._commands = saved["counts"]
+        self.branches, self.nodes = saved["branches"], saved["nodes"]
+        self.failures, self.failed_commands = saved["failures"], saved["failed_commands"]
+        self.stop_reason, self.abort, self.grace = (
+            saved["stop_reason"],
+            saved["abort"],
+            saved["grace"],
+        )
+        for name, (fd, size) in saved["logs"].items():
+            path = self.paths.stdout if name == "stdout" else self.paths.stderr
+            self._logs[name] = LogFile.adopt(path, LOG_CAP_BYTES, fd, size)
+
+    def fds_kept(self) -> list[int]:
+        return [log.fd for log in self._logs.values()]
 
     def close(self) -> None:
         for log in self._logs.values():

@@ -15,21 +15,16 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from runtime.compiler.placeholders import render_argv
 from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext, Status
 from runtime.runs.events import preview_fields, preview_text, record_event
-from runtime.runs.output import LOG_CAP_BYTES as LOG_CAP, Capture, concatenate, pump, trim
+from runtime.runs.output import LOG_CAP_BYTES as LOG_CAP, Capture, concatenate, trim
 from runtime.store import safe
 from runtime.store.layout import CapturePaths
 from runtime.store.writes import ensure_dir
-
-if TYPE_CHECKING:
-    import trio
-
-_PIPE = -1  # subprocess.PIPE without importing subprocess at module import time
 
 
 class Exit:
@@ -91,8 +86,7 @@ def begin_leaf(
     feeds: bool = False,
 ) -> Leaf | Outcome:
     """Render the command, open its captures and journal `command.start`; an Outcome
-    when the command cannot even be rendered. Shared by the trio runner (run_leaf) and
-    the lean runner (runtime.runs.lean), which only differ in how they wait."""
+    when the command cannot even be rendered (runtime.runs.command runs it)."""
     try:
         argv = _resolve_command(render_argv(words, values if values is not None else ctx.values))
     except BadInput as exc:  # e.g. an index past an array's end: this node fails, clearly
@@ -131,58 +125,6 @@ def end_leaf(ctx: RunContext, leaf: Leaf) -> Outcome:
     )
     output = _node_output(leaf.kind, leaf.capture, leaf.feeds)
     return Outcome(leaf.ended.status, done["code"], output, reason=leaf.ended.reason)
-
-
-def open_stdin(stdin: Path | None) -> int:
-    return safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
-
-
-async def run_leaf(
-    ctx: RunContext,
-    node: dict[str, Any],
-    words: list[str],
-    stdin: Path | None,
-    attempt: int,
-    values: dict[str, Any] | None = None,
-    *,
-    feeds: bool = False,
-) -> Outcome:
-    """Run one command to completion; the caller's cancel scope stops its whole group.
-    `feeds`: a later step reads this node's output, so that capture is kept whole."""
-    leaf = begin_leaf(ctx, node, words, attempt, values, feeds=feeds)
-    if isinstance(leaf, Outcome):
-        return leaf
-    stdin_fd = open_stdin(stdin)
-    try:
-        await _launch(ctx, leaf.argv, stdin_fd, leaf.out, leaf.err, leaf.ended)
-    finally:
-        os.close(stdin_fd)
-        outcome = end_leaf(ctx, leaf)
-    return outcome
-
-
-async def _launch(
-    ctx: RunContext, argv: list[str], stdin_fd: int, out: Capture, err: Capture, ended: Exit
-) -> None:
-    """Start the command and wait for it, keeping `ended` current (a cancel may cut in)."""
-    import trio  # deferred: the lean runner imports this module without trio
-
-    try:
-        proc = await trio.lowlevel.open_process(
-            argv,
-            stdin=stdin_fd,
-            stdout=_PIPE,
-            stderr=_PIPE,
-            cwd=ctx.cwd,
-            env=ctx.env,
-            process_group=0,
-        )
-    except OSError as exc:
-        not_started(ctx, err, ended, argv, exc)
-        return
-    ended.status = "cancelled"  # stays so unless _supervise returns normally
-    code, ended.status = await _supervise(ctx, proc, out, err)
-    exited(ended, code)
 
 
 def exited(ended: Exit, code: int) -> None:
@@ -266,41 +208,3 @@ def _node_output(kind: str, capture: CapturePaths, feeds: bool) -> Path | None:
     trim(capture.stdout)  # both.log is what a later step reads: the halves need no more
     trim(capture.stderr)
     return both
-
-
-async def _supervise(
-    ctx: RunContext, proc: trio.Process, out: Capture, err: Capture
-) -> tuple[int, Status]:
-    """Wait for the leaf, then stop whatever it left in its group; on cancel, stop it all."""
-    import trio  # deferred: the lean runner imports this module without trio
-
-    pgid = proc.pid
-    pidfd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
-    try:
-        async with trio.open_nursery() as nursery:
-            assert proc.stdout is not None and proc.stderr is not None
-            nursery.start_soon(pump, proc.stdout, out, ctx.log("stdout"), ctx.secrets)
-            nursery.start_soon(pump, proc.stderr, err, ctx.log("stderr"), ctx.secrets)
-            if pidfd is not None:
-                # Exited but not yet reaped: its pid (= the group id) cannot be reused yet,
-                # so stopping the leftovers of the group here can hit no stranger.
-                await trio.lowlevel.wait_readable(pidfd)
-            kill_group(pgid, signal.SIGKILL)
-            code = await proc.wait()
-            # A process that left the group but kept our pipes open must not hang the step.
-            nursery.cancel_scope.deadline = trio.current_time() + ctx.grace
-        return code, "done" if code == 0 else "failed"
-    finally:
-        if proc.returncode is None:
-            with trio.CancelScope(shield=True):
-                kill_group(pgid, signal.SIGTERM)
-                with trio.move_on_after(ctx.grace):
-                    if pidfd is not None:  # exited, still unreaped: the group id stays ours
-                        await trio.lowlevel.wait_readable(pidfd)
-                    else:
-                        await proc.wait()
-                if proc.returncode is None:  # never signal a group whose leader we reaped
-                    kill_group(pgid, signal.SIGKILL)
-                await proc.wait()
-        if pidfd is not None:
-            os.close(pidfd)

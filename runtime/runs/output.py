@@ -20,15 +20,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from runtime.compiler.redact import MASK
 from runtime.core import config
 from runtime.store import safe
 from runtime.store.layout import rotated
-
-if TYPE_CHECKING:  # the lean runner (runtime.runs.lean) uses this module without trio
-    import trio
 
 CHUNK = 65536
 PARTIAL_LINE_CAP = 65536
@@ -177,24 +172,6 @@ class LineSplitter:
         if self._pending:
             self._log.write(self._pending + b"\n")
             self._pending = b""
-
-
-async def pump(
-    stream: trio.abc.ReceiveStream, capture: Capture, log: LogFile, secrets: list[str]
-) -> None:
-    """Copy a leaf's stream to its capture file and, whole lines at a time, to the log."""
-    masker, lines = StreamMasker(secrets), LineSplitter(log)
-
-    def take(data: bytes) -> None:
-        capture.write(data)
-        lines.feed(data)
-
-    try:
-        while chunk := await stream.receive_some(CHUNK):
-            take(masker.feed(chunk))
-    finally:
-        take(masker.flush())
-        lines.flush()
 
 
 def concatenate(target: Path, sources: list[Path], cap: int | None) -> None:

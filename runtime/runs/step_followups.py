@@ -3,21 +3,18 @@ recipe that opts in (`command.done` in `mailbox.emits`), the failed or concurren
 delivered to the coordinator while the run goes on. By default a run's outcome is told
 once, by its terminal follow-up.
 
-A delivery may block (a webhook timing out), so each runs on a worker thread, as a task
-of the runner's outermost nursery: it never stalls the graph, and the runner waits for
-it (up to the delivery budget) before the terminal follow-up, then for any straggler
-before the process exits. Its own module because it imports trio, which the runner may
-load only after recording its identity.
+A delivery may block (a webhook timing out), so each runs on a plain thread: it never
+stalls the graph, and the runner waits for it (up to the delivery budget) before the
+terminal follow-up, then for any straggler before the process exits. Imported when a
+command ends, never while a run starts or idles.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime.delivery.followups import deliver
@@ -28,76 +25,33 @@ from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths, StateRoot
 
 if TYPE_CHECKING:
-    import trio
-
     from runtime.store.records import RunRecord
 
 
 class Deliveries:
-    """Deliveries in flight, each on its own worker thread (no cap: a slow adapter must
-    not hold up the next command's follow-up, nor the runner's other thread work)."""
-
-    def __init__(self, nursery: trio.Nursery) -> None:
-        import trio  # deferred: the lean runner's Deliveries are plain threads
-
-        self._nursery = nursery
-        self._limiter = trio.CapacityLimiter(math.inf)
-        self._pending = 0
-        self._idle = trio.Event()
-        self._idle.set()
-
-    def submit(self, work: Callable[[], object], name: str) -> None:
-        """Start `work` now; it must handle its own errors (nothing awaits its result)."""
-        import trio
-
-        if self._pending == 0:
-            self._idle = trio.Event()
-        self._pending += 1
-        self._nursery.start_soon(self._run, work, name, name=name)
-
-    async def _run(self, work: Callable[[], object], name: str) -> None:
-        import trio
-
-        try:
-            await trio.to_thread.run_sync(work, thread_name=name, limiter=self._limiter)
-        finally:
-            self._pending -= 1
-            if self._pending == 0:
-                self._idle.set()
-
-    async def drain(self, budget_s: float) -> None:
-        """Wait until nothing is in flight, or `budget_s` has passed (they go on then)."""
-        import trio
-
-        with trio.move_on_after(budget_s):
-            await self._idle.wait()
-
-
-class ThreadDeliveries:
-    """The lean runner's (runtime.runs.lean) step deliveries: plain threads, no trio.
-    A single-leaf run has at most one in flight, at its very end."""
+    """Step deliveries in flight, each on its own plain thread (no cap: a slow adapter
+    must not hold up the next command's follow-up). The runner does not park while one
+    is in flight (exec would end it), and waits for them, up to the delivery budget,
+    before its terminal follow-up."""
 
     def __init__(self) -> None:
         self._threads: list[threading.Thread] = []
 
     def submit(self, work: Callable[[], object], name: str) -> None:
+        """Start `work` now; it must handle its own errors (nothing awaits its result)."""
         thread = threading.Thread(target=work, name=name)  # not daemon: exit waits for it
         thread.start()
         self._threads.append(thread)
 
+    def pending(self) -> bool:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        return bool(self._threads)
+
     def drain(self, budget_s: float) -> None:
+        """Wait until nothing is in flight, or `budget_s` has passed (they go on then)."""
         deadline = time.monotonic() + budget_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-
-
-@asynccontextmanager
-async def open_deliveries() -> AsyncIterator[Deliveries]:
-    """Deliveries whose block does not end before every one of them has."""
-    import trio
-
-    async with trio.open_nursery() as nursery:
-        yield Deliveries(nursery)
 
 
 def steps_opted_in(run: RunRecord) -> bool:
@@ -111,7 +65,7 @@ def command_done(
     run: RunRecord,
     ctx: RunContext,
     done: dict[str, Any],
-    deliveries: Deliveries | ThreadDeliveries,
+    deliveries: Deliveries,
 ) -> None:
     """Journal every leaf in the outbox; for a recipe that opted in, bubble failures and
     parallel branch completions."""

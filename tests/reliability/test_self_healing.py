@@ -254,11 +254,15 @@ def test_racing_guardians_submit_exactly_one_follow_up(home: StateRoot, tmp_path
     )
 
 
-def _parent_with_child(tmp_path: Path, parent_template: str) -> tuple[dict[str, Any], int]:
-    """A parent run whose command spawns the idle run `kid` (owned by `run:parent`)."""
+def _parent_with_child(tmp_path: Path, parent_template: Any) -> tuple[dict[str, Any], int]:
+    """A parent run whose command spawns the idle run `kid` (owned by `run:parent`); a
+    list template runs in parallel."""
     fifo, pidfile = make_fifo(tmp_path / "kid.ready"), tmp_path / "kid.pid"
     kid = write_recipe(tmp_path, "idle-kid", IDLE)
-    parent = write_recipe(tmp_path, "parent", {"template": parent_template})
+    parallel = isinstance(parent_template, list)
+    parent = write_recipe(
+        tmp_path, "parent", {"template": parent_template, "parallel": parallel}
+    )
     actors.spawn(
         str(parent), as_="parent", values={"k": str(kid), "f": str(fifo), "p": str(pidfile)}
     )
@@ -279,28 +283,26 @@ def _parent_messages(home: StateRoot, kind: str) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.parametrize("runner", ["lean", "trio"])
+@pytest.mark.parametrize("graph", ["leaf", "parallel"])
 def test_a_parent_runner_folds_its_crashed_child(
-    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: str
+    home: StateRoot, tmp_path: Path, graph: str
 ) -> None:
-    """The runs a run spawns follow up to its inbox: its runner guards them, the lean
-    runner (runtime.runs.lean, parked or not) as the trio runner does."""
-    if runner == "trio":
-        monkeypatch.setenv("ACTORS_TRIO_RUNNER", "1")
-    record, orphan = _parent_with_child(
-        tmp_path, f"sh -c '{SPAWN_KID}; exec sleep 300' x {{k}} {{f}} {{p}}"
-    )
+    """The runs a run spawns follow up to its inbox: its runner guards them, parked or
+    not, whatever its graph (one runner supervises every recipe)."""
+    command = f"sh -c '{SPAWN_KID}; exec sleep 300' x {{k}} {{f}} {{p}}"
+    template: Any = command if graph == "leaf" else [command, "sleep 300"]
+    record, orphan = _parent_with_child(tmp_path, template)
     parent_runner = _runner(json.loads(home.run("parent").run_json.read_text()))
-    assert f'"mode":"{runner}"' in home.run("parent").events.read_text()
+    assert '"mode":"poll"' in home.run("parent").events.read_text()
     _watching(home, [parent_runner], _runner(record))
-    if runner == "lean":  # the child dies while its parent is parked (runtime/runs/entry.py)
-        environ = Path(f"/proc/{parent_runner}/environ")
-        wait_for_change(
-            home.run("parent").dir,
-            lambda: b"ACTORS_RUNNER_STATE=wait " in environ.read_bytes(),
-            timeout=30,
-            what="the parent's runner to park",
-        )
+    # the child dies while its parent is parked (runtime/runs/entry.py)
+    environ = Path(f"/proc/{parent_runner}/environ")
+    wait_for_change(
+        home.run("parent").dir,
+        lambda: b"ACTORS_RUNNER_STATE=wait " in environ.read_bytes(),
+        timeout=30,
+        what="the parent's runner to park",
+    )
     os.kill(_runner(record), signal.SIGKILL)
     killed = time.monotonic()
     wait_for_change(

@@ -1,10 +1,12 @@
-"""`python -m runtime.runs.runner STATE_DIR`: the process that owns one run from start to end.
+"""A run's life from its runner's point of view: its first steps and its end.
 
-It records its own identity first (before importing trio, so a slow import never makes a
-fresh run look dead), executes the template graph, traps SIGTERM / SIGINT / SIGHUP as a
-graceful stop (children get SIGTERM, a grace period, then SIGKILL), writes the terminal
-progress and events, and publishes result.json last. Before exiting it stops anything of
-the run's session that is still alive, so no descendant outlives its run.
+`begin` runs first, before anything slow: the token out of the environment, a session of
+its own, the run's cgroup, its identity recorded (a slow start never makes a fresh run
+look dead), its owner's guardians rung. `conclude` is the end, one named sequence in one
+place: the verdict the graph earned (`earned`), the terminal progress, event and
+result.json (`finish`, result.json last and once), the step follow-ups still in flight,
+the terminal follow-up (`end`), and the sweep of every process the run still has. A
+runner that crashes still ends through `conclude` with a `runner error` result.
 """
 
 from __future__ import annotations
@@ -74,29 +76,11 @@ def _preview(path: Path | None) -> str | None:
     ]
 
 
-async def _lifetime(paths: RunPaths, run: RunRecord) -> ResultRecord:
-    """The run under trio: execute, publish the result, then the follow-ups: the steps'
-    still in flight (waited for up to the delivery budget), then the terminal one."""
-    # deferred: these import trio, loaded only after the runner has recorded its identity
-    from runtime.runs.step_followups import open_deliveries
-
-    async with open_deliveries() as deliveries:
-        try:
-            result = await _execute(paths, run, deliveries)
-        except BaseException as exc:  # the run must still end with a result
-            result = crash_result(run, exc)
-        finish(paths, run, result)
-        await deliveries.drain(DELIVERY_BUDGET_S)  # step follow-ups land before the terminal one
-        end(paths, run, result)
-        # a step delivery still going past the budget: the process exits once it has landed
-    return result
-
-
 def new_context(paths: RunPaths, run: RunRecord) -> RunContext:
-    """The one execution's shared state, for either runner (trio or lean)."""
+    """The one execution's shared state."""
     from runtime.runs.context import RunContext  # deferred: start-up cost
 
-    return RunContext(
+    ctx = RunContext(
         paths=paths,
         instance=run["run_instance_id"],
         values=run["values"],
@@ -105,25 +89,12 @@ def new_context(paths: RunPaths, run: RunRecord) -> RunContext:
         secrets=secret_texts(run["values"], run.get("secret_names", [])),
         grace=KILL_GRACE_S,
     )
-
-
-async def _execute(paths: RunPaths, run: RunRecord, deliveries: Deliveries) -> ResultRecord:
-    """Run the template graph in a fresh context; the result it earned (not yet published)."""
-    # deferred: these import trio, loaded only after the runner has recorded its identity
-    import trio
-
-    from runtime.runs.step_followups import command_done
-    from runtime.runs.watchers import run_graph
-
-    ctx = new_context(paths, run)
-    ctx.root_scope = trio.CancelScope()
-    ctx.on_command_done = lambda done: command_done(paths, run, ctx, done, deliveries)
-    started, started_at = time.monotonic(), now_iso()
-    try:
-        outcome = await run_graph(ctx, paths, run)
-    finally:
-        ctx.close()
-    return earned(run, ctx, outcome, started, started_at)
+    if os.getcwd() != run["cwd"]:  # commands start in the runner's directory
+        try:
+            os.chdir(run["cwd"])
+        except OSError as exc:
+            ctx.cwd_error = exc
+    return ctx
 
 
 def earned(
@@ -220,6 +191,37 @@ def _explain_failures(ctx: RunContext, result: dict[str, Any]) -> None:
     deciding = [f for f in ctx.failures if ctx.abort and f["node"] == ctx.abort["node"]]
     explained = [f for f in ctx.failures if f.get("command")]
     result["failure"] = (deciding or explained or ctx.failures)[0]
+
+
+def conclude(
+    paths: RunPaths,
+    run: RunRecord,
+    ctx: RunContext,
+    outcome: Outcome | None,
+    timing: tuple[float, str],
+    deliveries: Deliveries | None,
+) -> int:
+    """The run's end, in this order: the verdict the graph earned, its terminal progress,
+    event and result.json (`finish`), the step follow-ups still in flight (up to the
+    delivery budget), the terminal follow-up and the sweep (`end`). The exit status."""
+    from runtime.delivery.followups import preload
+
+    preload()  # the graph has ended: load the delivery path before the result is public
+    ctx.close()
+    result = earned(run, ctx, outcome, *timing)
+    finish(paths, run, result)
+    if deliveries is not None:
+        deliveries.drain(DELIVERY_BUDGET_S)
+    end(paths, run, result)
+    return 0 if result["status"] == "done" else 1
+
+
+def crash(paths: RunPaths, run: RunRecord, exc: BaseException) -> int:
+    """The runner itself failed: the run still ends, `failed` with a `runner error`."""
+    result = crash_result(run, exc)
+    finish(paths, run, result)
+    end(paths, run, result)
+    return 1
 
 
 def crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
@@ -340,8 +342,8 @@ def begin(
     """The runner's first steps, before anything slow: take the token out of the
     environment, lead a session, read run.json and record this process's identity (a
     slow import after that never makes a fresh run look dead), then ring the owner's
-    guardians. An exit status when there is no usable run.json. `mode` names the runner
-    that will run it (`lean` or `trio`), recorded with the identity."""
+    guardians. An exit status when there is no usable run.json. `mode` names how the
+    runner waits (`poll`, or `poll-portable` without the Linux-only primitives)."""
     paths = RunPaths(Path(dir_arg))
     global _token
     _token = os.environ.pop(config.RUN_TOKEN.name, "")
@@ -366,44 +368,8 @@ def begin(
         "run.runner.start",
         pid=os.getpid(),
         process_identity=capture(os.getpid()),
-        mode=mode(run) if mode is not None else "trio",
+        mode=mode(run) if mode is not None else "poll",
         cgroup=str(group) if joined else None,
     )
     ring_guardians(str(run.get("owner_id")))  # the owner's guardians watch us from now
     return paths, run
-
-
-def run_full(paths: RunPaths, run: RunRecord) -> int:
-    """The whole run under trio (any graph)."""
-    # deferred until the identity is recorded: a slow import must not make a fresh run
-    # look dead
-    import trio
-
-    from runtime.delivery.followups import preload
-
-    preload()  # the terminal follow-up must not wait on imports
-
-    try:
-        result = trio.run(_lifetime, paths, run)
-    except BaseException as exc:  # trio itself failed: the run must still end with a result
-        result = crash_result(run, exc)
-        finish(paths, run, result)
-        end(paths, run, result)
-    return 0 if result["status"] == "done" else 1
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m runtime.runs.runner STATE_DIR`: always the trio runner (spawn starts
-    runtime/runs/entry.py, which picks the lean runner when the graph allows it)."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m runtime.runs.runner STATE_DIR", file=sys.stderr)
-        return 2
-    begun = begin(args[0])
-    if isinstance(begun, int):
-        return begun
-    return run_full(*begun)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

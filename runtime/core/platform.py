@@ -1,0 +1,87 @@
+"""The few OS primitives that differ between platforms, each with its portable path.
+
+Linux gives a process-exit descriptor (pidfd), an anonymous memory file (memfd) and
+cgroups; macOS and the other POSIX systems do not. Every caller asks here, and gets the
+Linux primitive where it exists or the portable POSIX path where it does not:
+
+- a child's exit: its pidfd, else SIGCHLD on the caller's signal wakeup descriptor and a
+  `waitid(WNOWAIT)` look that leaves the child unreaped (so its process group id stays
+  its own until its leftovers are stopped);
+- state that must cross an exec(): a memfd, else a 0600 file in the run's directory.
+
+`ACTORS_PORTABLE` (runtime.core.config) forces every portable path on Linux, so the path
+a macOS user takes runs in CI too (docs/performance.md names what ran where).
+"""
+
+from __future__ import annotations
+
+import os
+
+from runtime.core import config
+
+
+def portable() -> bool:
+    """Whether the Linux-only primitives are switched off (ACTORS_PORTABLE)."""
+    return config.flag(config.PORTABLE)
+
+
+def exit_fd(pid: int) -> int:
+    """A descriptor readable once `pid` (our child) has exited, or -1: then the caller
+    learns of its end by SIGCHLD and `has_exited`."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None or portable():
+        return -1
+    try:
+        fd: int = opener(pid)
+    except OSError:
+        return -1
+    return fd
+
+
+def watches_children_by_signal() -> bool:
+    """Whether a child's end is learned from SIGCHLD (no pidfd here)."""
+    return getattr(os, "pidfd_open", None) is None or portable()
+
+
+def has_exited(pid: int) -> bool:
+    """Whether our child `pid` has exited, without reaping it (waitid WNOWAIT); where
+    waitid is missing, a non-blocking waitpid answers and the exit status is kept for
+    the caller's own `waitpid`, which then finds it in `_reaped`."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is not None:
+        try:
+            return waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    if done:
+        _reaped[pid] = status
+    return bool(done)
+
+
+_reaped: dict[int, int] = {}
+
+
+def reap(pid: int) -> int:
+    """Wait for our exited child and return its exit code (a signal's is negative)."""
+    status = _reaped.pop(pid, None)
+    if status is None:
+        status = os.waitpid(pid, 0)[1]
+    return os.waitstatus_to_exitcode(status)
+
+
+def state_fd(directory: str) -> int:
+    """A private, anonymous place for a process's state across its own exec(): a memfd,
+    else a 0600 file in `directory`, unlinked at once (its descriptor survives exec)."""
+    maker = getattr(os, "memfd_create", None)
+    if maker is not None and not portable():
+        fd: int = maker("actors-runner-state", 0)
+        return fd
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix=".runner-state-", dir=directory)
+    os.unlink(path)
+    return fd

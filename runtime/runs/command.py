@@ -1,0 +1,312 @@
+"""One command of the graph as a process: started in its own process group, its two
+pipes read as they fill, its end seen on a descriptor, its group stopped at the end.
+
+No thread and no event loop of its own: the runner's loop (runtime.runs.loop) polls the
+descriptors a `Command` names (`fds()`), calls `readable()` for those that are ready and
+`tick()` when a deadline it named (`deadline()`) has passed. So one poll() set serves
+every command of a graph, and a parked runner waits on exactly the same descriptors.
+
+How its end is seen: a pidfd (Linux), readable once the process has exited but before it
+is reaped, so its pid (the group id) cannot be recycled while the group's leftovers are
+stopped; or, where there is none, the SIGCHLD the loop turns into a call of `reaped()`.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from runtime.core import platform
+from runtime.runs.leaf import Exit, Leaf, end_leaf, exited, kill_group, not_started
+from runtime.runs.output import CHUNK, Capture, LineSplitter, LogFile, StreamMasker
+from runtime.store import safe
+
+if TYPE_CHECKING:
+    from runtime.runs.context import Outcome, RunContext
+
+RUNNING, DRAINING, STOPPING, ENDED = "running", "draining", "stopping", "ended"
+
+
+class Stream:
+    """One of the command's two pipes, on its way to its capture and the run's log."""
+
+    __slots__ = ("capture", "fd", "lines", "masker")
+
+    def __init__(
+        self, fd: int, capture: Capture, log: LogFile, masker: StreamMasker, pending: bytes = b""
+    ) -> None:
+        self.fd, self.capture, self.masker = fd, capture, masker
+        self.lines = LineSplitter(log, pending)
+
+    def take(self, data: bytes) -> None:
+        self.capture.write(data)
+        self.lines.feed(data)
+
+    def read(self) -> bool:
+        """Copy what is there; False at the end of the stream (then closed)."""
+        try:
+            chunk = os.read(self.fd, CHUNK)
+        except BlockingIOError:
+            return True
+        if chunk:
+            self.take(self.masker.feed(chunk))
+            return True
+        self.close()
+        return False
+
+    def close(self) -> None:
+        """What the masker held and the partial line go out; the pipe is closed."""
+        if self.fd < 0:
+            return
+        self.take(self.masker.flush())
+        self.lines.flush()
+        os.close(self.fd)
+        self.fd = -1
+
+
+def executable(name: str, env: dict[str, str]) -> str:
+    """`name` found on the command's own PATH, as subprocess finds it (posix_spawnp
+    would search the runner's)."""
+    if "/" in name:
+        return name
+    for directory in os.get_exec_path(env):
+        candidate = os.path.join(directory, name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    raise FileNotFoundError(2, "No such file or directory", name)
+
+
+class Command:
+    """A leaf's command from its start to its `command.done`."""
+
+    def __init__(self, ctx: RunContext, leaf: Leaf) -> None:
+        self.ctx, self.leaf = ctx, leaf
+        self.pid = self.pidfd = -1
+        self.streams: list[Stream] = []
+        self.state = RUNNING
+        self.code: int | None = None
+        self.until: float | None = None
+        """The deadline of the current state: the end of the drain, or of the grace."""
+        self.outcome: Outcome | None = None
+
+    # --- start ----------------------------------------------------------------------
+
+    def launch(self, stdin: Path | None) -> None:
+        """Start the command (no shell, its own process group, stdin from the previous
+        step's output or /dev/null, stdout and stderr on pipes). A command that cannot
+        start ends at once (127 / 126), as a leaf that never ran."""
+        leaf, ctx = self.leaf, self.ctx
+        pipes = [os.pipe(), os.pipe()]
+        try:
+            stdin_fd = (
+                safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
+            )
+        except OSError as exc:
+            self._not_started(pipes, exc)
+            return
+        actions = [
+            (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
+            (os.POSIX_SPAWN_DUP2, pipes[0][1], 1),
+            (os.POSIX_SPAWN_DUP2, pipes[1][1], 2),
+        ]
+        try:
+            if ctx.cwd_error is not None:
+                raise ctx.cwd_error
+            # as subprocess does: a child starts with SIGPIPE and SIGXFSZ default
+            self.pid = os.posix_spawn(
+                executable(leaf.argv[0], ctx.env),
+                leaf.argv,
+                ctx.env,
+                file_actions=actions,
+                setpgroup=0,
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
+            )
+        except OSError as exc:
+            self._not_started(pipes, exc)
+            return
+        finally:
+            os.close(stdin_fd)
+        self.pidfd = platform.exit_fd(self.pid)
+        leaf.ended.status = "cancelled"  # stays so unless the command ends on its own
+        for (read, write), capture, name in zip(
+            pipes, (leaf.out, leaf.err), ("stdout", "stderr"), strict=True
+        ):
+            os.close(write)
+            os.set_blocking(read, False)
+            masker = StreamMasker(ctx.secrets)
+            self.streams.append(Stream(read, capture, ctx.log(name), masker))
+
+    def _not_started(self, pipes: list[tuple[int, int]], exc: OSError) -> None:
+        for read, write in pipes:
+            os.close(read)
+            os.close(write)
+        not_started(self.ctx, self.leaf.err, self.leaf.ended, self.leaf.argv, exc)
+        self._end()
+
+    # --- what the loop waits on -------------------------------------------------------
+
+    def fds(self) -> list[int]:
+        """Descriptors to poll: the exit watch while the process lives, its pipes until
+        their end (or the drain's deadline)."""
+        if self.state == ENDED:
+            return []
+        out = [s.fd for s in self.streams if s.fd >= 0] if self.state != STOPPING else []
+        if self.pidfd >= 0 and self.code is None:
+            out.append(self.pidfd)
+        return out
+
+    def deadline(self) -> float | None:
+        return self.until if self.state in (DRAINING, STOPPING) else None
+
+    def readable(self, fd: int) -> None:
+        if fd == self.pidfd and self.code is None:
+            self._exited()
+            return
+        for stream in self.streams:
+            if stream.fd == fd:
+                stream.read()
+        if self.state == DRAINING and all(s.fd < 0 for s in self.streams):
+            self._finish()
+
+    def reaped(self) -> None:
+        """Without a pidfd: SIGCHLD arrived; see whether this process is the one."""
+        if self.code is None and self.pid > 0 and platform.has_exited(self.pid):
+            self._exited()
+
+    def tick(self, now: float) -> None:
+        if self.until is None or now < self.until:
+            return
+        if self.state == DRAINING:  # a process that left the group holds our pipes
+            self._finish()
+        elif self.state == STOPPING:
+            self._kill()
+
+    # --- the end ----------------------------------------------------------------------
+
+    def _exited(self) -> None:
+        """The command ended: stop what it left in its group (its pid, the group id, is
+        still ours until reaped), reap it, then read its pipes to their end, at most
+        the grace period (a process that left the group may hold them)."""
+        kill_group(self.pid, signal.SIGKILL)
+        self.code = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        self._close_pidfd()
+        if self.state == STOPPING:
+            self._end()
+            return
+        self.state, self.until = DRAINING, time.monotonic() + self.ctx.grace
+        for stream in self.streams:
+            if stream.fd >= 0:
+                while stream.read() and stream.fd >= 0:  # what is buffered now, at once
+                    if not self._more(stream.fd):
+                        break
+        if all(s.fd < 0 for s in self.streams):
+            self._finish()
+
+    @staticmethod
+    def _more(fd: int) -> bool:
+        import select
+
+        return bool(select.select([fd], [], [], 0)[0])
+
+    def _finish(self) -> None:
+        assert self.code is not None
+        exited(self.leaf.ended, self.code)
+        self._end()
+
+    def stop(self, grace: float | None = None) -> None:
+        """Cancel: SIGTERM to the whole group, the grace period, then SIGKILL (the
+        leader stays unreaped until then, so the group id stays ours)."""
+        if self.state in (ENDED, STOPPING):
+            return
+        self.leaf.ended = Exit(status="cancelled")
+        if self.code is not None:  # exited already, only draining: stop reading
+            self._end()
+            return
+        self._close_streams()
+        self.state = STOPPING
+        grace = self.ctx.grace if grace is None else grace
+        kill_group(self.pid, signal.SIGTERM)
+        self.until = time.monotonic() + grace
+        if grace <= 0:
+            self._kill()
+
+    def _kill(self) -> None:
+        kill_group(self.pid, signal.SIGKILL)
+        self.until = None  # the exit watch reports the death
+
+    def _end(self) -> None:
+        self._close_streams()
+        self._close_pidfd()
+        self.state, self.until = ENDED, None
+        self.outcome = end_leaf(self.ctx, self.leaf)
+
+    def _close_streams(self) -> None:
+        for stream in self.streams:
+            stream.close()
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
+            self.pidfd = -1
+
+    @property
+    def ended(self) -> bool:
+        return self.state == ENDED
+
+    # --- across a park --------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        leaf = self.leaf
+        return {
+            "pid": self.pid,
+            "pidfd": self.pidfd,
+            "state": self.state,
+            "code": self.code,
+            "until": self.until,
+            "leaf": {
+                "node": leaf.node["id"],
+                "argv": leaf.argv,
+                "kind": leaf.kind,
+                "common": leaf.common,
+                "attempt": leaf.attempt,
+                "started": leaf.started,
+                "feeds": leaf.feeds,
+                "ended": [leaf.ended.code, leaf.ended.status, leaf.ended.reason],
+                "captures": [[c.fd, c.total, c.cap] for c in (leaf.out, leaf.err)],
+            },
+            "streams": [[s.fd, s.masker.held.hex(), s.lines.pending.hex()] for s in self.streams],
+        }
+
+    def fds_kept(self) -> list[int]:
+        kept = [self.pidfd, *(c.fd for c in (self.leaf.out, self.leaf.err))]
+        return [fd for fd in kept + [s.fd for s in self.streams] if fd >= 0]
+
+    @classmethod
+    def restore(
+        cls, ctx: RunContext, node: dict[str, Any], state: dict[str, Any]
+    ) -> Command:
+        saved = state["leaf"]
+        capture = ctx.paths.capture(saved["common"]["command_id"])
+        out, err = (
+            Capture.adopt(path, cap, fd, total)
+            for path, (fd, total, cap) in zip(
+                (capture.stdout, capture.stderr), saved["captures"], strict=True
+            )
+        )
+        code, status, reason = saved["ended"]
+        leaf = Leaf(
+            node, saved["argv"], saved["kind"], capture, out, err, saved["common"],
+            saved["attempt"], saved["started"], saved["feeds"], Exit(code, status, reason),
+        )  # fmt: skip
+        command = cls(ctx, leaf)
+        command.pid, command.pidfd, command.state = state["pid"], state["pidfd"], state["state"]
+        command.code, command.until = state["code"], state["until"]
+        for (fd, held, pending), cap, name in zip(
+            state["streams"], (out, err), ("stdout", "stderr"), strict=True
+        ):
+            masker = StreamMasker(ctx.secrets, bytes.fromhex(held))
+            command.streams.append(Stream(fd, cap, ctx.log(name), masker, bytes.fromhex(pending)))
+        return command

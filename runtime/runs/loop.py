@@ -1,0 +1,305 @@
+"""The runner: one poll() loop that supervises a run's graph, and parks it when idle.
+
+One process per run owns the run from start to end (runtime/runs/entry.py starts it). It
+waits on one poll() set and nothing else: the graph's commands (their exit watches and
+pipes, runtime.runs.graph), the stop signals (SIGTERM / SIGINT / SIGHUP: a graceful
+stop; on the portable path SIGCHLD too), the run's doorbells (`control.*` messages from
+its inbox; its guardian bell, rung when a run it spawned records its identity; the
+`run.*` bell of a `retire_when` supervisor) and the exit watches of the runs it spawned
+(a crashed child's run is folded here, so its `run.exited` reaches this run). The poll's
+timeout is the graph's next deadline (a timeout, a delay, a grace period), the
+retirement's settle time, or the moment to park.
+
+When nothing has happened for a while (`LINGER_MIN_S`, doubling up to `LINGER_MAX_S`
+after each quiet spell) and no step follow-up is in flight, the runner parks
+(runtime.runs.park): it exec()s into an image that imports nothing and waits on the very
+same descriptors, then exec()s back here on any of them or at the next deadline. So a
+swarm worker, a fan-out of long commands or a supervisor idles at a bare interpreter's
+cost, whatever its graph.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+from typing import TYPE_CHECKING, Any
+
+from runtime.core import platform
+from runtime.core.process import replay_early_stops
+from runtime.runs.events import record_event
+from runtime.runs.graph import Graph
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from runtime.messaging.doorbells import Bell
+    from runtime.messaging.entries import MailboxEntry
+    from runtime.messaging.mailbox import Mailbox
+    from runtime.runs.context import Outcome, RunContext
+    from runtime.runs.step_followups import Deliveries
+    from runtime.store.layout import RunPaths
+    from runtime.store.records import RunRecord
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+LINGER_MIN_S = 0.25
+"""How long the runner stays up after an event before it parks; after a wake it stays
+twice as long as the quiet spell before it, up to LINGER_MAX_S, so a command that prints
+every few seconds keeps it up and one that prints rarely costs one exec each time."""
+LINGER_MAX_S = 30.0
+RETIRE_SETTLE_S = 1.0
+"""Children spawned within this long after the others ended still count (a supervisor
+may be between two spawns when its first child ends)."""
+CONTROL_BATCH = 16
+
+
+def stop_signals() -> tuple[int, ...]:
+    """The signals the loop takes through its wakeup pipe."""
+    if platform.watches_children_by_signal():
+        return (*STOP_SIGNALS, signal.SIGCHLD)
+    return STOP_SIGNALS
+
+
+def _noted(signum: int, frame: Any) -> None:
+    """A signal: its number reaches the wakeup pipe, read in the loop."""
+
+
+class Runner:
+    """One run's supervision: its graph, its doorbells, its children, its signals."""
+
+    def __init__(self, paths: RunPaths, run: RunRecord, ctx: RunContext) -> None:
+        self.paths, self.run, self.ctx = paths, run, ctx
+        self.graph = Graph(ctx, run["template"])
+        self.bells: dict[str, Bell] = {}
+        self.children: dict[str, int] = {}
+        """run id -> exit watch of each child run's runner this runner guards."""
+        self.wakeup = -1
+        self.retire_at: float | None = None
+        self.retire_seen: list[str] = []
+        self.stopped = False
+        """Whether the graph was told to stop (once, when ctx.stop_reason is first set)."""
+        self.started, self.started_at = time.monotonic(), ""
+        self.last_event = time.monotonic()
+        self.linger = LINGER_MIN_S
+        self.deliveries: Deliveries | None = None
+        self.park: Callable[[Runner], None] | None = None
+        """exec() into the idle wait (runtime.runs.park.park); None: never park."""
+
+    # --- start ----------------------------------------------------------------------
+
+    def listen(self) -> None:
+        """The doorbells this runner is woken by."""
+        from runtime.messaging.boxes import control_mailbox, run_mailbox
+        from runtime.messaging.doorbells import Bell
+        from runtime.runs.launch import guardian_bells
+        from runtime.store.layout import StateRoot
+
+        me = f"run:{self.run['run']}"
+        self.bells["control"] = Bell.open(control_mailbox(self.paths).doorbells, "control")
+        self.bells["guardian"] = Bell.open(guardian_bells(StateRoot.from_env(), me))
+        if self.run.get("retire_when") == "children_terminal":
+            self.bells["retire"] = Bell.open(run_mailbox(self.paths).doorbells, "run")
+
+    def watch_signals(self) -> None:
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        signal.set_wakeup_fd(write)
+        for sig in stop_signals():
+            signal.signal(sig, _noted)
+        self.wakeup = read
+        replay_early_stops()
+
+    # --- the loop ---------------------------------------------------------------------
+
+    def supervise(self) -> Outcome | None:
+        """Run the graph to its end; its outcome, or None when it was stopped first."""
+        self.claim_controls()
+        if "retire" in self.bells:
+            self.check_retire()
+        graph = self.graph
+        while True:
+            if self.ctx.stop_reason is not None and not self.stopped:
+                self.stopped = True
+                graph.stop()
+            if graph.done:
+                return graph.outcome
+            now = time.monotonic()
+            parking = self.park_at()
+            deadlines = [t for t in (graph.deadline(), self.retire_at, parking) if t is not None]
+            timeout = max(0.0, min(deadlines) - now) if deadlines else None
+            ready = self.wait(timeout)
+            now = time.monotonic()
+            if ready:
+                self.last_event = now
+                for fd in ready:
+                    self.handle(fd)
+            elif parking is not None and now >= parking and self.park is not None:
+                self.park(self)  # exec(): returns only when it could not
+            graph.tick(now)
+            self.tick_retire(now)
+
+    def park_at(self) -> float | None:
+        """When to park, or None while something needs this image up."""
+        if self.park is None or self.stopped or self.graph.busy():
+            return None
+        if self.deliveries is not None and self.deliveries.pending():
+            return None
+        return self.last_event + self.linger
+
+    def fds(self) -> list[int]:
+        bells = [bell.read for bell in self.bells.values()]
+        return [self.wakeup, *bells, *self.children.values(), *self.graph.fds()]
+
+    def wait(self, timeout: float | None) -> list[int]:
+        poller = select.poll()
+        for fd in self.fds():
+            poller.register(fd, select.POLLIN)
+        ms = None if timeout is None else int(timeout * 1000) + 1
+        return [fd for fd, _ in poller.poll(ms)]
+
+    def handle(self, fd: int) -> None:
+        if fd == self.wakeup:
+            self.signalled(os.read(fd, 64))
+        elif "control" in self.bells and fd == self.bells["control"].read:
+            self.bells["control"].drain()
+            self.claim_controls()
+        elif fd == self.bells["guardian"].read:
+            self.bells["guardian"].drain()
+            self.guard_children()
+        elif "retire" in self.bells and fd == self.bells["retire"].read:
+            self.bells["retire"].drain()
+            self.check_retire()
+        elif fd in self.children.values():
+            self.child_gone(fd)
+        else:
+            self.graph.readable(fd)
+
+    def signalled(self, signums: bytes) -> None:
+        for signum in signums:
+            if signum == signal.SIGCHLD:
+                self.graph.reaped()
+                continue
+            record_event(
+                self.paths.events,
+                self.ctx.instance,
+                "run.signal",
+                signal=signal.Signals(signum).name,
+            )
+            self.ctx.stop("cancelled")
+
+    # --- what else the runner watches -------------------------------------------------
+
+    def claim_controls(self) -> None:
+        """`control.*` messages from the run's inbox: stop (graceful) or kill."""
+        box = control_box(self.paths)
+        if box is None:
+            return
+        from runtime.messaging.boxes import CONTROL_TYPES
+
+        for entry in box.claim(types=CONTROL_TYPES, limit=CONTROL_BATCH, consumer="runner"):
+            apply_control(self.ctx, box, entry)
+
+    def guard_children(self) -> None:
+        """A run this run spawned has recorded its identity: watch its runner's exit
+        (fold it now when it is already gone), as runtime.runs.guardian does."""
+        from runtime.core.process import pidfd_open, verify
+        from runtime.runs.guard_plan import WATCH, fold, plan
+        from runtime.store.layout import StateRoot
+
+        root, me = StateRoot.from_env(), f"run:{self.run['run']}"
+        for run_id, action, identity in plan(root, me, frozenset(self.children)):
+            fd = pidfd_open(identity["pid"]) if action == WATCH else None
+            if fd is not None and verify(identity)[0] == "valid":
+                self.children[run_id] = fd
+                continue
+            if fd is not None:
+                os.close(fd)
+            fold(root, me, run_id)
+
+    def child_gone(self, fd: int) -> None:
+        from runtime.runs.guard_plan import fold
+        from runtime.store.layout import StateRoot
+
+        run_id = next(r for r, f in self.children.items() if f == fd)
+        del self.children[run_id]
+        os.close(fd)
+        fold(StateRoot.from_env(), f"run:{self.run['run']}", run_id)
+
+    def check_retire(self) -> None:
+        """`retire_when: children_terminal`: once this run has spawned child runs and
+        every one of them is terminal (and stays so for the settle time), stop it."""
+        children = self._children()
+        if children and all(r.get("status") in _terminal() for r in children):
+            if self.retire_at is None:
+                self.retire_at = time.monotonic() + RETIRE_SETTLE_S
+                self.retire_seen = sorted(r["run"] for r in children)
+        else:
+            self.retire_at = None
+
+    def tick_retire(self, now: float) -> None:
+        if self.retire_at is None or now < self.retire_at:
+            return
+        self.retire_at = None
+        again = self._children()
+        same = sorted(r["run"] for r in again) == self.retire_seen
+        if same and all(r.get("status") in _terminal() for r in again):
+            record_event(
+                self.paths.events, self.ctx.instance, "run.retire", children=self.retire_seen
+            )
+            self.ctx.stop("retired")
+            return
+        self.check_retire()
+
+    def _children(self) -> list[dict[str, Any]]:
+        from runtime.runs.index import list_runs
+        from runtime.store.layout import StateRoot
+
+        me = f"run:{self.run['run']}"
+        return [dict(r) for r in list_runs(StateRoot.from_env()) if r.get("parent") == me]
+
+    # --- the end ----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Doorbells (their FIFOs removed) and exit watches."""
+        for bell in self.bells.values():
+            bell.close()
+        self.bells.clear()
+        for fd in self.children.values():
+            os.close(fd)
+        self.children.clear()
+
+
+def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
+    """`control.stop` (graceful) and `control.kill` (no grace) stop the run; any other
+    control type applies to finished runs only."""
+    kind = entry["envelope"]["type"]
+    if kind == "control.stop":
+        box.mark(entry["id"], "handled")
+        ctx.stop("stopped")
+    elif kind == "control.kill":
+        box.mark(entry["id"], "handled")
+        ctx.grace = 0.0
+        ctx.stop("killed")
+    else:
+        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
+
+
+def control_box(paths: RunPaths) -> Mailbox | None:
+    """The run's control mailbox, or None while no inbox exists (the common case: reading
+    it would cost the mailbox's imports at every start). Only absence says "nothing":
+    a sender creates the journal before it rings and writes after, under the lock the
+    claim waits for, so an empty journal may be a message on its way
+    (runtime.messaging.mailbox, `append_ringing`)."""
+    if not os.path.lexists(paths.inbox):
+        return None
+    from runtime.messaging.boxes import control_mailbox
+
+    return control_mailbox(paths)
+
+
+def _terminal() -> tuple[str, ...]:
+    from runtime.runs.status import TERMINAL
+
+    return TERMINAL

@@ -1,0 +1,199 @@
+"""Parking a runner and waking it: its state across exec(), its first start and resume.
+
+An idle runner (runtime.runs.loop) holds the runtime's modules it imported (~8 MB of the
+interpreter's heap) for nothing. Parking exec()s the same argv (runtime/runs/entry.py)
+with the runner's state in a memfd (a private file on the portable path): the pid, start
+time, argv and cwd stay, so its recorded identity still verifies and its guardians' exit
+watches stay on it; its children and inheritable descriptors stay too (the commands,
+their pipes, the captures, the logs, the doorbells, the children's exit watches). The
+parked image imports nothing of the runtime and exec()s back here (`resume`) on any
+event: output, a command's exit, a doorbell, a child runner's exit, a signal (blocked
+across each exec, so none is lost) or the graph's next deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from runtime.core import config, platform
+from runtime.runs.graph import Graph
+from runtime.runs.lifecycle import begin, conclude, crash, new_context
+from runtime.runs.loop import LINGER_MAX_S, LINGER_MIN_S, Runner, stop_signals
+from runtime.store.layout import RunPaths
+from runtime.store.reads import read_json
+
+if TYPE_CHECKING:
+    from runtime.store.records import RunRecord
+
+
+def first(args: list[str]) -> int:
+    """The runner's first start: record its identity, then run the graph."""
+    if len(args) != 1:
+        print("usage: runtime/runs/entry.py STATE_DIR", file=sys.stderr)
+        return 2
+    begun = begin(args[0], mode=lambda run: _mode())
+    if isinstance(begun, int):
+        return begun
+    paths, run = begun
+    runner = _runner(paths, run)
+    runner.listen()
+    runner.watch_signals()
+    runner.ctx.progress()
+    runner.graph.start()
+    return supervise(runner)
+
+
+def _mode() -> str:
+    """How this runner waits, as recorded in `run.runner.start`."""
+    return "poll-portable" if platform.portable() else "poll"
+
+
+def _runner(paths: RunPaths, run: RunRecord) -> Runner:
+    ctx = new_context(paths, run)
+    runner = Runner(paths, run, ctx)
+    runner.park = park
+    runner.started_at = runner.started_at or _now()
+
+    def command_done(record: dict[str, Any]) -> None:
+        from runtime.runs.step_followups import Deliveries, command_done
+
+        if runner.deliveries is None:
+            runner.deliveries = Deliveries()
+        command_done(paths, run, ctx, record, runner.deliveries)
+
+    ctx.on_command_done = command_done
+    return runner
+
+
+def _now() -> str:
+    from runtime.core.ids import now_iso
+
+    return now_iso()
+
+
+def supervise(runner: Runner) -> int:
+    """Run the graph to its end, then end the run; a crash still ends it with a result."""
+    try:
+        outcome = runner.supervise()
+    except BaseException as exc:  # the run must still end with a result
+        runner.close()
+        return crash(runner.paths, runner.run, exc)
+    runner.close()
+    return conclude(
+        runner.paths,
+        runner.run,
+        runner.ctx,
+        outcome,
+        (runner.started, runner.started_at),
+        runner.deliveries,
+    )
+
+
+# --- across exec ----------------------------------------------------------------------
+
+
+def snapshot(runner: Runner) -> dict[str, Any]:
+    """Everything a resumed image needs that is not in the run's files."""
+    return {
+        "graph": runner.graph.snapshot(),
+        "ctx": runner.ctx.snapshot(),
+        "bells": {n: [b.read, b.write, str(b.path)] for n, b in runner.bells.items()},
+        "children": runner.children,
+        "retire": [runner.retire_at, runner.retire_seen],
+        "stopped": runner.stopped,
+        "started": runner.started,
+        "started_at": runner.started_at,
+        "last_event": runner.last_event,
+    }
+
+
+def _kept(runner: Runner) -> list[int]:
+    """The descriptors the next image must inherit."""
+    fds = [fd for bell in runner.bells.values() for fd in (bell.read, bell.write)]
+    fds += list(runner.children.values()) + runner.graph.fds_kept() + runner.ctx.fds_kept()
+    return fds
+
+
+def _waited(runner: Runner) -> list[int]:
+    """The descriptors the parked image waits on (any of them wakes it)."""
+    bells = [bell.read for bell in runner.bells.values()]
+    return bells + list(runner.children.values()) + list(runner.graph.fds())
+
+
+def exec_self(setting: str) -> None:
+    """exec() this process's own argv (so its identity stays), with `setting` as
+    ACTORS_RUNNER_STATE; the signals stay blocked until the next image takes them."""
+    env = dict(os.environ)
+    env[config.RUNNER_STATE.name] = setting
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, sys.orig_argv, env)
+
+
+def park(runner: Runner) -> None:
+    """exec() into the idle wait; returns (staying up) only if exec failed."""
+    state = snapshot(runner)
+    try:
+        fd = platform.state_fd(str(runner.paths.dir))
+    except OSError:
+        runner.linger = LINGER_MAX_S  # no place for the state: stay up
+        return
+    view = memoryview(json.dumps(state).encode())
+    while view:
+        view = view[os.write(fd, view) :]
+    for kept in [fd, *_kept(runner)]:
+        os.set_inheritable(kept, True)
+    times = [t for t in (runner.graph.deadline(), runner.retire_at) if t is not None]
+    deadline = repr(min(times)) if times else "-"
+    waited = ",".join(str(w) for w in _waited(runner))
+    signals = ",".join(str(int(s)) for s in stop_signals())
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
+    try:
+        exec_self(f"wait {fd} {deadline} {waited} {signals}")
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
+        os.close(fd)
+        for kept in _kept(runner):
+            os.set_inheritable(kept, False)
+        runner.linger = LINGER_MAX_S  # stay up rather than try again at once
+
+
+def _read_state(fd: int) -> dict[str, Any]:
+    chunks = []
+    os.lseek(fd, 0, os.SEEK_SET)
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return cast("dict[str, Any]", json.loads(b"".join(chunks)))
+
+
+def resume(args: list[str], state_fd: int, signums: list[int]) -> int:
+    """Back from the idle wait: the same run, picked up where it parked."""
+    from runtime.messaging.doorbells import Bell
+
+    state = _read_state(state_fd)
+    paths = RunPaths(Path(args[0]))
+    run = cast("RunRecord", read_json(paths.run_json))
+    runner = _runner(paths, run)
+    runner.ctx.restore(state["ctx"])
+    runner.graph = Graph.restore(runner.ctx, run["template"], state["graph"])
+    runner.bells = {n: Bell(r, w, Path(p)) for n, (r, w, p) in state["bells"].items()}
+    runner.children = dict(state["children"])
+    runner.retire_at, runner.retire_seen = state["retire"]
+    runner.stopped = state["stopped"]
+    runner.started, runner.started_at = state["started"], state["started_at"]
+    for fd in _kept(runner):  # a command started from now on inherits none of them
+        os.set_inheritable(fd, False)
+    runner.watch_signals()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
+    if signums:
+        runner.signalled(bytes(signums))
+    quiet = time.monotonic() - state["last_event"]
+    runner.linger = min(LINGER_MAX_S, max(LINGER_MIN_S, 2 * quiet))
+    return supervise(runner)
