@@ -285,27 +285,26 @@ def serve(root: StateRoot, session: str, *, explicit: bool = False) -> None:
 
     fd_in, fd_out = claim_stdio()
 
+    import contextlib
+    import threading
+
+    from runtime.runs.guardian import guarding
+
+    # Fold the crashed runs of every session this server acts for: the one it started
+    # with, and each Codex thread or OpenCode session that calls it later (a guardian
+    # each, on a thread of its own: runtime.runs.guardian).
+    guards, lock = contextlib.ExitStack(), threading.Lock()
+
+    def guard_session(served: str) -> None:
+        with lock:
+            guards.enter_context(guarding(root, served))
+
     async def main() -> None:
-        import trio
-
-        from runtime.runs.guardian import watch_session_runs
-
         wire = Wire(fd_in, fd_out)
-        # Fold the crashed runs of every session this server acts for: the one it started
-        # with, and each Codex thread or OpenCode session that calls it later (a tool call
-        # runs in a worker thread, hence from_thread to start the guardian in the loop).
-        async with anyio.create_task_group() as guard:
+        server = build_server(root, session, explicit=explicit, on_session=guard_session)
+        async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
+            await server.run(read, write, server.create_initialization_options())
 
-            def guard_session(served: str) -> None:
-                def start() -> None:
-                    guard.start_soon(watch_session_runs, root, served)
-
-                trio.from_thread.run_sync(start)
-
-            server = build_server(root, session, explicit=explicit, on_session=guard_session)
-            guard.start_soon(watch_session_runs, root, session)
-            async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
-            guard.cancel_scope.cancel()
-
-    anyio.run(main, backend="trio")
+    with guards:
+        guard_session(session)
+        anyio.run(main, backend="trio")

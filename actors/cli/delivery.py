@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -194,7 +195,7 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     from runtime.delivery.boundary import doorbell_unread
     from runtime.delivery.sessions import SessionInbox, session_paths
     from runtime.messaging.doorbells import doorbell
-    from runtime.runs.guardian import guarding
+    from runtime.runs.guardian import Guard
 
     owner = _session_id(session)
     root = _root()
@@ -202,7 +203,9 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     line = ProgressLine()
-    with guarding(root, owner), doorbell(paths.doorbells) as fd:
+    guard = Guard(root, owner)  # its bell armed first, then the runs already dead folded
+    guard.scan()
+    with contextlib.closing(guard), doorbell(paths.doorbells) as fd:
         while True:
             # the doorbell rings inside the appender's lock: read after it (no lost wake)
             SessionInbox(paths).read_barrier()
@@ -219,12 +222,16 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
             if line.live:  # redraw the progress line each second; the doorbell still wakes at once
                 line.show(f"  waiting for follow-ups to {owner}: {time.monotonic() - started:.0f}s")
                 remaining = 1.0 if remaining is None else min(remaining, 1.0)
-            ready, _, _ = select.select([fd], [], [], remaining)
-            if ready:
-                try:
-                    os.read(fd, 65536)
-                except BlockingIOError:
-                    pass
+            poller = select.poll()
+            for watched in [fd, *guard.fds()]:
+                poller.register(watched, select.POLLIN)
+            ms = None if remaining is None else int(remaining * 1000) + 1
+            for ready, _ in poller.poll(ms):
+                if ready == fd:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(fd, 65536)
+                else:
+                    guard.handle(ready)  # a run of ours died: its follow-up rings fd
 
 
 def _print_wake(owner: str, unread: list[dict[str, Any]], as_json: bool) -> None:

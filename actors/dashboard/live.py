@@ -24,7 +24,6 @@ from runtime.core.errors import ActorsError
 from runtime.core.inotify import Inotify
 from runtime.core.process import verify
 from runtime.runs.board import RunBoard
-from runtime.runs.guardian import until_gone
 from runtime.runs.status import ACTIVE, find_run, runner_identity
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
@@ -106,7 +105,7 @@ class Hub:
             identity = await trio.to_thread.run_sync(self._identity, name)
             if identity is None:
                 return  # no verified runner yet: its run.json write brings it back here
-            await until_gone(identity)
+            await _until_gone(identity, str(self.root.run(name).liveness))
             self._refresh({name})
         finally:
             self._followed.discard(name)
@@ -151,3 +150,18 @@ class Hub:
             finally:
                 self._subscribers.discard(send)
             nursery.cancel_scope.cancel()
+
+
+async def _until_gone(identity: dict[str, Any], liveness: str) -> None:
+    """Return once the runner `identity` names has exited (its exit watch, opened before
+    the identity is verified again, so it pins that very process)."""
+    from runtime.core.platform import ExitWatch
+
+    watch = ExitWatch.open(identity["pid"], liveness)
+    if watch is None:
+        return  # gone already, or not ours to watch: the refresh shows which
+    try:
+        if verify(identity)[0] == "valid":
+            await trio.lowlevel.wait_readable(watch.fd)
+    finally:
+        watch.close()

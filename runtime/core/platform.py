@@ -85,3 +85,85 @@ def state_fd(directory: str) -> int:
     fd, path = tempfile.mkstemp(prefix=".runner-state-", dir=directory)
     os.unlink(path)
     return fd
+
+
+class ExitWatch:
+    """A descriptor that becomes readable once a process has exited: for any process,
+    not only our children (a guardian watches runners it did not start).
+
+    Linux: the process's pidfd. The portable path: the process holds an exclusive flock
+    on a liveness file for all its life (runtime.runs.lifecycle takes it before the
+    runner's identity is recorded); a thread here blocks on a shared lock of that file
+    and writes a byte into a pipe once it is granted, which is when the process is gone.
+    No timer: the kernel releases a dead process's locks."""
+
+    __slots__ = ("_write", "by_pidfd", "fd")
+
+    def __init__(self, fd: int, write: int = -1) -> None:
+        self.fd, self._write = fd, write
+        self.by_pidfd = write < 0
+        """A pidfd: it survives its holder's exec(); the lock's thread does not."""
+
+    @classmethod
+    def open(cls, pid: int, liveness: str | None, *, prefer_pidfd: bool = True) -> ExitWatch | None:
+        """A watch on `pid`, or None when there is no way to watch it (then the caller
+        verifies it once more and treats it as gone if it is)."""
+        opener = getattr(os, "pidfd_open", None)
+        if opener is not None and prefer_pidfd and not portable():
+            try:
+                return cls(opener(pid))
+            except OSError:
+                return None
+        if liveness is None:
+            return None
+        return cls._by_lock(liveness)
+
+    @classmethod
+    def _by_lock(cls, liveness: str) -> ExitWatch | None:
+        import fcntl
+        import threading
+
+        try:
+            held = os.open(liveness, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return None
+        read, write = os.pipe()
+        os.set_blocking(read, False)
+
+        def wait() -> None:
+            try:
+                fcntl.flock(held, fcntl.LOCK_SH)  # granted once the holder is gone
+            except OSError:
+                pass
+            finally:
+                os.close(held)
+            try:
+                os.write(write, b"x")
+            except OSError:
+                pass  # the watch was closed meanwhile
+
+        threading.Thread(target=wait, name="actors-exit-watch", daemon=True).start()
+        return cls(read, write)
+
+    def close(self) -> None:
+        os.close(self.fd)
+        if self._write >= 0:
+            os.close(self._write)
+
+
+def hold_liveness(path: str) -> int:
+    """Take the exclusive lock that says "this process is alive" (see ExitWatch) and
+    return its descriptor; -1 where it cannot be taken (the watchers then verify)."""
+    import fcntl
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError:
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return -1
+    return fd

@@ -285,9 +285,7 @@ class Command:
         return [fd for fd in kept + [s.fd for s in self.streams] if fd >= 0]
 
     @classmethod
-    def restore(
-        cls, ctx: RunContext, node: dict[str, Any], state: dict[str, Any]
-    ) -> Command:
+    def restore(cls, ctx: RunContext, node: dict[str, Any], state: dict[str, Any]) -> Command:
         saved = state["leaf"]
         capture = ctx.paths.capture(saved["common"]["command_id"])
         out, err = (

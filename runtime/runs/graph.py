@@ -37,7 +37,7 @@ from typing import Any
 from runtime.compiler.placeholders import MAX_REPEAT, substitute_word, truthy
 from runtime.core.errors import BadInput
 from runtime.runs.command import Command
-from runtime.runs.context import Outcome, RunContext
+from runtime.runs.context import Escalation, Outcome, RunContext
 from runtime.runs.leaf import begin_leaf
 from runtime.runs.output import LOG_CAP_BYTES, Capture, trim
 from runtime.store import safe
@@ -90,11 +90,11 @@ class Frame:
         "feeds",
         "key",
         "node",
+        "par",
         "parent",
         "pending",
         "phase",
         "seq",
-        "par",
         "stdin",
         "timed_out",
         "unwinding",
@@ -353,7 +353,9 @@ class Graph:
     def _start_parallel(self, frame: Frame) -> None:
         node = frame.node
         children = node["children"]
-        minimum = _minimum(node, self.values_of(self.frames.get(frame.parent or ""), node), len(children))
+        minimum = _minimum(
+            node, self.values_of(self.frames.get(frame.parent or ""), node), len(children)
+        )
         if isinstance(minimum, Outcome):
             self._attempt_ended(frame, minimum)
             return
@@ -433,11 +435,16 @@ class Graph:
                 return
             seq["failed"] = seq["failed"] or last
             if last.escalation in ("branch", "root"):
-                escalation = "branch" if last.escalation == "branch" else None
+                escalation: Escalation | None = "branch" if last.escalation == "branch" else None
                 self._attempt_ended(
                     frame,
                     Outcome(
-                        last.status, last.code, last.output, escalation, seq["degraded"], last.reason
+                        last.status,
+                        last.code,
+                        last.output,
+                        escalation,
+                        seq["degraded"],
+                        last.reason,
                     ),
                 )
                 return
@@ -451,7 +458,9 @@ class Graph:
             return
         failed = seq["failed"]
         if failed is not None:
-            outcome = Outcome("failed", failed.code, last.output, None, seq["degraded"], failed.reason)
+            outcome = Outcome(
+                "failed", failed.code, last.output, None, seq["degraded"], failed.reason
+            )
         else:
             outcome = Outcome("done", 0, last.output, None, seq["degraded"])
         self._attempt_ended(frame, outcome)
@@ -474,7 +483,13 @@ class Graph:
         node, par = frame.node, frame.par
         final = [r or Outcome("cancelled", 143, None) for r in par["results"]]
         minimum = par["minimum"]
-        output = _join_outputs(self.ctx, {**node, "min_successful": minimum}, par["labels"], final, (frame.stdin, frame.feeds))
+        output = _join_outputs(
+            self.ctx,
+            {**node, "min_successful": minimum},
+            par["labels"],
+            final,
+            (frame.stdin, frame.feeds),
+        )
         successes = sum(1 for r in final if r.ok)
         usable = sum(1 for r in final if _usable(r))
         counted_failures = [r for r in final if not r.ok and r.escalation != "branch"]

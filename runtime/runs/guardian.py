@@ -1,51 +1,52 @@
 """Guardians: the long-lived processes a session already has fold its crashed runs.
 
 A runner killed with SIGKILL writes no result and sends no follow-up, and the command it
-left behind keeps running. No daemon watches for that: `actors inbox wait`, `actors mcp`
-and the runner of a run with children each run `watch_session_runs` for the owner whose
-follow-ups they wait for (a session, or `run:<id>` for the runs a run spawned), and fold
-a dead runner's run (runtime.runs.reconcile.fold_run: orphans stopped, `exited`
-published, one follow-up) as soon as it dies.
+left behind keeps running. No daemon watches for that: `actors inbox wait`, `actors mcp`,
+the dashboard and the runner of a run with children each keep a `Guard` of the owner
+whose follow-ups they wait for (a session, or `run:<id>` for the runs a run spawned), and
+fold a dead runner's run (runtime.runs.reconcile.fold_run: its processes stopped,
+`exited` published, one follow-up) as soon as it dies.
 
-Nothing here polls. Each watched runner has a pidfd, and the guardian sleeps on it
-(trio.lowlevel.wait_readable) until the process exits. A runner is watched only once its
-recorded identity (pid, start ticks, boot id, argv) is verified *after* its pidfd was
-opened: the pidfd then pins that very process, so a pid reused later can never be taken
-for the runner, alive or dead. New runs are found through a doorbell: every runner rings
-its owner's `guardians/` FIFOs once its identity is recorded, and the guardian then
-scans the owner's runs again. A guardian that starts after a crash folds it in its first
-scan. Several guardians of one session race harmlessly: `fold_run` works under the run's
-fold lock, so exactly one follow-up is submitted.
-
-What stays for `actors reconcile`: a run whose runner's identity cannot be verified (no
-identity was ever recorded). Without a pidfd (a platform without them, or a process
-whose guardians already hold a quarter of its descriptor limit) a slow timer stands in.
+Nothing here polls and nothing here has an event loop of its own: a `Guard` names the
+descriptors to wait on (`fds()`) and is told which one is ready (`handle()`), so the
+runner's poll loop, `inbox wait`'s and a thread of the MCP server (`guarding`) all use
+the one implementation. Each watched runner has an exit watch (runtime.core.platform:
+its pidfd, or on the portable path a shared lock on the runner's liveness file), opened
+before its recorded identity (pid, start ticks, boot id, argv) is verified, so it pins
+that very process and a pid reused later is never taken for the runner. New runs are
+found through a doorbell: every runner rings its owner's `guardians/` FIFOs once its
+identity is recorded, and the guard plans the owner's runs again. A guard that starts
+after a crash folds it in its first scan. Several guardians of one session race
+harmlessly: `fold_run` works under the run's fold lock, so exactly one follow-up is
+submitted. What stays for `actors reconcile`: a run whose runner's identity was never
+recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
+import sys
 import threading
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
-import trio
-
 from runtime.core.errors import ActorsError
-from runtime.core.process import pidfd_open, verify
-from runtime.messaging.doorbells import doorbell
-from runtime.runs.guard_plan import WATCH as _WATCH, fold as _fold, log as _log, plan as _plan
-from runtime.runs.launch import guardian_bells
+from runtime.core.platform import ExitWatch
+from runtime.core.process import verify
+from runtime.messaging.doorbells import Bell
+from runtime.runs.index import list_runs
+from runtime.runs.launch import guardian_bells, reap_spawned
+from runtime.runs.reconcile import fold_run
+from runtime.runs.status import TERMINAL, load_run, runner_identity
 from runtime.store.layout import StateRoot
 
-NO_PIDFD_RECHECK_S = 2.0
-"""Only without a pidfd (a platform without them, or past the budget below): how often
-a watched runner is verified again."""
+WATCH, FOLD, WAIT = "watch", "fold", "wait"
 PIDFD_SHARE = 4
 """The guardians of a process hold at most 1/PIDFD_SHARE of its descriptor limit in
-pidfds, so a session with thousands of live runs never starves the server they run in."""
+pidfds, so a session with thousands of live runs never starves the server they run in
+(past it, the portable exit watch serves)."""
 
 _pidfds_held = 0
 
@@ -57,124 +58,167 @@ def _pidfd_budget() -> int:
     return 1 << 16 if soft == resource.RLIM_INFINITY else max(16, soft // PIDFD_SHARE)
 
 
-async def until_gone(identity: dict[str, Any]) -> None:
-    """Return once the process `identity` names is no longer that process (also the
-    dashboard's hub, which redraws a run whose runner died without writing a word)."""
-    global _pidfds_held
-    fd = None
-    if hasattr(os, "pidfd_open") and _pidfds_held < _pidfd_budget():
-        fd = pidfd_open(identity["pid"])
-    if fd is None:
-        while verify(identity)[0] == "valid":  # no pidfd to sleep on, or already gone
-            await trio.sleep(NO_PIDFD_RECHECK_S)
-        return
-    _pidfds_held += 1
+def log(owner: str, what: str) -> None:
+    """One line on stderr (the harness's log of the process): a guardian never raises
+    into the command or server it runs in."""
+    print(f"actors: guardian of {owner}: {what}", file=sys.stderr, flush=True)
+
+
+def classify(root: StateRoot, run_id: str) -> tuple[str, dict[str, Any] | None]:
+    """What a run of the owner needs now: `watch` (its runner is verified alive; with its
+    identity), `fold` (the runner is proven gone or its pid is another process's now),
+    or `wait` (no identity yet: its runner's ring will bring it back; or unverifiable)."""
+    paths = root.run(run_id)
+    if paths.followup.exists():
+        return WAIT, None  # settled (list_runs saw it a moment before the marker)
+    identity = runner_identity(paths, load_run(paths))
+    if identity is None:
+        return WAIT, None
+    verdict, _reason = verify(identity)
+    if verdict == "valid":
+        return WATCH, identity
+    return (FOLD, None) if verdict in ("dead", "mismatch") else (WAIT, None)
+
+
+def plan(root: StateRoot, owner: str, busy: frozenset[str]) -> list[tuple[str, str, Any]]:
+    """(run, action, identity) for every run of `owner` that is not settled nor already
+    being watched. A run is settled once its follow-up marker exists."""
+    plans = []
+    for summary in list_runs(root):
+        run_id = summary["run"]
+        if summary.get("owner_id") != owner or run_id in busy:
+            continue
+        if summary.get("status") in TERMINAL and root.run(run_id).followup.exists():
+            continue
+        try:
+            action, identity = classify(root, run_id)
+        except (ActorsError, OSError) as exc:
+            log(owner, f"run {run_id}: {exc}")
+            continue
+        if action != WAIT:
+            plans.append((run_id, action, identity))
+    return plans
+
+
+def fold(root: StateRoot, owner: str, run_id: str) -> None:
+    with contextlib.suppress(ValueError):  # a spawn reaping the same pid at this instant
+        reap_spawned()  # a runner this process started (the MCP server's): no zombie
     try:
-        # verified after the pidfd was opened: the fd pins the runner itself, not a
-        # process that took its pid since
-        if verify(identity)[0] == "valid":
-            await trio.lowlevel.wait_readable(fd)
-    finally:
-        _pidfds_held -= 1
-        os.close(fd)
+        fold_run(root, root.run(run_id))
+    except Exception as exc:  # one bad run must not stop the guardian
+        log(owner, f"run {run_id}: {type(exc).__name__}: {exc}")
 
 
-async def _guard_run(
-    root: StateRoot, owner: str, run_id: str, identity: dict[str, Any] | None, busy: set[str]
-) -> None:
-    try:
-        if identity is not None:
-            await until_gone(identity)
-        # not cancellable: a fold cut in half would leave frozen orphans behind
-        await trio.to_thread.run_sync(_fold, root, owner, run_id)
-    except Exception as exc:  # never into the host's nursery (trio.Cancelled is not one)
-        _log(owner, f"run {run_id}: {type(exc).__name__}: {exc}")
-    finally:
-        busy.discard(run_id)
+class Guard:
+    """The guardian of one owner's runs, driven by its host's wait (see the module)."""
 
+    def __init__(
+        self,
+        root: StateRoot,
+        owner: str,
+        bell: Bell | None = None,
+        watches: dict[str, ExitWatch] | None = None,
+    ) -> None:
+        """`bell` and `watches`: what a host already holds (a runner that rang up or
+        parked with them); otherwise the bell is armed here, before the first scan."""
+        global _pidfds_held
+        self.root, self.owner = root, owner
+        self.bell = bell if bell is not None else Bell.open(guardian_bells(root, owner))
+        self.watches: dict[str, ExitWatch] = dict(watches or {})
+        _pidfds_held += sum(w.by_pidfd for w in self.watches.values())
 
-async def _scan(
-    root: StateRoot, owner: str, busy: set[str], nursery: trio.Nursery, *, settle: bool = False
-) -> None:
-    """Plan the owner's runs again and start a task per new one. With `settle` (the first
-    scan), the runs already dead are folded before it returns, so a command that starts
-    guarding sees their follow-ups when it first looks."""
-    try:
-        plans = await trio.to_thread.run_sync(_plan, root, owner, frozenset(busy))
-    except Exception as exc:  # an untrusted runs/ directory, say: the next ring retries
-        _log(owner, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
-        return
-    async with trio.open_nursery() as folds:
+    def fds(self) -> list[int]:
+        return [self.bell.read, *(w.fd for w in self.watches.values())]
+
+    def handle(self, fd: int) -> bool:
+        """React to a ready descriptor; False when it is not one of this guard's."""
+        if fd == self.bell.read:
+            self.bell.drain()
+            self.scan()
+            return True
+        for run_id, watch in list(self.watches.items()):
+            if watch.fd == fd:
+                self._unwatch(run_id)
+                fold(self.root, self.owner, run_id)
+                return True
+        return False
+
+    def scan(self) -> None:
+        """Plan the owner's runs again: watch the live ones, fold the dead ones now."""
+        global _pidfds_held
+        try:
+            plans = plan(self.root, self.owner, frozenset(self.watches))
+        except Exception as exc:  # an untrusted runs/ directory, say: the next ring retries
+            log(self.owner, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+            return
         for run_id, action, identity in plans:
-            busy.add(run_id)
-            watched = identity if action == _WATCH else None
-            where = folds if settle and watched is None else nursery
-            where.start_soon(_guard_run, root, owner, run_id, watched, busy)
+            watch = None
+            if action == WATCH:
+                liveness = str(self.root.run(run_id).liveness)
+                pidfd_ok = _pidfds_held < _pidfd_budget()
+                watch = ExitWatch.open(identity["pid"], liveness, prefer_pidfd=pidfd_ok)
+            # verified after the watch was opened: it pins the runner, not a successor
+            if watch is not None and verify(identity)[0] == "valid":
+                self.watches[run_id] = watch
+                _pidfds_held += watch.by_pidfd
+                continue
+            if watch is not None:
+                watch.close()
+            fold(self.root, self.owner, run_id)
 
+    def crosses_exec(self) -> bool:
+        """Whether every watch survives its host's exec() (a parked runner keeps them)."""
+        return all(w.by_pidfd for w in self.watches.values())
 
-async def watch_session_runs(
-    root: StateRoot,
-    session: str,
-    *,
-    scan_first: bool = True,
-    task_status: Any = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Fold every run of `session` (an owner id: a session, `user:<login>` or `run:<id>`)
-    whose runner dies, until cancelled. Started (task_status) once the first scan has
-    folded the runs already dead and watches the live ones. A problem is logged on
-    stderr, never raised into the host. A runner guarding its own children passes
-    `scan_first=False`: none can exist before it."""
-    try:
-        with doorbell(guardian_bells(root, session)) as bell:  # armed before the scan
-            busy: set[str] = set()
-            async with trio.open_nursery() as nursery:
-                if scan_first:
-                    await _scan(root, session, busy, nursery, settle=True)
-                task_status.started()
-                while True:
-                    await trio.lowlevel.wait_readable(bell)
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(bell, 65536)
-                    await _scan(root, session, busy, nursery)
-    except (ActorsError, OSError) as exc:  # a bad owner id, a planted link: not guarded
-        _log(session, getattr(exc, "message", None) or str(exc))
-        with contextlib.suppress(RuntimeError):  # already started: nothing to report
-            task_status.started()
+    def _unwatch(self, run_id: str) -> None:
+        global _pidfds_held
+        watch = self.watches.pop(run_id)
+        _pidfds_held -= watch.by_pidfd
+        watch.close()
+
+    def close(self) -> None:
+        for run_id in list(self.watches):
+            self._unwatch(run_id)
+        self.bell.close()
 
 
 @contextlib.contextmanager
-def guarding(root: StateRoot, session: str) -> Iterator[None]:
-    """`watch_session_runs` on a thread of its own, for a synchronous command (`actors
-    inbox wait`): it sleeps in its own event loop while the command sleeps on its
-    doorbell. Entering returns once the runs already dead are folded (their follow-ups
-    are in the inbox); leaving cancels it and waits for a fold in progress to end."""
-    ready = threading.Event()
-    handle: dict[str, Any] = {}
+def guarding(root: StateRoot, owner: str) -> Iterator[None]:
+    """A `Guard` on a thread of its own, for a host whose wait is not a poll() of ours
+    (the MCP server's event loop). Entering returns once the runs already dead are folded
+    (their follow-ups are in the inbox); leaving stops it after a fold in progress."""
+    try:
+        guard = Guard(root, owner)
+    except (ActorsError, OSError) as exc:  # a bad owner id, a planted link: not guarded
+        log(owner, getattr(exc, "message", None) or str(exc))
+        yield
+        return
+    guard.scan()
+    stop_read, stop_write = os.pipe()
 
-    async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            handle["scope"], handle["token"] = (
-                nursery.cancel_scope,
-                trio.lowlevel.current_trio_token(),
-            )
-            await nursery.start(partial(watch_session_runs, root, session))
-            ready.set()
+    def serve() -> None:
+        poller_fds: list[int] = []
+        while True:
+            poller = select.poll()
+            poller_fds = [stop_read, *guard.fds()]
+            for fd in poller_fds:
+                poller.register(fd, select.POLLIN)
+            ready = [fd for fd, _ in poller.poll()]
+            if stop_read in ready:
+                return
+            for fd in ready:
+                try:
+                    guard.handle(fd)
+                except Exception as exc:  # never into the host
+                    log(owner, f"{type(exc).__name__}: {exc}")
 
-    def run() -> None:
-        try:
-            trio.run(main)
-        except Exception as exc:
-            _log(session, f"{type(exc).__name__}: {exc}")
-        finally:
-            ready.set()
-
-    thread = threading.Thread(target=run, name="actors-guardian", daemon=True)
+    thread = threading.Thread(target=serve, name=f"actors-guardian-{owner}", daemon=True)
     thread.start()
-    ready.wait()
     try:
         yield
     finally:
-        if "scope" in handle and thread.is_alive():
-            with contextlib.suppress(trio.RunFinishedError):
-                trio.from_thread.run_sync(handle["scope"].cancel, trio_token=handle["token"])
+        os.write(stop_write, b"x")
         thread.join()
+        guard.close()
+        os.close(stop_read)
+        os.close(stop_write)

@@ -12,7 +12,6 @@ the graph.
 from __future__ import annotations
 
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,6 @@ from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext, Status
 from runtime.runs.events import preview_fields, preview_text, record_event
 from runtime.runs.output import LOG_CAP_BYTES as LOG_CAP, Capture, concatenate, trim
-from runtime.store import safe
 from runtime.store.layout import CapturePaths
 from runtime.store.writes import ensure_dir
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.compiler.redact import redact_deep, secret_texts
-from runtime.core import cgroups, config
+from runtime.core import cgroups, config, platform
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, verify
@@ -45,6 +45,10 @@ FAILURES_EXPLAINED = 20
 """Failures given a command and stderr tail in result.json (a 500-branch fan-out that
 fails everywhere must not write 1 MB of tails; the first ones say enough)."""
 
+
+liveness = -1
+"""The descriptor of the runner's liveness lock (runtime.core.platform.ExitWatch): held
+for the process's life, kept across a park."""
 
 _token = ""
 """The run's token, from spawn through this process's environment (the state directory
@@ -360,6 +364,8 @@ def begin(
         print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)
         return 2
     run = cast("RunRecord", found)  # written by spawn just before it started this process
+    global liveness
+    liveness = platform.hold_liveness(str(paths.liveness))  # before the identity is public
     group = run_cgroup(paths, run)
     joined = group is not None and cgroups.join(group)
     record_event(

@@ -5,8 +5,9 @@ waits on one poll() set and nothing else: the graph's commands (their exit watch
 pipes, runtime.runs.graph), the stop signals (SIGTERM / SIGINT / SIGHUP: a graceful
 stop; on the portable path SIGCHLD too), the run's doorbells (`control.*` messages from
 its inbox; its guardian bell, rung when a run it spawned records its identity; the
-`run.*` bell of a `retire_when` supervisor) and the exit watches of the runs it spawned
-(a crashed child's run is folded here, so its `run.exited` reaches this run). The poll's
+`run.*` bell of a `retire_when` supervisor) and the guardian of the runs it spawned
+(runtime.runs.guardian: a crashed child's run is folded here, so its `run.exited`
+reaches this run). The poll's
 timeout is the graph's next deadline (a timeout, a delay, a grace period), the
 retirement's settle time, or the moment to park.
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from runtime.messaging.entries import MailboxEntry
     from runtime.messaging.mailbox import Mailbox
     from runtime.runs.context import Outcome, RunContext
+    from runtime.runs.guardian import Guard
     from runtime.runs.step_followups import Deliveries
     from runtime.store.layout import RunPaths
     from runtime.store.records import RunRecord
@@ -72,8 +74,9 @@ class Runner:
         self.paths, self.run, self.ctx = paths, run, ctx
         self.graph = Graph(ctx, run["template"])
         self.bells: dict[str, Bell] = {}
-        self.children: dict[str, int] = {}
-        """run id -> exit watch of each child run's runner this runner guards."""
+        self.guard: Guard | None = None
+        """The guardian of the runs this run spawned, made at the first ring of its bell
+        (runtime.runs.guardian): most runs spawn none and never import it."""
         self.wakeup = -1
         self.retire_at: float | None = None
         self.retire_seen: list[str] = []
@@ -144,13 +147,16 @@ class Runner:
         """When to park, or None while something needs this image up."""
         if self.park is None or self.stopped or self.graph.busy():
             return None
+        if self.guard is not None and not self.guard.crosses_exec():
+            return None  # a portable exit watch is a thread: it would not survive exec
         if self.deliveries is not None and self.deliveries.pending():
             return None
         return self.last_event + self.linger
 
     def fds(self) -> list[int]:
         bells = [bell.read for bell in self.bells.values()]
-        return [self.wakeup, *bells, *self.children.values(), *self.graph.fds()]
+        guard = self.guard.fds() if self.guard is not None else []
+        return [self.wakeup, *bells, *guard, *self.graph.fds()]
 
     def wait(self, timeout: float | None) -> list[int]:
         poller = select.poll()
@@ -165,15 +171,12 @@ class Runner:
         elif "control" in self.bells and fd == self.bells["control"].read:
             self.bells["control"].drain()
             self.claim_controls()
-        elif fd == self.bells["guardian"].read:
-            self.bells["guardian"].drain()
+        elif "guardian" in self.bells and fd == self.bells["guardian"].read:
             self.guard_children()
         elif "retire" in self.bells and fd == self.bells["retire"].read:
             self.bells["retire"].drain()
             self.check_retire()
-        elif fd in self.children.values():
-            self.child_gone(fd)
-        else:
+        elif self.guard is None or not self.guard.handle(fd):
             self.graph.readable(fd)
 
     def signalled(self, signums: bytes) -> None:
@@ -202,30 +205,14 @@ class Runner:
             apply_control(self.ctx, box, entry)
 
     def guard_children(self) -> None:
-        """A run this run spawned has recorded its identity: watch its runner's exit
-        (fold it now when it is already gone), as runtime.runs.guardian does."""
-        from runtime.core.process import pidfd_open, verify
-        from runtime.runs.guard_plan import WATCH, fold, plan
+        """A run this run spawned has recorded its identity: from now on its runner is
+        guarded (runtime.runs.guardian), so a crash of it is folded into this run."""
+        from runtime.runs.guardian import Guard
         from runtime.store.layout import StateRoot
 
-        root, me = StateRoot.from_env(), f"run:{self.run['run']}"
-        for run_id, action, identity in plan(root, me, frozenset(self.children)):
-            fd = pidfd_open(identity["pid"]) if action == WATCH else None
-            if fd is not None and verify(identity)[0] == "valid":
-                self.children[run_id] = fd
-                continue
-            if fd is not None:
-                os.close(fd)
-            fold(root, me, run_id)
-
-    def child_gone(self, fd: int) -> None:
-        from runtime.runs.guard_plan import fold
-        from runtime.store.layout import StateRoot
-
-        run_id = next(r for r, f in self.children.items() if f == fd)
-        del self.children[run_id]
-        os.close(fd)
-        fold(StateRoot.from_env(), f"run:{self.run['run']}", run_id)
+        bell = self.bells.pop("guardian")
+        self.guard = Guard(StateRoot.from_env(), f"run:{self.run['run']}", bell=bell)
+        self.guard.handle(bell.read)
 
     def check_retire(self) -> None:
         """`retire_when: children_terminal`: once this run has spawned child runs and
@@ -266,9 +253,9 @@ class Runner:
         for bell in self.bells.values():
             bell.close()
         self.bells.clear()
-        for fd in self.children.values():
-            os.close(fd)
-        self.children.clear()
+        if self.guard is not None:
+            self.guard.close()
+            self.guard = None
 
 
 def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+
 from runtime.compiler.redact import MASK
 from runtime.core import config
 from runtime.store import safe

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config, platform
+from runtime.runs import lifecycle
 from runtime.runs.graph import Graph
 from runtime.runs.lifecycle import begin, conclude, crash, new_context
 from runtime.runs.loop import LINGER_MAX_S, LINGER_MIN_S, Runner, stop_signals
@@ -29,6 +30,7 @@ from runtime.store.layout import RunPaths
 from runtime.store.reads import read_json
 
 if TYPE_CHECKING:
+    from runtime.runs.guardian import Guard
     from runtime.store.records import RunRecord
 
 
@@ -104,26 +106,37 @@ def snapshot(runner: Runner) -> dict[str, Any]:
         "graph": runner.graph.snapshot(),
         "ctx": runner.ctx.snapshot(),
         "bells": {n: [b.read, b.write, str(b.path)] for n, b in runner.bells.items()},
-        "children": runner.children,
+        "guard": None if runner.guard is None else _guard(runner.guard),
         "retire": [runner.retire_at, runner.retire_seen],
         "stopped": runner.stopped,
         "started": runner.started,
         "started_at": runner.started_at,
         "last_event": runner.last_event,
+        "liveness": lifecycle.liveness,
     }
+
+
+def _guard(guard: Guard) -> dict[str, Any]:
+    bell = guard.bell
+    watches = {run_id: w.fd for run_id, w in guard.watches.items()}
+    return {"bell": [bell.read, bell.write, str(bell.path)], "watches": watches}
 
 
 def _kept(runner: Runner) -> list[int]:
     """The descriptors the next image must inherit."""
     fds = [fd for bell in runner.bells.values() for fd in (bell.read, bell.write)]
-    fds += list(runner.children.values()) + runner.graph.fds_kept() + runner.ctx.fds_kept()
-    return fds
+    if runner.guard is not None:
+        fds += [runner.guard.bell.read, runner.guard.bell.write]
+        fds += [w.fd for w in runner.guard.watches.values()]
+    fds += runner.graph.fds_kept() + runner.ctx.fds_kept()
+    return fds + ([lifecycle.liveness] if lifecycle.liveness >= 0 else [])
 
 
 def _waited(runner: Runner) -> list[int]:
     """The descriptors the parked image waits on (any of them wakes it)."""
     bells = [bell.read for bell in runner.bells.values()]
-    return bells + list(runner.children.values()) + list(runner.graph.fds())
+    guard = runner.guard.fds() if runner.guard is not None else []
+    return bells + guard + list(runner.graph.fds())
 
 
 def exec_self(setting: str) -> None:
@@ -164,6 +177,19 @@ def park(runner: Runner) -> None:
         runner.linger = LINGER_MAX_S  # stay up rather than try again at once
 
 
+def _adopt_guard(saved: dict[str, Any], run: RunRecord) -> Guard:
+    """The guardian of this run's children as the parked image kept it (pidfds only:
+    a runner with a portable exit watch never parks, runtime.runs.loop)."""
+    from runtime.core.platform import ExitWatch
+    from runtime.messaging.doorbells import Bell
+    from runtime.runs.guardian import Guard
+    from runtime.store.layout import StateRoot
+
+    read, write, path = saved["bell"]
+    watches = {run_id: ExitWatch(fd) for run_id, fd in saved["watches"].items()}
+    return Guard(StateRoot.from_env(), f"run:{run['run']}", Bell(read, write, Path(path)), watches)
+
+
 def _read_state(fd: int) -> dict[str, Any]:
     chunks = []
     os.lseek(fd, 0, os.SEEK_SET)
@@ -184,10 +210,12 @@ def resume(args: list[str], state_fd: int, signums: list[int]) -> int:
     runner.ctx.restore(state["ctx"])
     runner.graph = Graph.restore(runner.ctx, run["template"], state["graph"])
     runner.bells = {n: Bell(r, w, Path(p)) for n, (r, w, p) in state["bells"].items()}
-    runner.children = dict(state["children"])
+    if state["guard"] is not None:
+        runner.guard = _adopt_guard(state["guard"], run)
     runner.retire_at, runner.retire_seen = state["retire"]
     runner.stopped = state["stopped"]
     runner.started, runner.started_at = state["started"], state["started_at"]
+    lifecycle.liveness = state["liveness"]
     for fd in _kept(runner):  # a command started from now on inherits none of them
         os.set_inheritable(fd, False)
     runner.watch_signals()

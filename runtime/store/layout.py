@@ -250,6 +250,12 @@ class RunPaths(_Place):
         return self.dir / "followup.json"
 
     @property
+    def liveness(self) -> Path:
+        """Exclusively flocked by the runner for all its life: a watcher without a pidfd
+        learns of its death when a shared lock on it is granted (runtime.core.platform)."""
+        return self.dir / ".runner.lock"
+
+    @property
     def stop_request(self) -> Path:
         """`kill` / `cancel`'s intent, written atomically before any signal (no journal
         lock needed), so a watcher that sees the runner die knows the stop was asked for."""

@@ -78,7 +78,7 @@ KINDS: dict[str, dict[str, Any]] = {
     "retry-recover": {
         "template": [
             {
-                "template": "sh -c 'test -e \"$1\" || { touch \"$1\"; exit 1; }; exec sleep 300' "
+                "template": 'sh -c \'test -e "$1" || { touch "$1"; exit 1; }; exec sleep 300\' '
                 "x {marker}",
                 "retry": 2,
                 "recover": "true",
