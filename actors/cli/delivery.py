@@ -286,49 +286,46 @@ def reconcile_cmd(as_json: bool) -> None:
 
 @click.command("watch")
 @click.option("--timeout", type=float, metavar="SECONDS", help="Stop after this long.")
-@click.option("--interval", type=float, default=2.0, show_default=True, help="Reconcile timer (s).")
-def watch_cmd(timeout: float | None, interval: float) -> None:
-    """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops)."""
-    import watchfiles
+def watch_cmd(timeout: float | None) -> None:
+    """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops).
 
+    It guards every run of the state root (runtime.runs.guardian: a runner that dies
+    without a result is folded at once) and retries due deliveries exactly when they
+    fall due. Nothing wakes it on a timer: a quiet state root costs it no CPU."""
+    import select
+
+    from runtime.delivery.engine import retry_due
+    from runtime.runs.guardian import Guard
     from runtime.runs.reconcile import reconcile
     from runtime.store.writes import ensure_dir
 
     root = _root()
     ensure_dir(root.runs)
     deadline = None if timeout is None else time.monotonic() + timeout
-    stop = _Stopper(deadline)
+    guard = Guard(root, None)  # armed before the first look
     reconcile(root)
+    guard.scan()
     try:
-        for _changes in watchfiles.watch(
-            root.runs,
-            step=50,
-            debounce=200,
-            rust_timeout=int(interval * 1000),
-            yield_on_timeout=True,
-            stop_event=stop,
-            raise_interrupt=False,
-        ):
-            report = reconcile(root)
-            if sys.stderr.isatty():
-                active = _active_count(root)
-                click.echo(
-                    f"\r  {active} active run(s); followed up {len(report['followed_up'])}   ",
-                    err=True,
-                    nl=False,
-                )
+        with contextlib.closing(guard):
+            while True:
+                _count, retry_in = retry_due(root)
+                if sys.stderr.isatty():
+                    click.echo(f"\r  {_active_count(root)} active run(s)   ", err=True, nl=False)
+                waits = [w for w in (retry_in, _left(deadline)) if w is not None]
+                if deadline is not None and _left(deadline) == 0:
+                    return
+                poller = select.poll()
+                for fd in guard.fds():
+                    poller.register(fd, select.POLLIN)
+                ms = int(min(waits) * 1000) + 1 if waits else None
+                for fd, _ in poller.poll(ms):
+                    guard.handle(fd)
     except KeyboardInterrupt:
         pass
 
 
-class _Stopper:
-    """A stop_event for watchfiles that fires at a deadline."""
-
-    def __init__(self, deadline: float | None) -> None:
-        self.deadline = deadline
-
-    def is_set(self) -> bool:
-        return self.deadline is not None and time.monotonic() >= self.deadline
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _active_count(root: StateRoot) -> int:

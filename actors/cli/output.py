@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import select
 import sys
-import time
 from typing import Any
 
 import click
@@ -76,12 +75,20 @@ def _follow(
     secrets: list[str] | None = None,
 ) -> None:
     from runtime.compiler.redact import redact_text
-    from runtime.core.process import pidfd_open
+    from runtime.core.platform import ExitWatch
+    from runtime.core.process import verify
+    from runtime.messaging.doorbells import Bell
     from runtime.runs.status import derive, find_run, runner_identity
 
     paths, record = find_run(root, run_id)
+    # armed before the first read: the runner rings it after it writes, and its exit
+    # watch wakes us when it ends (no timer: a quiet run costs nothing to follow)
+    bell = Bell.open(paths.followers)
     runner = runner_identity(paths, record)
-    pidfd = pidfd_open(int(runner["pid"])) if runner else None
+    watch = ExitWatch.open(int(runner["pid"]), str(paths.liveness)) if runner else None
+    if watch is not None and runner is not None and verify(runner)[0] != "valid":
+        watch.close()
+        watch = None
     offset = os.stat(path).st_size if os.path.exists(path) else 0
     inode = os.stat(path).st_ino if os.path.exists(path) else None
     journal = read_jsonl(path, offset=offset).identity if events else None
@@ -106,20 +113,21 @@ def _follow(
                 continue
             if ended:
                 return
-            if derive(paths, record)["status"] in TERMINAL:
+            if watch is None or derive(paths, record)["status"] in TERMINAL:
                 ended = True  # one more read drains what was written just before the end
                 continue
-            if pidfd is not None:
-                poller = select.poll()
-                poller.register(pidfd, select.POLLIN)
-                poller.poll(100)
-            else:
-                time.sleep(0.1)
+            poller = select.poll()
+            poller.register(bell.read, select.POLLIN)
+            poller.register(watch.fd, select.POLLIN)
+            if any(fd == watch.fd for fd, _ in poller.poll()):
+                ended = True  # the runner is gone: what it wrote is read once more
+            bell.drain()
     except KeyboardInterrupt:
         return
     finally:
-        if pidfd is not None:
-            os.close(pidfd)
+        bell.close()
+        if watch is not None:
+            watch.close()
 
 
 _FOLLOW_STEP = 4 * 1024 * 1024

@@ -24,7 +24,7 @@ from runtime.core.inotify import (
     Inotify,
 )
 
-SKIPPED = frozenset({"doorbells", "guardians", "captures", "bodies"})
+SKIPPED = frozenset({"doorbells", "guardians", "followers", "captures", "bodies"})
 
 
 @dataclass

@@ -68,6 +68,8 @@ def backoff_s(attempt: int) -> float:
 class DeliveryRunner:
     def __init__(self, root: StateRoot) -> None:
         self.root = root
+        self.next_wait: float | None = None
+        """After `process`: seconds until its session's next retry is due (None: none)."""
 
     # -- journal -------------------------------------------------------------------
     def _journal(self, paths: SessionPaths, record: DeliveryRecord) -> None:
@@ -139,6 +141,7 @@ class DeliveryRunner:
         while True:
             with self._session_lock(paths):
                 wait = self._pass(owner, paths, flush=flush, only=only, receipts=receipts)
+            self.next_wait = wait
             if wait is None or time.monotonic() + wait > deadline:
                 return receipts
             time.sleep(max(0.0, wait))
@@ -363,7 +366,17 @@ def submit(
 
 def process_all(root: StateRoot) -> int:
     """Retry whatever is due in every session (used by reconcile and watch)."""
-    count = 0
+    return retry_due(root)[0]
+
+
+def retry_due(root: StateRoot) -> tuple[int, float | None]:
+    """Retry whatever is due in every session; (attempts made, seconds until the next
+    retry falls due or None), so a watcher sleeps exactly until then, on no timer of its
+    own."""
+    count, waits = 0, []
     for owner in safe.subdirs(root.sessions):
-        count += len(DeliveryRunner(root).process(owner))
-    return count
+        runner = DeliveryRunner(root)
+        count += len(runner.process(owner))
+        if runner.next_wait is not None:
+            waits.append(runner.next_wait)
+    return count, (min(waits) if waits else None)

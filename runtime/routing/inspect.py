@@ -18,7 +18,7 @@ from runtime.messaging.boxes import accepted_types, branch_mailbox, run_mailbox
 from runtime.runs.index import list_runs
 from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
 from runtime.store import safe
-from runtime.store.layout import DOORBELLS, GUARDIANS, RunPaths, StateRoot
+from runtime.store.layout import DOORBELLS, FOLLOWERS, GUARDIANS, RunPaths, StateRoot
 from runtime.store.reads import read_json, read_text_tail, tail_jsonl
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
 def _files(paths: RunPaths) -> list[dict[str, Any]]:
     files = []
     for dirpath, dirnames, filenames in os.walk(paths.dir):
-        dirnames[:] = [d for d in dirnames if d not in (DOORBELLS, GUARDIANS)]
+        dirnames[:] = [d for d in dirnames if d not in (DOORBELLS, GUARDIANS, FOLLOWERS)]
         for name in sorted(filenames):
             full = os.path.join(dirpath, name)
             st = os.lstat(full)

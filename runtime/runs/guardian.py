@@ -58,10 +58,10 @@ def _pidfd_budget() -> int:
     return 1 << 16 if soft == resource.RLIM_INFINITY else max(16, soft // PIDFD_SHARE)
 
 
-def log(owner: str, what: str) -> None:
+def log(owner: str | None, what: str) -> None:
     """One line on stderr (the harness's log of the process): a guardian never raises
     into the command or server it runs in."""
-    print(f"actors: guardian of {owner}: {what}", file=sys.stderr, flush=True)
+    print(f"actors: guardian of {owner or 'every run'}: {what}", file=sys.stderr, flush=True)
 
 
 def classify(root: StateRoot, run_id: str) -> tuple[str, dict[str, Any] | None]:
@@ -80,13 +80,14 @@ def classify(root: StateRoot, run_id: str) -> tuple[str, dict[str, Any] | None]:
     return (FOLD, None) if verdict in ("dead", "mismatch") else (WAIT, None)
 
 
-def plan(root: StateRoot, owner: str, busy: frozenset[str]) -> list[tuple[str, str, Any]]:
-    """(run, action, identity) for every run of `owner` that is not settled nor already
-    being watched. A run is settled once its follow-up marker exists."""
+def plan(root: StateRoot, owner: str | None, busy: frozenset[str]) -> list[tuple[str, str, Any]]:
+    """(run, action, identity) for every run of `owner` (None: of every owner) that is
+    not settled nor already being watched. A run is settled once its follow-up marker
+    exists."""
     plans = []
     for summary in list_runs(root):
         run_id = summary["run"]
-        if summary.get("owner_id") != owner or run_id in busy:
+        if (owner is not None and summary.get("owner_id") != owner) or run_id in busy:
             continue
         if summary.get("status") in TERMINAL and root.run(run_id).followup.exists():
             continue
@@ -100,7 +101,7 @@ def plan(root: StateRoot, owner: str, busy: frozenset[str]) -> list[tuple[str, s
     return plans
 
 
-def fold(root: StateRoot, owner: str, run_id: str) -> None:
+def fold(root: StateRoot, owner: str | None, run_id: str) -> None:
     with contextlib.suppress(ValueError):  # a spawn reaping the same pid at this instant
         reap_spawned()  # a runner this process started (the MCP server's): no zombie
     try:
@@ -115,12 +116,13 @@ class Guard:
     def __init__(
         self,
         root: StateRoot,
-        owner: str,
+        owner: str | None,
         bell: Bell | None = None,
         watches: dict[str, ExitWatch] | None = None,
     ) -> None:
-        """`bell` and `watches`: what a host already holds (a runner that rang up or
-        parked with them); otherwise the bell is armed here, before the first scan."""
+        """`owner` None guards every run of the root (`actors watch`). `bell` and
+        `watches`: what a host already holds (a runner that rang up or parked with
+        them); otherwise the bell is armed here, before the first scan."""
         global _pidfds_held
         self.root, self.owner = root, owner
         self.bell = bell if bell is not None else Bell.open(guardian_bells(root, owner))

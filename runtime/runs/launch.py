@@ -161,9 +161,12 @@ def safe_exists(path: Path) -> bool:
     return True
 
 
-def guardian_bells(root: StateRoot, owner: str) -> Path:
+def guardian_bells(root: StateRoot, owner: str | None) -> Path:
     """Where the guardians of `owner`'s runs listen (runtime.runs.guardian): under the
-    parent run's doorbells for a run owner (`run:<id>`), else under the session's."""
+    parent run's doorbells for a run owner (`run:<id>`), else under the session's; for
+    every owner (None: `actors watch`), at the root."""
+    if owner is None:
+        return root.guardians
     if owner.startswith("run:"):
         return root.run(owner[4:]).guardians
     from runtime.delivery.sessions import session_paths
@@ -177,8 +180,10 @@ def ring_guardians(owner: str) -> None:
     raises: a runner must run whether or not anyone can be told."""
     from runtime.messaging.doorbells import ring
 
-    with contextlib.suppress(ActorsError, OSError):
-        ring(guardian_bells(StateRoot.from_env(), owner))
+    root = StateRoot.from_env()
+    for where in (owner, None):  # its owner's guardians, and those of every run
+        with contextlib.suppress(ActorsError, OSError):
+            ring(guardian_bells(root, where))
 
 
 def reap_spawned() -> None:

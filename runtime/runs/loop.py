@@ -142,6 +142,15 @@ class Runner:
                 self.park(self)  # exec(): returns only when it could not
             graph.tick(now)
             self.tick_retire(now)
+            self.tell_followers()
+
+    def tell_followers(self) -> None:
+        """Ring the `tail -f` readers of this run: its logs or journal may have grown.
+        One stat when nobody follows (no `followers/` directory)."""
+        if os.path.isdir(self.paths.followers):
+            from runtime.messaging.doorbells import ring
+
+            ring(self.paths.followers)
 
     def park_at(self) -> float | None:
         """When to park, or None while something needs this image up."""

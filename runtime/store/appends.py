@@ -180,9 +180,7 @@ def append_jsonl(
     wait_s: float | None = None,
 ) -> int:
     """Append one JSON record as a whole line (see `append_line`)."""
-    return append_line(
-        path, encode_line(record), fsync=fsync, compactor=compactor, wait_s=wait_s
-    )
+    return append_line(path, encode_line(record), fsync=fsync, compactor=compactor, wait_s=wait_s)
 
 
 @contextlib.contextmanager

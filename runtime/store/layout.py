@@ -24,6 +24,9 @@ run's control.fifo (runtime.messaging.mailbox, `commit_fifo`)."""
 GUARDIANS = "guardians"
 """Beside an owner's `doorbells/`: the FIFOs of the processes watching the owner's runs
 (runtime.runs.guardian), rung when a runner of the owner starts; walkers skip it too."""
+FOLLOWERS = "followers"
+"""Beside a run's `doorbells/`: the FIFOs of `actors tail -f` readers, rung by the runner
+when it has written output or events; walkers skip it too."""
 MAIN_ROOM = "main"
 """The name of a run's one room: its directory under `rooms/` and its communication.json entry."""
 _STDOUT, _STDERR = "stdout.log", "stderr.log"
@@ -149,6 +152,12 @@ class StateRoot(_Place):
     @property
     def metrics_cache(self) -> Path:
         return self.cache / "metrics.json"
+
+    @property
+    def guardians(self) -> Path:
+        """Doorbells of the processes watching every run of the root (`actors watch`),
+        rung when any runner starts."""
+        return self.path / GUARDIANS
 
     @property
     def harness_processes(self) -> Path:
@@ -295,6 +304,11 @@ class RunPaths(_Place):
     def guardians(self) -> Path:
         """Doorbells of the processes watching the runs this run spawned."""
         return self.dir / GUARDIANS
+
+    @property
+    def followers(self) -> Path:
+        """Doorbells of the readers following this run's output (`tail -f`)."""
+        return self.dir / FOLLOWERS
 
     @property
     def room(self) -> Path:

@@ -39,7 +39,7 @@ def followups(home: StateRoot, session: str, kind: str | None = None) -> list[di
 def test_follow_up_lands_once_while_runner_watch_and_reconcile_race(home: StateRoot) -> None:
     session = register("--harness", "file", "--id", "coord-race")
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "actors", "watch", "--timeout", "60", "--interval", "0.2"]
+        [sys.executable, "-m", "actors", "watch", "--timeout", "60"]
     )
     try:
         record = actors.spawn("hello", session=session)
