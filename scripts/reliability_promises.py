@@ -133,6 +133,13 @@ PROMISES = (
         "A SIGKILLed runner's session gets exactly one `run.exited` follow-up within 5 s and its orphans die, from the processes the session already has (`inbox wait`, the MCP server, a parent's runner), however many race; a pid now owned by another process is neither taken for the runner nor signalled.",
         "test_self_healing",
     ),
+    Promise(
+        19,
+        "Kill always kills",
+        "A kill needs no journal write and waits on no lock a stopped process holds; every process the run ever started dies, a double-forked daemon included (its cgroup v2, `cgroup.kill`; without one, the verified runner's session and descendants, the documented fallback); a damaged run.json is killed with --force; no test or verb waits unbounded on a lock a paused process holds.",
+        "test_attack_kill",
+        also=("test_attack_deadlock",),
+    ),
 )
 
 THREAT_MODEL = """\
@@ -151,6 +158,11 @@ Not trusted:
 - **files planted in the state root**: a symlink, FIFO or forged record is never
   followed, written through or acted on; a recorded pid proves nothing until the
   process is verified at the instant it would be signalled;
+- **a run against its own kill**: a run is your program, but it may rewrite its own
+  state files, stop its runner or double-fork a daemon; none of that stops `kill`. Where
+  a cgroup v2 can be made, each run's processes are held in one and killed whole; a
+  process of yours that deliberately moves itself out of that cgroup (it can: same user)
+  is beyond it, as is, without a cgroup, a daemon that left the run's session;
 - **what a run writes**: its output, summaries and messages are data. They are stripped
   of terminal controls before any terminal or pane sees them, bounded and fenced before a
   model sees them, masked of declared secrets before they are stored, and never typed

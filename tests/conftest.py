@@ -15,7 +15,12 @@ from typing import Any
 
 import pytest
 
-from runtime.store.layout import StateRoot
+# Every lock wait in this process and what it starts is bounded: a lock that a paused
+# process (ACTORS_PAUSE_AT, SIGSTOP) holds fails the waiting test with the lock's name
+# instead of hanging the suite until pytest-timeout (runtime.store.appends.take_lock).
+os.environ.setdefault("ACTORS_LOCK_BOUND", "60")
+
+from runtime.store.layout import StateRoot  # (imported after the bound is set)
 
 REPO = Path(__file__).resolve().parent.parent
 _ENV_TO_CLEAR = (
@@ -51,12 +56,15 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StateRoot]
 
 
 def _reap_runs(state: StateRoot) -> None:
+    from runtime.core import cgroups
     from runtime.core.process import kill_session
     from runtime.runs.status import load_run
 
     if not state.runs.exists():
         return
     for run_dir in state.runs.iterdir():
+        with contextlib.suppress(Exception):  # every process a run ever started, first
+            cgroups.kill(cgroups.groups_of(state.path, run_dir.name))
         with contextlib.suppress(Exception):
             identity = load_run(state.run(run_dir.name)).get("process_identity") or {}
             if identity.get("sid"):

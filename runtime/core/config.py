@@ -206,6 +206,15 @@ BRANCH = Setting(
 RUNNER_STATE = Setting(
     "ACTORS_RUNNER_STATE", "text", "unset", "A parked lean runner's own (never set it).", RUN
 )
+CGROUP = Setting(
+    "ACTORS_CGROUP",
+    "text",
+    "auto",
+    "Where each run's cgroup (v2) is made, so `kill` reaches every process it started: "
+    "`auto` (under the highest cgroup you own), a cgroup directory you own, or `off` "
+    "(process groups and identity proofs only; docs/reliability.md).",
+    USER,
+)
 TRIO_RUNNER = Setting(
     "ACTORS_TRIO_RUNNER", "flag", "unset", "Run even a single command on the trio runner.", USER
 )
@@ -221,6 +230,14 @@ PAUSE_FIFO = Setting(
     "path",
     "unset",
     "The barrier a paused process writes `<pid> <point>` to (a FIFO or a file).",
+    TEST,
+)
+LOCK_BOUND = Setting(
+    "ACTORS_LOCK_BOUND",
+    "seconds",
+    "unset",
+    "Longest wait for any state lock, then a one-line failure naming it (the test suite "
+    "sets it: a lock held by a process a test paused fails that test, never hangs it).",
     TEST,
 )
 FAIL_AT = Setting(
@@ -253,9 +270,11 @@ SETTINGS = (
     RUN_INSTANCE,
     BRANCH,
     RUNNER_STATE,
+    CGROUP,
     TRIO_RUNNER,
     PAUSE_AT,
     PAUSE_FIFO,
+    LOCK_BOUND,
     FAIL_AT,
 )
 """The table, in the order docs/configuration.md lists it."""

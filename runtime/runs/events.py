@@ -45,12 +45,19 @@ def preview_fields(value: Any) -> Any:
 
 
 def record_event(
-    events_file: Path, instance: str, event: str, *, fsync: bool = False, **fields: Any
+    events_file: Path,
+    instance: str,
+    event: str,
+    *,
+    fsync: bool = False,
+    wait_s: float | None = None,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """Append one lifecycle event (every field a bounded preview) and return it."""
+    """Append one lifecycle event (every field a bounded preview) and return it. With
+    `wait_s`, a journal locked longer than that raises LockBusy instead of waiting."""
     record = {"id": new_id(), "ts": now_iso(), "event": event, "run_instance_id": instance}
     record.update(preview_fields(fields))
-    append_jsonl(events_file, record, fsync=fsync, compactor=LOG)
+    append_jsonl(events_file, record, fsync=fsync, compactor=LOG, wait_s=wait_s)
     return record
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.core import config
 from runtime.core.errors import ActorsError, Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
-from runtime.runs.events import write_progress
+from runtime.runs.events import record_event, write_progress
 from runtime.store import safe
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
 from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
@@ -50,6 +50,7 @@ def claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
         write_bytes_atomic(stage.token, (token_verifier(token) + "\n").encode())
         write_json_atomic(stage.communication, communication(record["run"], record["owner_id"]))
         write_progress(stage.progress, instance, phase="starting", active=0, completed=0, failed=0)
+        record_event(stage.events, instance, "run.start", run=paths.run_id)
         for log in (stage.stdout, stage.stderr, stage.runner_log):
             write_bytes_atomic(log, b"", fsync=False)
         if record["mailbox"].get("endpoint") == "fifo":

@@ -45,10 +45,18 @@ def _sweep_dead_writers(directory: Path) -> None:
 
 
 def _kill_orphans(run_dir: Path, run: Any, identity: dict[str, Any]) -> int:
-    """Stop what the dead runner left behind: only members proven to be this run's."""
+    """Stop what the dead runner left behind: its cgroup whole, where it had one, then
+    the members of its session proven to be this run's."""
+    from runtime.core import cgroups
+
+    recorded = run.get("cgroup")
+    groups = cgroups.groups_of(
+        run_dir.parent.parent, run_dir.name, recorded if isinstance(recorded, str) else None
+    )
+    killed = cgroups.kill(groups) if groups else 0
     sid = identity.get("sid") or identity.get("pid")
     ticks = identity.get("start_ticks")
-    return kill_orphans(
+    return killed + kill_orphans(
         sid if isinstance(sid, int) else None,
         run_marks(str(run.get("run_instance_id")), str(run_dir)),
         since_ticks=ticks if isinstance(ticks, int) else None,

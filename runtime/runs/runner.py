@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.compiler.redact import redact_deep, secret_texts
-from runtime.core import config
+from runtime.core import cgroups, config
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, verify
@@ -296,6 +296,30 @@ def end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
         import traceback
 
         traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
+    sweep(paths, run)
+
+
+def run_cgroup(paths: RunPaths, run: RunRecord) -> Path | None:
+    """The cgroup spawn chose for this run, if it is one of this run's names (run.json
+    is the run's own to rewrite: a foreign path is never joined or killed)."""
+    recorded = run.get("cgroup")
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    path = Path(recorded)
+    prefix = cgroups.run_prefix(paths.dir.parent.parent, paths.run_id)
+    if path.parent.name != cgroups.BASE_NAME or not path.name.startswith(prefix):
+        return None
+    return path
+
+
+def sweep(paths: RunPaths, run: RunRecord) -> None:
+    """The run is over: nothing it started may outlive it. Its cgroup, when it has one,
+    holds every process it ever started (a double-forked daemon included): the runner
+    steps out of it and kills the rest at once. Then its own session, the proof that
+    holds without a cgroup."""
+    group = run_cgroup(paths, run)
+    if group is not None and cgroups.leave(group):
+        cgroups.kill([group])
     kill_session(os.getpid())  # proven: we are alive and lead this session
 
 
@@ -334,6 +358,8 @@ def begin(
         print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)
         return 2
     run = cast("RunRecord", found)  # written by spawn just before it started this process
+    group = run_cgroup(paths, run)
+    joined = group is not None and cgroups.join(group)
     record_event(
         paths.events,
         run["run_instance_id"],
@@ -341,6 +367,7 @@ def begin(
         pid=os.getpid(),
         process_identity=capture(os.getpid()),
         mode=mode(run) if mode is not None else "trio",
+        cgroup=str(group) if joined else None,
     )
     ring_guardians(str(run.get("owner_id")))  # the owner's guardians watch us from now
     return paths, run

@@ -33,7 +33,6 @@ from runtime.core.ids import (
 )
 from runtime.core.process import capture
 from runtime.delivery.sessions import session_paths
-from runtime.runs.events import record_event
 from runtime.runs.launch import claim, reap_spawned, runner_argv, start_runner
 from runtime.runs.ownership import current_principal
 from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref
@@ -223,6 +222,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     cwd = Path.cwd()
     record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
     record["parent"] = principal.id if principal.via_run_token else None
+    record["cgroup"] = _cgroup_path(root, record)
     _add_origin(record, req, source)
     if req.waiter:
         record["waiter"] = capture(os.getpid())
@@ -230,11 +230,21 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     pid = start_runner(paths, root, token)
     identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
     record.update({"pid": pid, "argv": runner_argv(paths), "process_identity": identity})
+    # No journal append here: the runner may already hold (or, stopped, keep holding)
+    # events.jsonl's lock; `run.start` was written before the runner existed (claim).
     write_json_atomic(paths.run_json, record)
-    record_event(paths.events, record["run_instance_id"], "run.start", run=paths.run_id, pid=pid)
     recipe.remember()  # fill the compile cache now that the spawn succeeded
     reap_spawned()
     return record
+
+
+def _cgroup_path(root: StateRoot, record: RunRecord) -> str | None:
+    """The cgroup the runner will move into (runtime.core.cgroups), None where none can
+    be made (the kill falls back to the process-group and identity proof)."""
+    from runtime.core import cgroups
+
+    path = cgroups.path_for(root.path, record["run"], record["run_instance_id"])
+    return None if path is None else str(path)
 
 
 def _free_run_paths(

@@ -154,15 +154,36 @@ def runner_identity(paths: RunPaths, run: RunRecord) -> dict[str, Any] | None:
     identity = run.get("process_identity")
     if isinstance(identity, dict) and identity:
         return dict(identity)
-    for event in reversed(tail_jsonl(paths.events, 50)):
+    try:
+        events = tail_jsonl(paths.events, 50)
+    except StateDamaged:
+        return None
+    for event in reversed(events):
         found = event.get("process_identity")
         if event.get("event") == "run.runner.start" and isinstance(found, dict) and found:
             return dict(found)
     return None
 
 
-def _stop_request(paths: RunPaths) -> str | None:
-    for event in reversed(tail_jsonl(paths.events, 200)):
+def _stop_request(paths: RunPaths, run: RunRecord) -> str | None:
+    """`killed` / `cancelled` when a stop was asked for: stop.json (written before any
+    signal, without a lock), else the journal's stop events of older versions."""
+    try:
+        intent = read_json(paths.stop_request)
+    except StateDamaged:
+        intent = None
+    if isinstance(intent, dict) and intent.get("run_instance_id") in (
+        run.get("run_instance_id"),
+        None,
+    ):
+        status = STOP_EVENTS.get(f"run.{intent.get('action')}")
+        if status:
+            return status
+    try:
+        events = tail_jsonl(paths.events, 200)
+    except StateDamaged:
+        return None
+    for event in reversed(events):
         status = STOP_EVENTS.get(str(event.get("event")))
         if status:
             return status
@@ -226,7 +247,7 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     elif identity is None and _young(run):
         out["status"] = "starting"
     else:
-        out["status"] = _stop_request(paths) or "exited"
+        out["status"] = _stop_request(paths, run) or "exited"
         out["code"] = {"killed": 137, "cancelled": 143}.get(out["status"])
         out["reason"] = reason
     out["process"] = verdict

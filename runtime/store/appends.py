@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from runtime.core import config
 from runtime.core.errors import ActorsError, StateDamaged
 from runtime.core.faults import pause_point
 from runtime.store import safe
@@ -62,14 +63,16 @@ class Compactor(Protocol):
         ...
 
 
-def lock_current(path: Path, fd: int | None = None) -> int:
+def lock_current(path: Path, fd: int | None = None, *, wait_s: float | None = None) -> int:
     """An exclusively flocked descriptor on the file that is *now* at `path`.
 
     A compaction replaces a journal by rename while holding the old file's flock; a
     writer that was waiting for that lock would otherwise append to the unlinked old
     file and the line would be lost. So after locking, the descriptor's inode must still
     be the path's, else it reopens and tries again. `fd` (kept open by a streaming
-    writer) is reused when it is still current, closed when it is not.
+    writer) is reused when it is still current, closed when it is not. With `wait_s`,
+    a lock held longer than that (by a stopped process) raises LockBusy instead of
+    blocking forever.
     """
     flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC
     while True:
@@ -80,7 +83,11 @@ def lock_current(path: Path, fd: int | None = None) -> int:
         try:
             if fd is None:
                 fd = _open_journal(parent, name, path, flags)
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                take_lock(fd, path, wait_s)
+            except LockBusy:
+                os.close(fd)
+                raise
             try:
                 current = os.stat(name, dir_fd=parent, follow_symlinks=False).st_ino
             except FileNotFoundError:
@@ -135,7 +142,12 @@ def _compact_locked(fd: int, path: Path, compactor: Compactor) -> None:
 
 
 def append_line(
-    path: Path, line: bytes, *, fsync: bool = False, compactor: Compactor | None = None
+    path: Path,
+    line: bytes,
+    *,
+    fsync: bool = False,
+    compactor: Compactor | None = None,
+    wait_s: float | None = None,
 ) -> int:
     """Append one encoded line with a single write under an exclusive flock; returns the
     journal's end offset after it.
@@ -143,8 +155,9 @@ def append_line(
     A torn last line (a writer killed mid-record, or a disk that filled) is closed with a
     newline first, so the new record stays a line of its own instead of being glued to the
     garbage (readers skip the torn line). With a `compactor`, a journal past its cap is
-    rewritten (under the same lock) before the lock is released."""
-    fd = lock_current(path)
+    rewritten (under the same lock) before the lock is released. With `wait_s`, a lock
+    held longer than that raises LockBusy (see `lock_current`)."""
+    fd = lock_current(path, wait_s=wait_s)
     try:
         try:
             end = write_locked(fd, path, line, compactor)
@@ -164,42 +177,87 @@ def append_jsonl(
     *,
     fsync: bool = False,
     compactor: Compactor | None = None,
+    wait_s: float | None = None,
 ) -> int:
     """Append one JSON record as a whole line (see `append_line`)."""
-    return append_line(path, encode_line(record), fsync=fsync, compactor=compactor)
+    return append_line(
+        path, encode_line(record), fsync=fsync, compactor=compactor, wait_s=wait_s
+    )
 
 
 @contextlib.contextmanager
 def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
     """Hold an exclusive flock on a sidecar lock file for a multi-step update.
 
-    With `timeout_s`, give up with TimeoutError after that long (a hook must not hang on
-    a lock some other process holds too long); the wait is cut by SIGALRM, so only the
-    main thread may pass it."""
+    With `timeout_s`, give up with LockBusy after that long (a hook must not hang on a
+    lock some other process holds too long)."""
     fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
     try:
-        if timeout_s is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        else:
-            _flock_within(fd, path, timeout_s)
+        take_lock(fd, path, timeout_s)
         yield
     finally:
         os.close(fd)
 
 
-def _flock_within(fd: int, path: Path, seconds: float) -> None:
-    import signal  # here, not at the top: only hooks wait with a deadline
+class LockBusy(ActorsError):
+    """A lock stayed held past the caller's bound (its holder is stopped or stuck)."""
 
-    def expired(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"{path} stayed locked for {seconds}s")
 
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
+_BOUND = config.seconds(config.LOCK_BOUND) if config.text(config.LOCK_BOUND) else None
+"""ACTORS_LOCK_BOUND (tests): every lock wait without a bound of its own gets this one,
+so a lock held by a process a test paused fails that test, naming the lock, instead of
+hanging the suite."""
+
+
+def take_lock(fd: int, path: Path, seconds: float | None = None) -> None:
+    """An exclusive flock on `fd`: blocking, or at most `seconds` (else the test bound),
+    then LockBusy naming the file.
+
+    The bounded wait blocks in flock() cut by SIGALRM on the main thread; elsewhere (a
+    worker thread cannot take signals) it retries at a doubling interval (1 ms up to
+    50 ms), the only way to bound it there. Uncontended, either is one flock() call."""
+    if seconds is None:
+        seconds = _BOUND
+    if seconds is None:
         fcntl.flock(fd, fcntl.LOCK_EX)
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    import signal  # here, not at the top: only a contended bounded wait needs these
+    import threading
+    import time
+
+    busy = LockBusy(
+        f"{path} stayed locked for {seconds:g}s by another process",
+        hint="a stopped process may hold it (`fuser` names it); nothing was written",
+    )
+    if threading.current_thread() is threading.main_thread():
+
+        def expired(signum: int, frame: Any) -> None:
+            raise busy
+
+        previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        return
+    deadline, pause = time.monotonic() + seconds, 0.001
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise busy from None
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
 
 
 def unlock(fd: int) -> None:

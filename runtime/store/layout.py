@@ -250,6 +250,12 @@ class RunPaths(_Place):
         return self.dir / "followup.json"
 
     @property
+    def stop_request(self) -> Path:
+        """`kill` / `cancel`'s intent, written atomically before any signal (no journal
+        lock needed), so a watcher that sees the runner die knows the stop was asked for."""
+        return self.dir / "stop.json"
+
+    @property
     def fold_lock(self) -> Path:
         """Held by whoever submits the run's terminal follow-up or folds its dead runner
         (runner, reconcile, guardians), so racing watchers submit it once."""

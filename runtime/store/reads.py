@@ -61,7 +61,7 @@ def read_json(path: Path) -> Any | None:
         raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise StateDamaged(f"{path} is not valid JSON ({exc})", hint="the file is kept") from exc
 
 

@@ -53,6 +53,7 @@ RunRecord = TypedDict(
         "pid": int | None,
         "argv": list[str] | None,
         "process_identity": dict[str, Any] | None,
+        "cgroup": NotRequired[str | None],
         "tool": NotRequired[str | None],
         "waiter": NotRequired[dict[str, Any] | None],
         "origin": NotRequired[str],
@@ -63,6 +64,8 @@ RunRecord = TypedDict(
 """run.json, written by spawn (`_run_record`; `pid`, `argv`, `process_identity` filled in
 once the runner is started). Functional syntax because `async` is a keyword. `tool` is
 read (status, index) but no current writer sets it: runs of older versions had it.
+`cgroup`: the cgroup v2 directory the runner moves into (runtime.core.cgroups), None where
+none can be made.
 `waiter`: the process identity of a caller that blocks on the result (`spawn --wait`,
 a foreground `actors run`); while it is alive at the run's end, no follow-up is owed.
 `origin`: `library` (a recipe found by name or in a recipe root), `file` (an ad-hoc

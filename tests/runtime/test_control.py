@@ -77,9 +77,22 @@ def test_runner_killed_from_outside_is_exited(home: StateRoot, tmp_path: Path) -
     assert final["status"] == "exited"
 
 
+@pytest.mark.parametrize("held_by", ["cgroup", "identity"])
 def test_stale_pid_is_refused_and_the_stranger_untouched(
-    home: StateRoot, tmp_path: Path, stray_process: subprocess.Popen[bytes]
+    home: StateRoot,
+    tmp_path: Path,
+    stray_process: subprocess.Popen[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+    held_by: str,
 ) -> None:
+    """run.json names a stranger's pid. Without a cgroup the runner cannot be proven:
+    refused, nothing signalled. With one, the run's own processes are found by the
+    kernel's record and stopped, and the stranger is still untouched."""
+    from runtime.core import cgroups
+
+    if held_by == "cgroup" and cgroups.parent_dir() is None:
+        pytest.skip("no delegated cgroup v2 here")
+    monkeypatch.setenv("ACTORS_CGROUP", "auto" if held_by == "cgroup" else "off")
     fifo = make_fifo(tmp_path / "ready.fifo")
     record = actors.spawn(
         template="sh -c 'echo ready > \"$1\"; sleep 300' x {f}", values={"f": str(fifo)}
@@ -91,11 +104,18 @@ def test_stale_pid_is_refused_and_the_stranger_untouched(
     run["pid"] = stray_process.pid
     run["process_identity"]["pid"] = stray_process.pid
     paths.run_json.write_text(json.dumps(run))
-    for verb in ("kill", "cancel"):
-        proc = cli(verb, record["run"])
-        assert proc.returncode == 2
-        assert "now belongs to another process" in proc.stderr
-        assert "Traceback" not in proc.stderr
+    if held_by == "cgroup":
+        proc = cli("kill", record["run"])
+        assert proc.returncode == 0, proc.stderr
+        assert not alive(real_pid), "the run's real runner survived its kill"
+        proc = cli("cancel", record["run"])
+        assert proc.returncode == 2 and "already finished" in proc.stderr, proc.stderr
+    else:
+        for verb in ("kill", "cancel"):
+            proc = cli(verb, record["run"])
+            assert proc.returncode == 2
+            assert "now belongs to another process" in proc.stderr
+            assert "Traceback" not in proc.stderr
     assert stray_process.poll() is None
     assert actors.status(record["run"])["status"] != "running"
     os.kill(real_pid, signal.SIGKILL)
