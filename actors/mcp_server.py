@@ -145,12 +145,12 @@ class ActorsTools:
 
     def _inbox_read(self, p: Any, session: str) -> tuple[str, Any]:
         from runtime.delivery.engine import read_inbox
+        from runtime.delivery.render import followups_text
 
         unread = read_inbox(self.root, session, peek=p.peek, boundary="inbox_read")
         shown = [_followup(e["envelope"], p.bodies) for e in unread]
-        lines = [f"{len(shown)} unread follow-up(s)"]
-        lines += [f"- {f['type']} from {f['from']}: {f['summary']}" for f in shown]
-        return "\n".join(lines), {"followups": shown}
+        text = followups_text(self.root, session, unread, with_body=p.bodies)
+        return text, {"followups": shown}
 
     def _recipes(self, p: Any, session: str) -> tuple[str, Any]:
         from runtime.compiler.library import search_dirs
@@ -188,10 +188,27 @@ def _compact(data: Any) -> Any:
 
 def _followup(envelope: dict[str, Any], body: bool) -> dict[str, Any]:
     """What the model needs of a follow-up: who, what, the one-line summary (which says
-    what to do next); the body only on request."""
-    shown = {k: envelope.get(k) for k in ("type", "from", "summary")}
+    what to do next); the body only on request. Run-written, and Claude Code hands a
+    model the structured content alone: so every string is made inert and the summary
+    and body are bounded as runtime.delivery.render bounds them (a body past the bound
+    is its cut text, with `body_cut` saying how much is left out); being JSON strings,
+    none of them can start a line of the model's context."""
+    from runtime.core.terminal import one_line
+    from runtime.delivery.render import SUMMARY_CHARS, body_text, bound, inert_value, token
+
+    shown: dict[str, Any] = {
+        "type": token(envelope.get("type") or "message"),
+        "from": token(envelope.get("from") or "?"),
+        "summary": one_line(str(envelope.get("summary") or ""), SUMMARY_CHARS),
+    }
     if body and envelope.get("body") is not None:
-        shown["body"] = envelope["body"]
+        text = body_text(envelope["body"])
+        cut = bound(text)
+        if cut.more_bytes or cut.more_lines:
+            shown["body"] = "\n".join(cut.lines)
+            shown["body_cut"] = {"more_bytes": cut.more_bytes, "more_lines": cut.more_lines}
+        else:
+            shown["body"] = inert_value(envelope["body"])
     return shown
 
 

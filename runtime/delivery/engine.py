@@ -332,13 +332,14 @@ def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> lis
 
 def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
     """The full follow-up as a file an agent can read: adapters that type a pointer, and
-    boundary hooks that hand a follow-up over, name it in the text they give the model."""
-    import json
+    boundary hooks that hand a follow-up over, name it in the text they give the model.
+    A model reads it, so it is rendered (fenced) by runtime.delivery.render."""
+    from runtime.delivery.render import body_file_text
 
     path = paths.body(delivery_id)
     ensure_dir(path.parent)
-    text = f"# {envelope.get('summary')}\n\n```json\n{json.dumps(envelope, indent=2, ensure_ascii=False)}\n```\n"
-    write_bytes_atomic(path, text.encode(), fsync=False)
+    text = body_file_text(envelope, delivery_id)
+    write_bytes_atomic(path, text.encode("utf-8", "surrogatepass"), fsync=False)
     return path
 
 
