@@ -139,9 +139,10 @@ class ActorsTools:
 
         data = api.inspect(p.target, p.view, lines=p.lines, status=p.status, home=self.home)
         if p.verbose:
-            return json.dumps(data, indent=1, default=str)[:20000], data
+            return json.dumps(data, indent=1, default=str)[:20000], _bounded(data, 20000)
         data = _compact(data)
-        return json.dumps(data, separators=(",", ":"), default=str)[:8000], data
+        text = json.dumps(data, separators=(",", ":"), default=str)[:8000]
+        return text, _bounded(data, 8000)
 
     def _inbox_read(self, p: Any, session: str) -> tuple[str, Any]:
         from runtime.delivery.engine import read_inbox
@@ -174,6 +175,20 @@ def _scalars(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     return {k: v for k, v in data.items() if v is not None and not isinstance(v, dict | list)}
+
+
+def _bounded(data: Any, limit: int) -> Any:
+    """A view as structured content, which Claude Code hands a model instead of the text:
+    its run-written strings made inert (runtime.delivery.render), and only when it is
+    within `limit` characters as JSON; a larger view is left to the text, which is cut
+    to that limit (JSON, so no run-written line starts a line of it)."""
+    from runtime.delivery.render import inert_value
+
+    try:
+        size = len(json.dumps(data, default=str))
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return inert_value(data) if size <= limit else None
 
 
 def _compact(data: Any) -> Any:

@@ -14,7 +14,7 @@ decoder's depth, over HOOK_INPUT_CAP, no stdin, a pipe that never ends), the
 environment (a state root that is a file, group-writable or someone else's, a
 CLAUDE_ENV_FILE in a missing directory, unwritable files, a closed stdout), a bad
 option or a bug, the hook exits 0, with no output or with the answer it completed; the
-failure is noted where a user finds it (runtime.delivery.boundary.note_failure). The one
+failure is one stderr line for the user (runtime.delivery.boundary.note_failure). The one
 designed non-zero exit is `file-changed`'s 2, Claude Code's asyncRewake wake, raised
 (`Wake`) only once the doorbell line for a real unread follow-up was written.
 """

@@ -93,31 +93,18 @@ def doorbell_unread(root: Any, session_id: str) -> list[dict[str, Any]]:
 
 
 def note_failure(hook: str, why: str) -> None:
-    """Say where a user can find it that a hook could not do its job (the hook itself
-    still exits 0: a hook never fails its harness). One line on stderr, which harnesses
-    show the user (Claude Code in its transcript and debug output), never the model, when
-    a hook exits 0; and a line in `hook-errors.jsonl` when the state root is trusted and
-    already exists. Never raises."""
+    """Say that a hook could not do its job, where the user finds it (the hook itself
+    still exits 0: a hook never fails its harness): one line on stderr, which harnesses
+    keep for the user (Claude Code in its debug log and `--include-hook-events` output)
+    and never hand the model when a hook exits 0. Never raises."""
     from runtime.core.terminal import one_line
 
-    text = one_line(why, 400)
     try:
-        sys.stderr.write(f"actors hook {hook}: {text} (the hook exits 0 regardless)\n")
+        sys.stderr.write(
+            f"actors hook {hook}: {one_line(why, 400)} (the hook exits 0 regardless)\n"
+        )
         sys.stderr.flush()
-    except BaseException:  # no stderr (closed, or a reader gone): the log may still work
-        pass
-    try:
-        from runtime.core.ids import now_iso
-        from runtime.store.appends import append_jsonl
-        from runtime.store.journals import LOG
-        from runtime.store.layout import StateRoot
-
-        root = StateRoot.from_env()  # refused when not ours: then nothing is written there
-        if root.path.is_dir():
-            append_jsonl(
-                root.hook_errors, {"ts": now_iso(), "hook": hook, "error": text}, compactor=LOG
-            )
-    except BaseException:  # the note is best effort: the hook's exit status is what matters
+    except BaseException:  # no stderr (closed, or its reader gone): nothing more to do
         pass
 
 
@@ -141,8 +128,7 @@ def _render(
     our head and tail lines around each follow-up as runtime.delivery.render fences it,
     all under one fresh nonce."""
     from runtime.delivery.contract import DeliveryContext
-    from runtime.delivery.engine import write_body
-    from runtime.delivery.render import injected_text, new_nonce
+    from runtime.delivery.render import injected_text, new_nonce, write_body
 
     nonce = new_nonce()
     blocks: list[str] = []

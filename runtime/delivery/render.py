@@ -35,10 +35,14 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from typing import Any, NamedTuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runtime.core.terminal import inert, one_line
 from runtime.delivery.contract import DeliveryContext
+
+if TYPE_CHECKING:
+    from runtime.store.layout import SessionPaths
 
 DATA_MAX_BYTES = 6000
 """Bytes of a follow-up's run-written body one rendering shows (UTF-8, after escaping)."""
@@ -191,12 +195,18 @@ def injected_text(
     return "\n".join(lines)
 
 
-def body_file_text(envelope: dict[str, Any], delivery_id: str) -> str:
-    """The body file (`bodies/<id>.md`) an adapter points a model at: the whole follow-up,
-    fenced like any other rendering (bounded only against a forged inbox entry)."""
+def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
+    """The body file (`bodies/<id>.md`) an adapter or a cut rendering points a model at:
+    the whole follow-up, fenced like any other rendering (bounded only against a forged
+    inbox entry), written atomically."""
+    from runtime.store.writes import ensure_dir, write_bytes_atomic
+
     context = DeliveryContext(delivery_id=delivery_id)
     text = injected_text(envelope, context, max_bytes=FILE_MAX_BYTES, max_lines=FILE_MAX_LINES)
-    return text + "\n"
+    path = paths.body(delivery_id)
+    ensure_dir(path.parent)
+    write_bytes_atomic(path, (text + "\n").encode("utf-8", "surrogatepass"), fsync=False)
+    return path
 
 
 def delivery_ids(text: str) -> list[str]:
@@ -225,7 +235,6 @@ def followups_text(
     """What `actors inbox read` and the MCP `inbox_read` tool show an agent: the count,
     then each inbox entry rendered by `injected_text` under one fresh nonce (a cut body
     names its whole file, `bodies/<id>.md`)."""
-    from runtime.delivery.engine import write_body
     from runtime.delivery.sessions import session_paths
 
     paths = session_paths(root, session_id)

@@ -156,11 +156,6 @@ class StateRoot(_Place):
         return self.path / "harness-processes"
 
     @property
-    def hook_errors(self) -> Path:
-        """What went wrong in a harness hook (`actors hook ...`), which exits 0 regardless."""
-        return self.path / "hook-errors.jsonl"
-
-    @property
     def installs(self) -> Path:
         """What `actors install` wrote into harness configs, so uninstall removes only that."""
         return self.path / "installs.json"
