@@ -46,9 +46,6 @@ class Wake(Exception):
 def run_hook(args: list[str]) -> NoReturn:
     """Run `actors hook ...` (args start with "hook"); exit 0 whatever happens, or 2 for
     a `Wake`."""
-    from runtime.delivery.boundary import note_failure
-
-    name = args[1] if len(args) > 1 else "hook"
     code = 0
     try:
         from actors.cli._app import run_click
@@ -58,17 +55,24 @@ def run_hook(args: list[str]) -> NoReturn:
         code = WAKE_EXIT
     except SystemExit as ended:  # click's usage errors, --help, an exit of ours
         if ended.code not in (None, 0):
-            note_failure(name, f"exit status {ended.code} (usage, or a bug)")
+            _note(args, f"exit status {ended.code} (usage, or a bug)")
     except BaseException as exc:  # anything at all: a hook never blocks its harness
-        note_failure(name, _reason(exc))
+        _note(args, exc)
     _finish(code)
 
 
-def _reason(exc: BaseException) -> str:
-    """An error as one line: ours as we word them, anything else with its type."""
-    from runtime.core.errors import ActorsError
+def _note(args: list[str], why: str | BaseException) -> None:
+    """The failure, one line on stderr (runtime.delivery.boundary.note_failure): ours as
+    we word them, anything else with its type. Never raises."""
+    try:
+        from runtime.core.errors import ActorsError
+        from runtime.delivery.boundary import note_failure
 
-    return str(exc) if isinstance(exc, ActorsError) else f"{type(exc).__name__}: {exc}"
+        if isinstance(why, BaseException):
+            why = str(why) if isinstance(why, ActorsError) else f"{type(why).__name__}: {why}"
+        note_failure(args[1] if len(args) > 1 else "hook", why)
+    except BaseException:  # even the note failed: the exit status is what matters
+        pass
 
 
 def _finish(code: int) -> NoReturn:

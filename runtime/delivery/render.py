@@ -133,6 +133,8 @@ def _cut_line(raw: str, budget: int) -> tuple[str, str]:
 
 
 def _gutter(line: str) -> str:
+    """One run line behind the gutter: it cannot start a line of the model's text, and a
+    fence token in it loses its `<` (our fence lines are the only ones)."""
     return GUTTER + _FENCE_TOKEN.sub(r"‹\1", line) if line else GUTTER.rstrip()
 
 
