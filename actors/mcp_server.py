@@ -139,18 +139,19 @@ class ActorsTools:
 
         data = api.inspect(p.target, p.view, lines=p.lines, status=p.status, home=self.home)
         if p.verbose:
-            return json.dumps(data, indent=1, default=str)[:20000], data
+            return json.dumps(data, indent=1, default=str)[:20000], _bounded(data, 20000)
         data = _compact(data)
-        return json.dumps(data, separators=(",", ":"), default=str)[:8000], data
+        text = json.dumps(data, separators=(",", ":"), default=str)[:8000]
+        return text, _bounded(data, 8000)
 
     def _inbox_read(self, p: Any, session: str) -> tuple[str, Any]:
         from runtime.delivery.engine import read_inbox
+        from runtime.delivery.render import followups_text
 
         unread = read_inbox(self.root, session, peek=p.peek, boundary="inbox_read")
         shown = [_followup(e["envelope"], p.bodies) for e in unread]
-        lines = [f"{len(shown)} unread follow-up(s)"]
-        lines += [f"- {f['type']} from {f['from']}: {f['summary']}" for f in shown]
-        return "\n".join(lines), {"followups": shown}
+        text = followups_text(self.root, session, unread, with_body=p.bodies)
+        return text, {"followups": shown}
 
     def _recipes(self, p: Any, session: str) -> tuple[str, Any]:
         from runtime.compiler.library import search_dirs
@@ -176,6 +177,20 @@ def _scalars(data: Any) -> Any:
     return {k: v for k, v in data.items() if v is not None and not isinstance(v, dict | list)}
 
 
+def _bounded(data: Any, limit: int) -> Any:
+    """A view as structured content, which Claude Code hands a model instead of the text:
+    its run-written strings made inert (runtime.delivery.render), and only when it is
+    within `limit` characters as JSON; a larger view is left to the text, which is cut
+    to that limit (JSON, so no run-written line starts a line of it)."""
+    from runtime.delivery.render import inert_value
+
+    try:
+        size = len(json.dumps(data, default=str))
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return inert_value(data) if size <= limit else None
+
+
 def _compact(data: Any) -> Any:
     """`data` without empty values (None, "", [], {}), at every depth."""
     if isinstance(data, dict):
@@ -188,10 +203,27 @@ def _compact(data: Any) -> Any:
 
 def _followup(envelope: dict[str, Any], body: bool) -> dict[str, Any]:
     """What the model needs of a follow-up: who, what, the one-line summary (which says
-    what to do next); the body only on request."""
-    shown = {k: envelope.get(k) for k in ("type", "from", "summary")}
+    what to do next); the body only on request. Run-written, and Claude Code hands a
+    model the structured content alone: so every string is made inert and the summary
+    and body are bounded as runtime.delivery.render bounds them (a body past the bound
+    is its cut text, with `body_cut` saying how much is left out); being JSON strings,
+    none of them can start a line of the model's context."""
+    from runtime.core.terminal import one_line
+    from runtime.delivery.render import SUMMARY_CHARS, body_text, bound, inert_value, token
+
+    shown: dict[str, Any] = {
+        "type": token(envelope.get("type") or "message"),
+        "from": token(envelope.get("from") or "?"),
+        "summary": one_line(str(envelope.get("summary") or ""), SUMMARY_CHARS),
+    }
     if body and envelope.get("body") is not None:
-        shown["body"] = envelope["body"]
+        text = body_text(envelope["body"])
+        cut = bound(text)
+        if cut.more_bytes or cut.more_lines:
+            shown["body"] = "\n".join(cut.lines)
+            shown["body_cut"] = {"more_bytes": cut.more_bytes, "more_lines": cut.more_lines}
+        else:
+            shown["body"] = inert_value(envelope["body"])
     return shown
 
 

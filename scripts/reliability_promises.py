@@ -140,6 +140,18 @@ PROMISES = (
         "test_attack_kill",
         also=("test_attack_deadlock",),
     ),
+    Promise(
+        21,
+        "Text reaching a model is fenced on every path",
+        "Every text a model gets (hook answers, the doorbell, the messaging socket, Codex, OpenCode, pi, the agent-team inbox, the tmux pointer and its body file, `inbox read`, MCP `inbox_read`) comes from one renderer: what a run wrote is bounded (bytes and lines, the cut announced), inert, and fenced as data under a fresh nonce with every line behind a gutter, so no run-written line can pass for our framing, a fence or a role; only our own header line names a delivery; a parallel join's headers cannot be forged by branch output.",
+        "test_attack_fences",
+    ),
+    Promise(
+        22,
+        "A hook never fails its harness",
+        "Every `actors hook ...` exits 0 on any input (not JSON, too deep, too large, no stdin, an endless pipe), environment (a state root that is a file, group-writable or not ours, an unwritable CLAUDE_ENV_FILE, closed or broken output) or bug, with no output or a whole answer, and says why in one stderr line; `file-changed` exits 2 only after writing the doorbell line for a real unread follow-up.",
+        "test_attack_hooks",
+    ),
 )
 
 THREAT_MODEL = """\
@@ -167,8 +179,14 @@ Not trusted:
   of terminal controls before any terminal or pane sees them, bounded and fenced before a
   model sees them, masked of declared secrets before they are stored, and never typed
   into a shell;
+- **what a run wrote, on its way to a model**: one renderer fences it as data (a fresh
+  nonce per rendering, every line behind a gutter, bounded, inert), so it can neither
+  end our framing nor pass for a role, a fence or a delivery's header; a branch's output
+  cannot forge the headers a parallel join puts between outputs;
 - **harness input**: hook payloads, MCP requests and adapter responses are validated;
-  every request gets an answer, and bad input is one line and exit status 2.
+  every request gets an answer, and bad input is one line and exit status 2, except in
+  a harness hook, which never fails its harness: it exits 0 (why, on one stderr line),
+  and only `file-changed` exits 2, to wake the model for a real unread follow-up.
 """
 
 

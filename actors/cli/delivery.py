@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -160,18 +159,15 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
     """Print every unread follow-up at once and mark them read."""
     from runtime.delivery.engine import read_inbox
 
-    unread = read_inbox(_root(), _session_id(session), peek=peek, boundary="inbox read")
+    root, owner = _root(), _session_id(session)
+    unread = read_inbox(root, owner, peek=peek, boundary="inbox read")
     if as_json:
         emit_json([e["envelope"] for e in unread])
-    else:
-        click.echo(f"{len(unread)} unread follow-up(s)")
-        for entry in unread:
-            env = entry["envelope"]
-            click.echo(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}")
-            body = env.get("body")
-            if body is not None:
-                text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
-                click.echo(f"  {text[:4000]}")
+        return
+    # an agent reads this: each follow-up fenced and bounded (runtime.delivery.render)
+    from runtime.delivery.render import followups_text
+
+    click.echo(followups_text(root, owner, unread))
 
 
 @inbox_group.command("wait")

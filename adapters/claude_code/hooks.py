@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from runtime.delivery.boundary import (
     doorbell_line,
     doorbell_unread,
     hand_over,
+    note_failure,
     pick_next_message,
     pick_next_tool_call,
     session_of,
@@ -80,14 +80,14 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     # (a `/clear` starts a new session in the same process)
     from runtime.delivery.harness_processes import record_harness_process
 
-    record_harness_process(root, session_id)
+    try:
+        record_harness_process(root, session_id)
+    except Exception as exc:  # the session is registered: answer anyway
+        note_failure("session-start", f"recording the harness process: {exc}")
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
     _touch_wake(paths.wake)
-    env_file = os.environ.get("CLAUDE_ENV_FILE")
-    if env_file:
-        with open(env_file, "a") as handle:
-            handle.write(f"export {config.SESSION.name}={session_id}\n")
+    _export_session(session_id)
     context = WATCHER_CONTEXT if wake == "watcher" else CONTEXT
     return {
         "hookSpecificOutput": {
@@ -96,6 +96,25 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
             **({} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}),
         }
     }
+
+
+def _export_session(session_id: str) -> None:
+    """Append `export ACTORS_SESSION=...` to $CLAUDE_ENV_FILE (Claude Code sources it for
+    its Bash tool). Opened non-blocking, so a FIFO with no reader cannot hang the hook; a
+    file that cannot be written (a missing directory, no permission) is noted, and the
+    session start goes on: the MCP server and the hooks know the session without it."""
+    env_file = os.environ.get("CLAUDE_ENV_FILE")
+    if not env_file:
+        return
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(env_file, flags, 0o600)
+        try:
+            os.write(fd, f"export {config.SESSION.name}={session_id}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        note_failure("session-start", f"CLAUDE_ENV_FILE {env_file}: {exc.strerror or exc}")
 
 
 def _touch_wake(path: Path) -> None:
@@ -119,12 +138,14 @@ def file_changed(data: dict[str, Any]) -> bool:
     session_id = str(data.get("session_id") or config.text(config.SESSION))
     if not is_valid_id(session_id):
         return False
-    unread = doorbell_unread(StateRoot.from_env(), session_id)
+    root = StateRoot.from_env()
+    unread = doorbell_unread(root, session_id)
     if not unread:
         return False  # coalesced or spurious event, or only boundary-held: nothing to wake for
+    paths = session_paths(root, session_id)
     sys.stderr.write(doorbell_line(session_id, unread) + "\n")
-    sys.stderr.flush()
-    _record_wake(session_paths(StateRoot.from_env(), session_id), unread)
+    sys.stderr.flush()  # raises when it cannot be written: then no wake (exit 0)
+    _record_wake(paths, unread)
     return True
 
 
@@ -135,7 +156,7 @@ def _record_wake(paths: SessionPaths, unread: list[dict[str, Any]], via: str = "
     from runtime.store.appends import append_jsonl
     from runtime.store.journals import LOG
 
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(Exception):  # a damaged or refused log: the ring stands
         append_jsonl(
             paths.wakes,
             {"ts": now_iso(), "ids": [e["id"] for e in unread], **({"via": via} if via else {})},
@@ -161,11 +182,6 @@ def _boundary(data: dict[str, Any], event: str, pick: Pick) -> None:
     )
 
 
-SOCKET_PROMPT = re.compile(r"^\[actors\] .*\nfrom .* · delivery (\S+)$", re.M)
-"""The head of the text the adapter sends through the messaging socket
-(`runtime.delivery.render.injected_text`): the delivery id it carries."""
-
-
 def user_prompt_submit(data: dict[str, Any]) -> None:
     """UserPromptSubmit: follow-ups held for the next message (or tool call) ride along
     with the user's prompt as additionalContext. A prompt that is a follow-up sent through
@@ -176,15 +192,18 @@ def user_prompt_submit(data: dict[str, Any]) -> None:
 
 
 def _note_socket_prompt(data: dict[str, Any]) -> None:
+    from runtime.delivery.render import delivery_ids
     from runtime.delivery.sessions import SessionInbox
     from runtime.store.layout import StateRoot
 
-    found = SOCKET_PROMPT.search(str(data.get("prompt") or ""))
+    # the header line runtime.delivery.render.injected_text starts each follow-up with;
+    # run-written text never starts a line there, so only our own headers count
+    found = delivery_ids(str(data.get("prompt") or "")[:1_000_000])
     session_id = session_of(data, "session_id", env_first=False)
     if not found or not session_id:
         return
     paths = session_paths(StateRoot.from_env(), session_id)
-    entry = next((e for e in SessionInbox(paths).entries() if e["id"] == found.group(1)), None)
+    entry = next((e for e in SessionInbox(paths).entries() if e["id"] == found[0]), None)
     if entry is not None:  # one of this session's own follow-ups, not a look-alike
         _record_wake(paths, [entry], via="messaging socket")
 

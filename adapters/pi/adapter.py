@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import socket
 import time
@@ -68,7 +67,7 @@ from runtime.delivery.contract import (
     option_seconds,
     processed_timeout,
 )
-from runtime.delivery.render import injected_text
+from runtime.delivery.render import delivery_ids, injected_text
 
 SUN_PATH_MAX = 107
 REQUEST_TIMEOUT_S = 10.0
@@ -163,8 +162,9 @@ def _text(message: Any) -> str:
 
 
 def _mentions(text: str, delivery_id: str) -> bool:
-    """The delivery id as a whole token (so `d-1` is not found inside `d-10`)."""
-    return re.search(rf"(?<![\w:.-]){re.escape(delivery_id)}(?![\w:.-])", text) is not None
+    """Whether `text` is this delivery's prompt: the delivery id on one of our own header
+    lines (runtime.delivery.render), never an id a run's text merely quotes."""
+    return delivery_id in delivery_ids(text)
 
 
 def _is_user_with(delivery_id: str, kind: str = "message_end") -> Callable[[Event], bool]:

@@ -22,7 +22,6 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config
@@ -30,12 +29,13 @@ from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.delivery.registry import make_adapter
+from runtime.delivery.render import write_body
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
 from runtime.store.layout import SessionPaths, StateRoot
 from runtime.store.reads import read_jsonl
-from runtime.store.writes import ensure_dir, write_bytes_atomic
+from runtime.store.writes import ensure_dir
 
 if TYPE_CHECKING:
     from runtime.delivery.records import DeliveryRecord
@@ -328,18 +328,6 @@ def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> lis
             owner, [e["id"] for e in unread], harness="inbox", boundary=boundary
         )
     return unread
-
-
-def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
-    """The full follow-up as a file an agent can read: adapters that type a pointer, and
-    boundary hooks that hand a follow-up over, name it in the text they give the model."""
-    import json
-
-    path = paths.body(delivery_id)
-    ensure_dir(path.parent)
-    text = f"# {envelope.get('summary')}\n\n```json\n{json.dumps(envelope, indent=2, ensure_ascii=False)}\n```\n"
-    write_bytes_atomic(path, text.encode(), fsync=False)
-    return path
 
 
 def _split(value: Any) -> list[str]:

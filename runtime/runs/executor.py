@@ -5,7 +5,8 @@ Semantics (docs/recipes.md has the user-facing version):
   group (`leaf` launches it and captures its output);
 - a sequence feeds each step the previous step's complete stdout on stdin; a parallel
   node gives every branch the same stdin and joins their outputs in order under
-  `--- branch: <label> status: <s> ---` headers;
+  `--- branch: <label> status: <s> ---` headers, which no branch output can forge (a
+  line of it that starts like one is quoted, runtime.runs.output.HeaderQuote);
 - `retry` is the maximum number of attempts, with `recover` run between failed ones;
 - a failure's policy decides how far it reaches: `continue` (default) lets the rest run
   but still fails the enclosing node, `branch` stops the enclosing subtree up to the
@@ -24,7 +25,7 @@ from runtime.compiler.placeholders import MAX_REPEAT, substitute_word, truthy
 from runtime.core.errors import BadInput
 from runtime.runs.context import Outcome, RunContext
 from runtime.runs.leaf import run_leaf
-from runtime.runs.output import LOG_CAP_BYTES, Capture, trim
+from runtime.runs.output import LOG_CAP_BYTES, Capture, quoted_copy, trim
 from runtime.store import safe
 from runtime.store.writes import ensure_dir
 
@@ -287,20 +288,9 @@ def _join_outputs(
         for label, result in zip(labels, results, strict=True):
             out.write(f"--- branch: {label} status: {result.status} ---\n".encode())
             if result.output and result.output.exists():
-                _copy_into(out, result.output)
+                quoted_copy(out, result.output)  # no branch output can pass for a header
                 if result.output != stdin:  # a skipped branch passes the stdin through
                     trim(result.output)
     finally:
         out.close()
     return path
-
-
-def _copy_into(out: Capture, source: Path) -> None:
-    """Append a file, ending it with a newline when it has none (never whole in memory)."""
-    last = b"\n"
-    with open(source, "rb") as src:
-        while block := src.read(1024 * 1024):
-            out.write(block)
-            last = block[-1:]
-    if last != b"\n":
-        out.write(b"\n")

@@ -18,7 +18,9 @@ and constant memory. Its own module so the leaf stays about processes.
 
 from __future__ import annotations
 
+import codecs
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -207,6 +209,89 @@ def concatenate(target: Path, sources: list[Path], cap: int | None) -> None:
                     out.write(block)
     finally:
         out.close()
+
+
+def _chars(*spans: str) -> str:
+    return "".join("".join(map(chr, range(ord(span[0]), ord(span[-1]) + 1))) for span in spans)
+
+
+_LEAD = _chars(
+    "\x00\x20", "\x7f\xa0", "\xad", "\u061c", "\u115f\u1160", "\u1680", "\u180e",
+    "\u2000\u200f", "\u2028\u202f", "\u205f\u206f", "\u3000", "\u3164", "\ufe00\ufe0f",
+    "\ufeff", "\uffa0", "\ufff9\ufffb", ">",
+)  # fmt: skip
+"""What may stand before `---` at the start of a line and still look like its start:
+whitespace (all of str.isspace), `>` (earlier quoting), controls and invisible characters."""
+_LEAD_SET = frozenset(_LEAD)
+
+
+class HeaderQuote:
+    r"""Quotes every line of a branch's output that could pass for a join header.
+
+    The executor joins parallel branch outputs under `--- branch: <label> status: <s> ---`
+    (and first `--- parallel_status: ... ---`), and a merger (a script or a model) reads
+    those lines as the structure of what it got. Branch output is run-written, so any
+    line of it whose first visible characters are `---` gets one more `>` in front of
+    the dashes (`--- branch: x` -> `>--- branch: x`, `>---` -> `>>---`, as mboxrd quotes
+    `From `): only the executor's own header lines start with `---`. "A line" is what
+    any reader may take for one: after `\n`, `\r`, `\v`, `\f`, `\x1c`-`\x1e`, NEL or
+    U+2028/2029 (str.splitlines), and after leading whitespace, controls or invisible
+    characters. A nested group's headers are quoted once more by each enclosing join.
+
+    Streaming and linear: bytes in arbitrary blocks (undecodable bytes pass through
+    unchanged), holding back at most two dashes (a `---` cut by a block end) and an
+    unfinished UTF-8 sequence; each `---` looks back over the blanks before it only."""
+
+    _BREAK = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+        self._lead = "\n"
+        """Stands for what came before: a line start (a newline) or anything else (`x`)."""
+        self._held = ""
+
+    def feed(self, data: bytes, *, final: bool = False) -> bytes:
+        text = self._lead + self._held + self._decoder.decode(data, final)
+        dashes = len(text) - len(text.rstrip("-"))
+        keep = dashes if dashes < 3 and not final else 0  # maybe the start of a `---`
+        self._held = text[len(text) - keep :]
+        text = text[: len(text) - keep]
+        parts: list[str] = []
+        done = 1  # the lead character is not output
+        found = text.find("---", 1)
+        while found != -1:
+            start = found
+            while text[start - 1] in _LEAD_SET:  # text[0] is a break or not a blank: stops
+                start -= 1
+                if start == 0:
+                    break
+            if self._BREAK.search(text, start, found):
+                parts += [text[done:found], ">"]
+                done = found
+            found = text.find("---", found + 3)
+        parts.append(text[done:])
+        blanks = text[len(text.rstrip(_LEAD)) :]
+        self._lead = "\n" if self._BREAK.search(blanks) else "x"
+        return "".join(parts).encode("utf-8", "surrogateescape")
+
+
+def quoted_copy(out: Capture, source: Path) -> None:
+    """Append a branch's output to a join, its header look-alikes quoted (HeaderQuote),
+    ending it with a newline when it has none (streamed, never whole in memory)."""
+    quote = HeaderQuote()
+    last = b"\n"
+    with open(source, "rb") as src:
+        while block := src.read(1024 * 1024):
+            data = quote.feed(block)
+            if data:
+                out.write(data)
+                last = data[-1:]
+    data = quote.feed(b"", final=True)
+    if data:
+        out.write(data)
+        last = data[-1:]
+    if last != b"\n":
+        out.write(b"\n")
 
 
 def trim(path: Path | None, cap: int = LOG_CAP_BYTES) -> None:
