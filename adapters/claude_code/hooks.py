@@ -12,6 +12,7 @@ imports only what its own path needs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core import config
+from runtime.core.errors import ActorsError
 from runtime.delivery.boundary import (
     Pick,
     doorbell_line,
@@ -26,6 +28,7 @@ from runtime.delivery.boundary import (
     hand_over,
     pick_next_message,
     pick_next_tool_call,
+    pick_turn_end,
     session_of,
 )
 from runtime.delivery.sessions import session_paths
@@ -47,9 +50,15 @@ WATCHER_CONTEXT = (
 )
 
 
-def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
-    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file; the
-    hook's answer, or None when the input names no session (nothing to register)."""
+def session_start(data: dict[str, Any], wake: str) -> None:
+    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file, and
+    write the hook's answer (nothing when the input names no session).
+
+    The same Claude process serving another session before (`/clear`, `/resume` in a
+    running Claude) makes this one its successor (runtime.delivery.succession): it keeps
+    control of that session's runs, and their follow-ups come here. Follow-ups unread so
+    far (ones that arrived while the session was not running, or were moved here from
+    its predecessor) are handed over with the answer, once."""
     from runtime.core.ids import is_valid_id, now_iso
     from runtime.delivery.sessions import load_session, save_session
     from runtime.store.layout import StateRoot
@@ -57,7 +66,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
 
     session_id = str(data.get("session_id") or "")
     if not is_valid_id(session_id):
-        return None
+        return
     root = StateRoot.from_env()
     record = load_session(root, session_id)
     record.update(
@@ -68,6 +77,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
         cwd=data.get("cwd"),
         transcript_path=data.get("transcript_path"),
     )
+    record.pop("successor", None)  # running again: its own follow-ups come to it
     options = record.setdefault("options", {})
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
     if socket:
@@ -80,7 +90,12 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     # (a `/clear` starts a new session in the same process)
     from runtime.delivery.harness_processes import record_harness_process
 
-    record_harness_process(root, session_id)
+    previous = record_harness_process(root, session_id)
+    if previous is not None:
+        from runtime.delivery.succession import succeed
+
+        with contextlib.suppress(OSError, ActorsError):
+            succeed(root, previous, session_id)
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
     _touch_wake(paths.wake)
@@ -88,14 +103,37 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
     if env_file:
         with open(env_file, "a") as handle:
             handle.write(f"export {config.SESSION.name}={session_id}\n")
-    context = WATCHER_CONTEXT if wake == "watcher" else CONTEXT
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": "SessionStart",
-            "additionalContext": context.format(session=session_id),
-            **({} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}),
+    context = (WATCHER_CONTEXT if wake == "watcher" else CONTEXT).format(session=session_id)
+    armed = {} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}
+
+    def answer(handed: str | None) -> dict[str, Any]:
+        text = context if handed is None else f"{context}\n\n{handed}"
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "SessionStart",
+                "additionalContext": text,
+                **armed,
+            }
         }
-    }
+
+    answered: list[bool] = []
+
+    def with_followups(text: str) -> dict[str, Any]:
+        answered.append(True)
+        return answer(text)
+
+    with contextlib.suppress(OSError, ActorsError, TimeoutError):
+        hand_over(
+            root,
+            session_id,
+            boundary="SessionStart",
+            harness=HARNESS,
+            pick=pick_turn_end,
+            answer=with_followups,
+        )
+    if not answered:  # nothing to hand over (or it could not be done now): the plain answer
+        sys.stdout.write(json.dumps(answer(None)) + "\n")
+        sys.stdout.flush()
 
 
 def _touch_wake(path: Path) -> None:

@@ -36,7 +36,7 @@ def _prepare(
     root: StateRoot, run_id: str, principal: Principal, force: bool, action: str
 ) -> tuple[RunPaths, RunRecord, dict[str, Any]]:
     paths, run = find_run(root, run_id)
-    check_control(run, principal, force=force, action=action)
+    check_control(run, principal, force=force, action=action, root=root)
     summary = derive(paths, run)
     if summary.get("process") in ("mismatch", "unverifiable"):
         raise Refused(

@@ -156,6 +156,11 @@ class StateRoot(_Place):
         return self.path / "harness-processes"
 
     @property
+    def caller_key(self) -> Path:
+        """The key the OpenCode plugin signs its caller claims with (actors.mcp_session)."""
+        return self.path / "caller.key"
+
+    @property
     def installs(self) -> Path:
         """What `actors install` wrote into harness configs, so uninstall removes only that."""
         return self.path / "installs.json"
