@@ -174,3 +174,17 @@ def _normal(ip: str) -> str:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return str(address)
+
+
+def unix_peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED,
+    set by the kernel when the peer called listen); None where the platform has no such
+    option."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    import struct
+
+    size = struct.calcsize("3i")
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, option, size))
+    return int(uid)

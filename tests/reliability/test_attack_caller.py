@@ -151,16 +151,20 @@ class Listener:
 
     SCRIPT = r"""
 import json, socket, sys
-server = socket.socket()
-server.bind(("127.0.0.1", 0))
+if len(sys.argv) > 1:  # a Unix socket at that path
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(sys.argv[1])
+else:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
 server.listen(16)
-print(server.getsockname()[1], flush=True)
+print(server.getsockname()[1] if len(sys.argv) == 1 else 0, flush=True)
 while True:
     conn, _ = server.accept()
     conn.settimeout(20)
     data = b""
     try:
-        while b"\r\n\r\n" not in data:
+        while b"\r\n\r\n" not in data and b'"type": "user"' not in data:
             chunk = conn.recv(65536)
             if not chunk:
                 break
@@ -175,13 +179,13 @@ while True:
     conn.close()
 """
 
-    def __init__(self, user: int | None = None) -> None:
+    def __init__(self, user: int | None = None, unix: str | None = None) -> None:
         # another uid cannot run this tree's interpreter (under /root): the system one
         python = sys.executable if user is None else shutil.which("python3", path="/usr/bin:/bin")
         if python is None:
             pytest.skip("no system python3 for a listener of another uid")
         self.proc = subprocess.Popen(
-            [python, "-I", "-c", self.SCRIPT],
+            [python, "-I", "-c", self.SCRIPT, *([unix] if unix else [])],
             stdout=subprocess.PIPE,
             cwd="/",
             user=user,
@@ -215,10 +219,10 @@ while True:
 
 
 @contextmanager
-def listener(user: int | None = None) -> Iterator[Listener]:
+def listener(user: int | None = None, unix: str | None = None) -> Iterator[Listener]:
     if user is not None and os.geteuid() != 0:
         pytest.skip("a listener of another uid needs root")
-    running = Listener(user)
+    running = Listener(user, unix)
     try:
         yield running
     finally:
@@ -286,3 +290,29 @@ def test_a_port_another_user_took_never_gets_the_password(home: StateRoot) -> No
             assert "authorization" not in head.lower() and PASSWORD not in head, head
     unread = cli("inbox", "read", "--session", "oc-gone", "--peek")
     assert unread.stdout.startswith("1 unread follow-up(s)"), unread.stdout  # kept, not lost
+
+
+def test_a_claude_socket_path_another_user_took_never_gets_the_token(home: StateRoot) -> None:
+    """The same for Claude Code's messaging socket and its token: a socket now listened on
+    by another uid (SO_PEERCRED) gets nothing; the doorbell still rings."""
+    import tempfile
+
+    shared = tempfile.mkdtemp(prefix="actors-26-")
+    os.chown(shared, NOBODY, NOBODY)
+    path = os.path.join(shared, "claude.sock")
+    token = "TOKEN-CLAUDE-MESSAGING-26"
+    try:
+        with listener(user=NOBODY, unix=path) as taken:
+            registered = cli(
+                "session", "register", "--harness", "claude_code", "--id", "cc-gone",
+                "--no-check", "-o", "messaging=socket", "-o", f"messaging_socket={path}",
+                "-o", f"messaging_token={token}",
+            )  # fmt: skip
+            assert registered.returncode == 0, registered.stderr
+            finished(actors.spawn(template="echo TOKEN-FOR-CC", session="cc-gone"))
+            head = taken.request()  # it connected, and wrote nothing
+            assert token not in head and "TOKEN-FOR-CC" not in head, head
+        unread = cli("inbox", "read", "--session", "cc-gone", "--peek")
+        assert unread.stdout.startswith("1 unread follow-up(s)"), unread.stdout
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
