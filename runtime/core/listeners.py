@@ -1,4 +1,4 @@
-"""Who is at the other end of a local TCP port, from the kernel's own tables.
+"""Who is at the other end of a local socket (a TCP port, a Unix socket), from the kernel.
 
 Loopback is shared by every local user: a port on 127.0.0.1 that our OpenCode listened
 on yesterday may be held by someone else's process today. So a credential goes to a
@@ -10,9 +10,13 @@ local port only when the kernel says the socket there is ours:
   OpenCode adapter checks once connected and before the first byte (the password) is
   sent, so a port taken over after the check cannot receive it.
 
+- `unix_peer_uid(sock)`: the uid of the listener of a connected Unix socket
+  (SO_PEERCRED), which the Claude Code adapter checks before it writes the messaging
+  token to a socket path.
+
 Linux only: the tables are /proc/net/tcp and /proc/net/tcp6 (this network namespace)
-and /proc/<pid>/fd. Where they cannot be read both answer "unknown" (None), and the
-callers fall back to sending nothing they would need the proof for.
+and /proc/<pid>/fd. Where they cannot be read the answers are "unknown" (None), and
+`actors mcp` then proves no URL (it registers a `file` session: nothing is sent).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ The SessionStart hook records "harness process (pid + start time) -> current ses
 under `<root>/harness-processes/`; `actors mcp`, a child of that process, walks its own
 parent chain and takes the nearest record. The start time in the key means a recycled
 pid never inherits a record; records of processes that are gone are removed whenever a
-new one is written.
+new one is written. The record a SessionStart replaces names the session the same
+process served before: the one proof that the new session goes on from it
+(runtime.delivery.succession).
 """
 
 from __future__ import annotations
