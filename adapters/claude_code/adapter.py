@@ -26,7 +26,6 @@ alone to do the delivery.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 from typing import TYPE_CHECKING, Any
@@ -109,13 +108,13 @@ class ClaudeCodeAdapter(FileAdapter):
             # the frame when the socket now belongs to another session
             frame["session_id"] = self.session["id"]
         lines.append(frame)
-        from runtime.core.listeners import unix_peer_uid
+        from runtime.core.listeners import foreign_peer
 
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(5)
             conn.connect(path)
-            owner = unix_peer_uid(conn)
-            if owner is not None and owner != os.getuid():
+            owner = foreign_peer(conn)
+            if owner is not None:
                 # the socket is not our Claude's (gone, its path taken): the token stays here
                 raise PermissionError(f"the socket belongs to uid {owner}, not you")
             conn.sendall(b"".join(json.dumps(line).encode() + b"\n" for line in lines))

@@ -143,33 +143,24 @@ class OpenCodeAdapter:
         return httpx.Client(base_url=base, auth=auth, timeout=10.0, trust_env=not local)
 
     def _check_peer(self, event: str, info: dict[str, Any]) -> None:
-        """httpx trace hook: a new connection is refused unless the kernel says its far end
-        is ours or not on this machine (see the module docstring). Raised from here, the
-        refusal comes before any request byte is written."""
+        """httpx trace hook: a new connection whose far end is another user's process is
+        refused (see the module docstring). Raised from here, the refusal comes before
+        any request byte is written."""
         if event != "connection.connect_tcp.complete":
             return
-        import ipaddress
-        import os
-
-        from runtime.core.listeners import peer_owner
+        from runtime.core.listeners import foreign_peer
 
         stream = info.get("return_value")
         if stream is None or (sock := stream.get_extra_info("socket")) is None:
             return
-        owner = peer_owner(sock)
-        if owner is None or owner == os.getuid():
-            return  # ours, or nothing can tell (no /proc/net): the documented fallback
-        try:
-            loopback = ipaddress.ip_address(sock.getpeername()[0].split("%")[0]).is_loopback
-        except (OSError, ValueError):
-            loopback = True
-        if owner == -1 and not loopback:
-            return  # another machine: the server the user registered
+        owner = foreign_peer(sock)
+        if owner is None:
+            return  # ours, another machine's, or nothing can tell (no /proc/net)
         stream.close()
-        whose = "no socket of this machine" if owner == -1 else f"uid {owner}, not you"
+        whose = "a socket of this machine it cannot vouch for" if owner == -1 else f"uid {owner}"
         raise Refused(
-            f"opencode server {self.options['url']} is held by {whose}; nothing was sent"
-            " (another local user may have taken the port: restart OpenCode and let"
+            f"opencode server {self.options['url']} is held by {whose}, not you; nothing was"
+            " sent (another local user may have taken the port: restart OpenCode and let"
             " `actors mcp` register it again)",
             retryable=False,
         )

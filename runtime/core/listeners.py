@@ -6,13 +6,11 @@ local port only when the kernel says the socket there is ours:
 - `proven_listener(host, port, pids)`: the port's listening socket is held by one of
   `pids` (the caller's own ancestors), which is how `actors mcp` proves that the URL the
   OpenCode plugin names is the OpenCode that started it;
-- `peer_owner(sock)`: the uid owning the far end of a connected socket, which the
-  OpenCode adapter checks once connected and before the first byte (the password) is
-  sent, so a port taken over after the check cannot receive it.
-
-- `unix_peer_uid(sock)`: the uid of the listener of a connected Unix socket
-  (SO_PEERCRED), which the Claude Code adapter checks before it writes the messaging
-  token to a socket path.
+- `foreign_peer(sock)`: whether the far end of a connected socket (TCP: its row in
+  /proc/net/tcp; Unix: SO_PEERCRED) is another user's process, which the adapters check
+  once connected and before the first byte (OpenCode's password, Claude Code's
+  messaging token, a follow-up to Codex), so a port or socket path taken over after
+  the program we meant exited cannot receive it.
 
 Linux only: the tables are /proc/net/tcp and /proc/net/tcp6 (this network namespace)
 and /proc/<pid>/fd. Where they cannot be read the answers are "unknown" (None), and
@@ -153,24 +151,26 @@ def proven_listener(host: str, port: int, pids: list[int]) -> bool:
     return held == wanted
 
 
-def peer_owner(sock: socket.socket) -> int | None:
-    """The uid owning the far end of connected `sock` when that end is a socket of this
-    machine (its row in the tables: local = our peer, remote = us); -1 when it is not
-    (a remote host); None when the tables cannot be read."""
+def foreign_peer(sock: socket.socket) -> int | None:
+    """The uid of the far end of connected `sock` when that end is another user's process
+    on this machine (-1: a loopback peer the tables do not show, which cannot be
+    vouched for); None when it is ours, on another machine, or nothing can tell (no
+    /proc/net, no SO_PEERCRED): the callers send nothing to a foreign peer."""
+    if sock.family == socket.AF_UNIX:
+        uid = _unix_peer_uid(sock)
+        return uid if uid is not None and uid != os.getuid() else None
     try:
-        peer = sock.getpeername()
-        mine = sock.getsockname()
+        peer, mine = sock.getpeername(), sock.getsockname()
     except OSError:
-        return None
+        return -1
     rows = tcp_sockets()
     if rows is None:
         return None
-    want_local = (_normal(peer[0]), int(peer[1]))
-    want_remote = (_normal(mine[0]), int(mine[1]))
+    want_local, want_remote = (_normal(peer[0]), int(peer[1])), (_normal(mine[0]), int(mine[1]))
     for row in rows:
         if row.local == want_local and row.remote == want_remote and row.state != LISTEN:
-            return row.uid
-    return -1
+            return row.uid if row.uid != os.getuid() else None
+    return -1 if ipaddress.ip_address(want_local[0]).is_loopback else None
 
 
 def _normal(ip: str) -> str:
@@ -180,7 +180,7 @@ def _normal(ip: str) -> str:
     return str(address)
 
 
-def unix_peer_uid(sock: socket.socket) -> int | None:
+def _unix_peer_uid(sock: socket.socket) -> int | None:
     """The uid of the process at the other end of a connected Unix socket (SO_PEERCRED,
     set by the kernel when the peer called listen); None where the platform has no such
     option."""

@@ -292,27 +292,35 @@ def test_a_port_another_user_took_never_gets_the_password(home: StateRoot) -> No
     assert unread.stdout.startswith("1 unread follow-up(s)"), unread.stdout  # kept, not lost
 
 
-def test_a_claude_socket_path_another_user_took_never_gets_the_token(home: StateRoot) -> None:
-    """The same for Claude Code's messaging socket and its token: a socket now listened on
-    by another uid (SO_PEERCRED) gets nothing; the doorbell still rings."""
+SOCKET_SESSIONS = {
+    "claude_code": ["-o", "messaging=socket", "-o", "messaging_token=TOKEN-CLAUDE-TOKEN-26"],
+    "codex": ["-o", "thread=thread-gone"],
+}
+"""Sessions delivered through a Unix socket path: Claude Code's messaging socket (with its
+token), a Codex app-server's socket."""
+
+
+@pytest.mark.parametrize("harness", sorted(SOCKET_SESSIONS))
+def test_a_socket_path_another_user_took_gets_nothing(home: StateRoot, harness: str) -> None:
+    """The same for a socket path (SO_PEERCRED): a path now listened on by another uid
+    gets neither the token nor the follow-up, and the follow-up is kept."""
     import tempfile
 
     shared = tempfile.mkdtemp(prefix="actors-26-")
     os.chown(shared, NOBODY, NOBODY)
-    path = os.path.join(shared, "claude.sock")
-    token = "TOKEN-CLAUDE-MESSAGING-26"
+    path = os.path.join(shared, "app.sock")
+    option = "messaging_socket" if harness == "claude_code" else "socket"
     try:
         with listener(user=NOBODY, unix=path) as taken:
             registered = cli(
-                "session", "register", "--harness", "claude_code", "--id", "cc-gone",
-                "--no-check", "-o", "messaging=socket", "-o", f"messaging_socket={path}",
-                "-o", f"messaging_token={token}",
+                "session", "register", "--harness", harness, "--id", "gone", "--no-check",
+                "-o", f"{option}={path}", *SOCKET_SESSIONS[harness],
             )  # fmt: skip
             assert registered.returncode == 0, registered.stderr
-            finished(actors.spawn(template="echo TOKEN-FOR-CC", session="cc-gone"))
+            finished(actors.spawn(template="echo TOKEN-FOR-SOCKET", session="gone"))
             head = taken.request()  # it connected, and wrote nothing
-            assert token not in head and "TOKEN-FOR-CC" not in head, head
-        unread = cli("inbox", "read", "--session", "cc-gone", "--peek")
+            assert head == "", head
+        unread = cli("inbox", "read", "--session", "gone", "--peek")
         assert unread.stdout.startswith("1 unread follow-up(s)"), unread.stdout
     finally:
         shutil.rmtree(shared, ignore_errors=True)
