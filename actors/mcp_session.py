@@ -12,9 +12,9 @@ start. Each call is resolved from what the harness itself says about the caller:
   plugin `actors install opencode` writes adds `_actors_caller = {opencode_session, url,
   ts, nonce, mac}` to each call of ours. Tool arguments are written by the model, so the
   claim counts only when its `mac` is the HMAC of the rest under the per-user key
-  `$ACTORS_HOME/caller.key` (0600, made by `actors mcp` at start, read by the plugin
-  inside the OpenCode process): the model, which only writes arguments, cannot make one,
-  and neither can another local user, who cannot read the key. A claim is also fresh
+  `$ACTORS_HOME/harness-processes/caller.key` (0600, made by `actors mcp` at start,
+  read by the plugin inside the OpenCode process): the model, which only writes
+  arguments, cannot make one, and neither can another local user, who cannot read it. A claim is also fresh
   (CLAIM_WINDOW_S) and used once (its nonce), so one copied from a transcript does not
   act again. Anything else under that name (a model's own claim, one through Claude Code
   or Codex) is dropped and the call acts as if it named no session. The session
@@ -50,17 +50,20 @@ CLAIM_WINDOW_S = 900.0
 """How far a claim's `ts` may be from now: OpenCode signs before it asks the user's
 permission for the call, which may take minutes; the nonce forbids any second use."""
 REGISTERED_BY = "actors mcp"
+CALLER_KEY = "caller.key"
+"""The claim key's file in `harness-processes/`, beside the records that say which
+session a Claude process serves: both prove who calls (the plugin reads it there too)."""
 
 
 def caller_key(root: StateRoot, *, create: bool = False) -> bytes | None:
-    """The per-user claim key (`caller.key`, 0600 in the state root); with `create`,
+    """The per-user claim key (`harness-processes/caller.key`, 0600); with `create`,
     made when missing (by hard link, so two servers starting at once agree on one)."""
     from runtime.core.errors import ActorsError
     from runtime.store.reads import read_json
 
     for attempt in (1, 2):
         try:
-            record = read_json(root.caller_key)
+            record = read_json(root.harness_processes / CALLER_KEY)
         except (OSError, ActorsError):
             return None
         if isinstance(record, dict) and isinstance(record.get("key"), str):
@@ -74,8 +77,8 @@ def caller_key(root: StateRoot, *, create: bool = False) -> bytes | None:
         from runtime.store.writes import ensure_dir, publish_json_once
 
         try:
-            ensure_dir(root.path)
-            publish_json_once(root.caller_key, {"key": os.urandom(32).hex()})
+            ensure_dir(root.harness_processes)
+            publish_json_once(root.harness_processes / CALLER_KEY, {"key": os.urandom(32).hex()})
         except (OSError, ActorsError):
             return None
     return None

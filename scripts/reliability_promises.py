@@ -169,9 +169,9 @@ Not trusted:
   `_meta.threadId` (set by Codex, outside the arguments), Claude Code's SessionStart
   record of the Claude process `actors mcp` runs under (written by the hook, keyed by
   that process's pid and start time), and for OpenCode a claim its plugin adds that
-  counts only when signed (HMAC-SHA256) with the per-user key `caller.key` (0600 in the
-  state root, which the plugin reads inside OpenCode and another user cannot), fresh and
-  used once. A claim that is not (a model's own, one through another harness) is dropped
+  counts only when signed (HMAC-SHA256) with the per-user key
+  `harness-processes/caller.key` (0600 in the state root, which the plugin reads inside
+  OpenCode and another user cannot), fresh and used once. A claim that is not (a model's own, one through another harness) is dropped
   and the call acts for the server's fallback session. A model that may also run shell
   commands as you can read that key, as it can run `actors` itself: it is you;
 - **loopback ports and socket paths**: every local user shares 127.0.0.1, and a socket

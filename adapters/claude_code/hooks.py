@@ -32,7 +32,7 @@ from runtime.delivery.boundary import (
     session_of,
 )
 from runtime.delivery.sessions import session_paths
-from runtime.store.layout import SessionPaths
+from runtime.store.layout import SessionPaths, StateRoot
 
 HARNESS = "claude_code"
 CONTEXT = (
@@ -59,43 +59,15 @@ def session_start(data: dict[str, Any], wake: str) -> None:
     control of that session's runs, and their follow-ups come here. Follow-ups unread so
     far (ones that arrived while the session was not running, or were moved here from
     its predecessor) are handed over with the answer, once."""
-    from runtime.core.ids import is_valid_id, now_iso
-    from runtime.delivery.sessions import load_session, save_session
-    from runtime.store.layout import StateRoot
+    from runtime.core.ids import is_valid_id
     from runtime.store.writes import ensure_dir
 
     session_id = str(data.get("session_id") or "")
     if not is_valid_id(session_id):
         return
     root = StateRoot.from_env()
-    record = load_session(root, session_id)
-    record.update(
-        id=session_id,
-        harness=HARNESS,
-        registered=True,
-        last_seen=now_iso(),
-        cwd=data.get("cwd"),
-        transcript_path=data.get("transcript_path"),
-    )
-    record.pop("successor", None)  # running again: its own follow-ups come to it
-    options = record.setdefault("options", {})
-    socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
-    if socket:
-        options["messaging_socket"] = socket
-        if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
-            options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
-    record.setdefault("created_at", now_iso())
-    save_session(root, record)
-    # the running `actors mcp` of this Claude process acts for this id from now on
-    # (a `/clear` starts a new session in the same process)
-    from runtime.delivery.harness_processes import record_harness_process
-
-    previous = record_harness_process(root, session_id)
-    if previous is not None:
-        from runtime.delivery.succession import succeed
-
-        with contextlib.suppress(OSError, ActorsError):
-            succeed(root, previous, session_id)
+    _register(root, session_id, data)
+    _take_over(root, session_id)
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
     _touch_wake(paths.wake)
@@ -109,11 +81,8 @@ def session_start(data: dict[str, Any], wake: str) -> None:
     def answer(handed: str | None) -> dict[str, Any]:
         text = context if handed is None else f"{context}\n\n{handed}"
         return {
-            "hookSpecificOutput": {
-                "hookEventName": "SessionStart",
-                "additionalContext": text,
-                **armed,
-            }
+            "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
+            | armed
         }
 
     answered: list[bool] = []
@@ -134,6 +103,47 @@ def session_start(data: dict[str, Any], wake: str) -> None:
     if not answered:  # nothing to hand over (or it could not be done now): the plain answer
         sys.stdout.write(json.dumps(answer(None)) + "\n")
         sys.stdout.flush()
+
+
+def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
+    """The session's record, as Claude Code started it (again)."""
+    from runtime.core.ids import now_iso
+    from runtime.delivery.sessions import load_session, save_session
+
+    record = load_session(root, session_id)
+    record.update(
+        id=session_id,
+        harness=HARNESS,
+        registered=True,
+        last_seen=now_iso(),
+        cwd=data.get("cwd"),
+        transcript_path=data.get("transcript_path"),
+    )
+    record.pop("successor", None)  # running again: its own follow-ups come to it
+    options = record.setdefault("options", {})
+    socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
+    if socket:
+        options["messaging_socket"] = socket
+        if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
+            options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
+    record.setdefault("created_at", now_iso())
+    save_session(root, record)
+
+
+def _take_over(root: StateRoot, session_id: str) -> None:
+    """Record that this Claude process serves `session_id` now (its running `actors mcp`
+    acts for it from the next call), and make it the successor of the session the same
+    process served before, if any; never fails the hook."""
+    from runtime.delivery.harness_processes import record_harness_process
+
+    previous = record_harness_process(root, session_id)
+    if previous is None:
+        return
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.succession import succeed
+
+    with contextlib.suppress(OSError, ActorsError):
+        succeed(root, previous, session_id, DeliveryRunner(root))
 
 
 def _touch_wake(path: Path) -> None:

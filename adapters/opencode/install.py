@@ -7,9 +7,9 @@ tools with the arguments alone. The plugin hooks `tool.execute.before` (which Op
 runs with the calling session's id, on the very arguments object it then sends) and
 sets `_actors_caller = {opencode_session, url, ts, nonce, mac}` on each call of our
 tools, replacing whatever the model put there. `mac` is the HMAC-SHA256 of the other
-fields under the key `actors mcp` keeps in `$ACTORS_HOME/caller.key` (the plugin finds
-the state root as runtime.core.config does), so `actors mcp` acts for the session that
-called and for no session a model names (actors.mcp_session).
+fields under the key `actors mcp` keeps in `$ACTORS_HOME/harness-processes/caller.key`
+(the plugin finds the state root as runtime.core.config does), so `actors mcp` acts for
+the session that called and for no session a model names (actors.mcp_session).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ const stateRoot = () =>
   )
 const callerKey = () => {
   try {
-    const key = JSON.parse(readFileSync(join(stateRoot(), "caller.key"), "utf8")).key
+    const key = JSON.parse(readFileSync(join(stateRoot(), "harness-processes", "caller.key"), "utf8")).key
     return typeof key === "string" ? Buffer.from(key, "hex") : undefined
   } catch {
     return undefined
@@ -109,4 +109,6 @@ def whole_file(path: Path) -> Edit:
     def remove(text: str, added: object = None) -> str:
         return "" if text == PLUGIN or text in EARLIER_PLUGINS else text
 
-    return Edit(path, add, remove, what="plugin actors-session (the calling session for actors mcp)")
+    return Edit(
+        path, add, remove, what="plugin actors-session (the calling session for actors mcp)"
+    )

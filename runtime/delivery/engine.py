@@ -125,7 +125,7 @@ class DeliveryRunner:
                 from runtime.delivery.succession import forward, live_session
 
                 # a succession written while we appended: the entry goes on with the rest
-                if forward(self.root, owner):
+                if forward(self.root, owner, self):
                     owner = live_session(self.root, owner)
         self.process(owner, budget_s=budget_s)
         return cast(
@@ -347,7 +347,7 @@ def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> lis
     journal had not finished them, so no later flush or retry shows them again."""
     from runtime.delivery.succession import forward
 
-    forward(root, owner)  # a session that went on under another id: its unread went along
+    forward(root, owner, DeliveryRunner(root))  # went on under another id: its unread too
     inbox = SessionInbox(session_paths(root, owner))
     if peek:
         return inbox.unread()

@@ -25,7 +25,7 @@ model or another user can write.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import ActorsError
 from runtime.core.ids import is_valid_id
@@ -33,6 +33,9 @@ from runtime.delivery.sessions import SessionInbox, load_session, save_session, 
 from runtime.store.appends import locked
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
+
+if TYPE_CHECKING:
+    from runtime.delivery.engine import DeliveryRunner
 
 MAX_CHAIN = 64
 """The most links followed (a chain of `/clear`s longer than this is cut there)."""
@@ -76,10 +79,10 @@ def lineage(root: StateRoot, session: str) -> set[str]:
     return found
 
 
-def succeed(root: StateRoot, old: str, new: str) -> list[str]:
+def succeed(root: StateRoot, old: str, new: str, runner: DeliveryRunner) -> list[str]:
     """`new` now serves the harness process that served `old` (the SessionStart hook, after
     it saved `new`'s record): link the two and move `old`'s unread follow-ups to `new`'s
-    live end. Returns the delivery ids moved."""
+    live end (journaled through `runner`). Returns the delivery ids moved."""
     if old == new:
         return []
     record = load_session(root, new)
@@ -96,22 +99,19 @@ def succeed(root: StateRoot, old: str, new: str) -> list[str]:
         if previous.get("successor") != new:
             previous["successor"] = new
             save_session(root, previous)
-    return forward(root, old)
+    return forward(root, old, runner)
 
 
-def forward(root: StateRoot, session: str) -> list[str]:
-    """Move `session`'s unread follow-ups to its live successor, if it has one; the
-    delivery ids moved."""
+def forward(root: StateRoot, session: str, runner: DeliveryRunner) -> list[str]:
+    """Move `session`'s unread follow-ups to its live successor, if it has one, each
+    journaled through `runner` (created there, moved here); the delivery ids moved."""
     live = live_session(root, session)
     if live == session:
         return []
-    from runtime.delivery.engine import DeliveryRunner
-
     source, target = session_paths(root, session), session_paths(root, live)
     ensure_dir(source.dir)
     ensure_dir(target.dir)
     first, second = sorted((source, target), key=lambda paths: str(paths.dir))
-    runner = DeliveryRunner(root)
     appended: list[str] = []
     with locked(first.inbox_lock), locked(second.inbox_lock):
         unread = SessionInbox(source).unread()

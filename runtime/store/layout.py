@@ -152,13 +152,8 @@ class StateRoot(_Place):
 
     @property
     def harness_processes(self) -> Path:
-        """`<pid>-<start ticks>` -> the session that harness process serves now."""
+        """`<pid>-<start ticks>` -> its session now; `caller.key` (actors.mcp_session)."""
         return self.path / "harness-processes"
-
-    @property
-    def caller_key(self) -> Path:
-        """The key the OpenCode plugin signs its caller claims with (actors.mcp_session)."""
-        return self.path / "caller.key"
 
     @property
     def installs(self) -> Path:

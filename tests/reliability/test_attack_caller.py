@@ -61,7 +61,7 @@ async def mcp_server(**env: str) -> AsyncIterator[ClientSession]:
 def plugin_claim(home: StateRoot, session: str, url: str, ts: int | None = None) -> dict[str, Any]:
     """What the OpenCode plugin adds to a call of `session` (it alone reads the key; on a
     tree that makes no key, a random one stands in and the fields are the same)."""
-    path = home.path / "caller.key"
+    path = home.path / "harness-processes" / "caller.key"
     key = bytes.fromhex(json.loads(path.read_text())["key"]) if path.exists() else os.urandom(32)
     ts = int(time.time() * 1000) if ts is None else ts
     nonce = secrets.token_hex(16)
