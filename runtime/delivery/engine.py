@@ -122,11 +122,10 @@ class DeliveryRunner:
             pause_point("delivery.submit.after_inbox")
             self.journal_created(owner, delivery_id, envelope, mode)
             if not exact_mode:
-                from runtime.delivery.succession import forward, live_session
+                from runtime.delivery.succession import settle
 
                 # a succession written while we appended: the entry goes on with the rest
-                if forward(self.root, owner, self):
-                    owner = live_session(self.root, owner)
+                owner = settle(self.root, owner, delivery_id, self)
         self.process(owner, budget_s=budget_s)
         return cast(
             "DeliveryRecord",

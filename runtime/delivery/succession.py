@@ -128,3 +128,22 @@ def forward(root: StateRoot, session: str, runner: DeliveryRunner) -> list[str]:
     for ident in appended:
         into.ring_wake(ident)
     return ids
+
+
+def settle(root: StateRoot, session: str, delivery_id: str, runner: DeliveryRunner) -> str:
+    """After `delivery_id` was appended to `session` and journaled `created` there: when a
+    succession came in between, move it along (`forward`) and make sure the old journal
+    ends it as `moved` (a move that ran between our append and our `created` line wrote
+    its own `moved` first). Returns the session that holds it now."""
+    forward(root, session, runner)
+    live = live_session(root, session)
+    if live == session:
+        return session
+    entry = next(
+        (e for e in SessionInbox(session_paths(root, session)).entries() if e["id"] == delivery_id),
+        None,
+    )
+    moved = entry is not None and entry.get("state") == "moved"
+    if moved and runner.states(session).get(delivery_id, {}).get("state") != "moved":
+        runner.journal_moved(session, delivery_id, str((entry or {}).get("to") or live))
+    return live

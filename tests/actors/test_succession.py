@@ -8,14 +8,19 @@ tests/peers/test_mcp_claude.py."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import actors
+from runtime.core.process import wait_gone
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, finished, idle_run
+from tests.conftest import cli, finished, idle_run, make_fifo, read_fifo_line, wait_stopped
 from tests.reliability._attack import gated_run, release
 
 OLD = "47021988-3b05-483b-9420-8e5d90f419e7"
@@ -138,3 +143,43 @@ def test_only_the_same_harness_process_makes_a_successor(home: StateRoot, tmp_pa
     done = finished(actors.spawn(template="echo TOKEN-RESUMED", session=OLD))
     assert done["run"] in unread(OLD) and unread_count(NEW) == 0
     assert cli("kill", "run:mine", "--session", NEW).returncode == 0  # still NEW's lineage
+
+
+def test_a_follow_up_racing_the_clear_lands_once_in_the_new_session(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner appended its follow-up to the old id and stopped (ACTORS_PAUSE_AT)
+    before journaling it; `/clear` moves it meanwhile. Once the runner goes on, the
+    follow-up is in the new session once (handed over with the clear), the old journal
+    ends it as `moved`, and nothing is unread anywhere."""
+    session_start(OLD, "startup", tmp_path)
+    barrier = make_fifo(tmp_path / "barrier")
+    point = "delivery.submit.after_inbox"
+    monkeypatch.setenv("ACTORS_PAUSE_AT", point)
+    monkeypatch.setenv("ACTORS_PAUSE_FIFO", str(barrier))
+    run = actors.spawn(template="echo TOKEN-RACE", session=OLD)
+    monkeypatch.delenv("ACTORS_PAUSE_AT")
+    monkeypatch.delenv("ACTORS_PAUSE_FIFO")
+    pid_text, reached = read_fifo_line(barrier).split()
+    runner = int(pid_text)
+    assert reached == point
+    wait_stopped(runner)
+    assert unread_count(OLD) == 1
+
+    context = session_start(NEW, "clear", tmp_path)
+    assert "TOKEN-RACE" in context
+    os.kill(runner, signal.SIGCONT)
+    assert wait_gone([runner], timeout=60)
+    assert actors.status(run["run"])["status"] == "done"
+
+    def last_state(session: str) -> dict[str, str]:
+        lines = (home.sessions / session / "deliveries.jsonl").read_text().splitlines()
+        return {r["id"]: r["state"] for r in map(json.loads, lines)}
+
+    (delivery,) = last_state(OLD)
+    assert last_state(OLD)[delivery] == "moved"
+    assert last_state(NEW)[delivery] == "delivered"
+    lines = (home.sessions / NEW / "inbox.jsonl").read_text().splitlines()
+    appended = [r for r in map(json.loads, lines) if r["id"] == delivery and "envelope" in r]
+    assert len(appended) == 1
+    assert unread_count(OLD) == 0 and unread_count(NEW) == 0
