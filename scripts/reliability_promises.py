@@ -180,7 +180,7 @@ Not trusted:
   socket is held by its own ancestor (the OpenCode that started it), and the adapters
   check, once connected and before the first byte, that the far end is your process
   (/proc/net/tcp for a port, SO_PEERCRED for a Unix socket: OpenCode's server, Claude
-  Code's messaging socket, a Codex app-server).
+  Code's messaging socket, a Codex app-server, a pi host).
   Where /proc is not available (not Linux) no URL can be proven and `actors mcp`
   registers a `file` session instead; only a session you registered yourself holds a
   password there.

@@ -9,7 +9,7 @@ local port only when the kernel says the socket there is ours:
 - `foreign_peer(sock)`: whether the far end of a connected socket (TCP: its row in
   /proc/net/tcp; Unix: SO_PEERCRED) is another user's process, which the adapters check
   once connected and before the first byte (OpenCode's password, Claude Code's
-  messaging token, a follow-up to Codex), so a port or socket path taken over after
+  messaging token, a follow-up to Codex or pi), so a port or socket path taken over after
   the program we meant exited cannot receive it.
 
 Linux only: the tables are /proc/net/tcp and /proc/net/tcp6 (this network namespace)

@@ -295,9 +295,10 @@ def test_a_port_another_user_took_never_gets_the_password(home: StateRoot) -> No
 SOCKET_SESSIONS = {
     "claude_code": ["-o", "messaging=socket", "-o", "messaging_token=TOKEN-CLAUDE-TOKEN-26"],
     "codex": ["-o", "thread=thread-gone"],
+    "pi": [],
 }
 """Sessions delivered through a Unix socket path: Claude Code's messaging socket (with its
-token), a Codex app-server's socket."""
+token), a Codex app-server's socket, a pi host's socket."""
 
 
 @pytest.mark.parametrize("harness", sorted(SOCKET_SESSIONS))
