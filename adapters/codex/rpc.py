@@ -307,7 +307,7 @@ async def _ours(stream: trio.SocketStream) -> trio.SocketStream:
     if owner is None:
         return stream
     await stream.aclose()
-    whose = "a socket of this machine it cannot vouch for" if owner == -1 else f"uid {owner}"
+    whose = "a local socket the kernel does not name" if owner == -1 else f"uid {owner}"
     raise CodexError(f"the app-server's socket is held by {whose}, not you; nothing was sent")
 
 

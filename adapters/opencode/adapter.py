@@ -157,7 +157,7 @@ class OpenCodeAdapter:
         if owner is None:
             return  # ours, another machine's, or nothing can tell (no /proc/net)
         stream.close()
-        whose = "a socket of this machine it cannot vouch for" if owner == -1 else f"uid {owner}"
+        whose = "a local socket the kernel does not name" if owner == -1 else f"uid {owner}"
         raise Refused(
             f"opencode server {self.options['url']} is held by {whose}, not you; nothing was"
             " sent (another local user may have taken the port: restart OpenCode and let"
