@@ -25,6 +25,10 @@ import socket
 from typing import NamedTuple
 
 LISTEN = 0x0A
+_READS = 3
+"""Reads of the tables before a connection's far end counts as not shown: the kernel
+lists them in chunks, and a socket moving from the handshake table to the established one
+while they are read can be missed once."""
 _TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 
 
@@ -163,13 +167,14 @@ def foreign_peer(sock: socket.socket) -> int | None:
         peer, mine = sock.getpeername(), sock.getsockname()
     except OSError:
         return -1
-    rows = tcp_sockets()
-    if rows is None:
-        return None
     want_local, want_remote = (_normal(peer[0]), int(peer[1])), (_normal(mine[0]), int(mine[1]))
-    for row in rows:
-        if row.local == want_local and row.remote == want_remote and row.state != LISTEN:
-            return row.uid if row.uid != os.getuid() else None
+    for _ in range(_READS):
+        rows = tcp_sockets()
+        if rows is None:
+            return None
+        for row in rows:
+            if row.local == want_local and row.remote == want_remote and row.state != LISTEN:
+                return row.uid if row.uid != os.getuid() else None
     return -1 if ipaddress.ip_address(want_local[0]).is_loopback else None
 
 
