@@ -171,19 +171,19 @@ Not trusted:
   that process's pid and start time), and for OpenCode a claim its plugin adds that
   counts only when signed (HMAC-SHA256) with the per-user key
   `harness-processes/caller.key` (0600 in the state root, which the plugin reads inside
-  OpenCode and another user cannot), fresh and used once. A claim that is not (a model's own, one through another harness) is dropped
-  and the call acts for the server's fallback session. A model that may also run shell
-  commands as you can read that key, as it can run `actors` itself: it is you;
+  OpenCode and another user cannot), fresh and used once. A claim that is not (a
+  model's own, one through another harness) is dropped and the call acts for the
+  server's fallback session. A model that may also run shell commands as you can read
+  that key, as it can run `actors` itself: it is you;
 - **loopback ports and socket paths**: every local user shares 127.0.0.1, and a socket
   path can be taken over once its program exits. No credential goes to an address a
   call supplies: `actors mcp` gives the OpenCode password only to a URL whose listening
   socket is held by its own ancestor (the OpenCode that started it), and the adapters
   check, once connected and before the first byte, that the far end is your process
   (/proc/net/tcp for a port, SO_PEERCRED for a Unix socket: OpenCode's server, Claude
-  Code's messaging socket, a Codex app-server, a pi host).
-  Where /proc is not available (not Linux) no URL can be proven and `actors mcp`
-  registers a `file` session instead; only a session you registered yourself holds a
-  password there.
+  Code's messaging socket, a Codex app-server, a pi host). Where /proc is not available
+  (not Linux) no URL can be proven and `actors mcp` registers a `file` session instead;
+  only a session you registered yourself holds a password there.
 
 A session that goes on under another id (Claude Code's `/clear`: the same process, a
 new session id) is the same principal as the one before, proven by that process's
