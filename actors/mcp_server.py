@@ -316,6 +316,9 @@ def serve(root: StateRoot, session: str, *, explicit: bool = False) -> None:
     from actors.mcp_wire import Wire, claim_stdio
 
     fd_in, fd_out = claim_stdio()
+    from actors.mcp_session import caller_key
+
+    caller_key(root, create=True)  # before any call: the OpenCode plugin signs with it
 
     async def main() -> None:
         import trio

@@ -134,6 +134,12 @@ PROMISES = (
         "test_self_healing",
     ),
     Promise(
+        17,
+        "A call acts only for the session the harness proves",
+        "Which session an MCP tool call acts for is decided by what the harness itself proves (Codex's `_meta.threadId`, an OpenCode plugin claim signed with the per-user key, fresh and used once, Claude Code's SessionStart record of its process), never by an argument a model writes; no credential (OpenCode's password, Claude Code's messaging token) goes to an address a call supplies or to a local port or socket whose listener is another user's; a session that continues under another id in the same harness process (`/clear`) keeps its runs and gets each follow-up it missed once.",
+        "test_attack_caller",
+    ),
+    Promise(
         19,
         "Kill always kills",
         "A kill needs no journal write and waits on no lock a stopped process holds; every process the run ever started dies, a double-forked daemon included (its cgroup v2, `cgroup.kill`; without one, the verified runner's session and descendants, the documented fallback); a damaged run.json is killed with --force; no test or verb waits unbounded on a lock a paused process holds.",
@@ -186,7 +192,33 @@ Not trusted:
 - **harness input**: hook payloads, MCP requests and adapter responses are validated;
   every request gets an answer, and bad input is one line and exit status 2, except in
   a harness hook, which never fails its harness: it exits 0 (why, on one stderr line),
-  and only `file-changed` exits 2, to wake the model for a real unread follow-up.
+  and only `file-changed` exits 2, to wake the model for a real unread follow-up;
+- **a model's tool arguments**: the model (or a prompt injected into it) writes every
+  argument of a tool call, so none of them says which session the call acts for. That
+  is decided by what the harness proves and the model cannot write: Codex's
+  `_meta.threadId` (set by Codex, outside the arguments), Claude Code's SessionStart
+  record of the Claude process `actors mcp` runs under (written by the hook, keyed by
+  that process's pid and start time), and for OpenCode a claim its plugin adds that
+  counts only when signed (HMAC-SHA256) with the per-user key
+  `harness-processes/caller.key` (0600 in the state root, which the plugin reads inside
+  OpenCode and another user cannot), fresh and used once. A claim that is not (a
+  model's own, one through another harness) is dropped and the call acts for the
+  server's fallback session. A model that may also run shell commands as you can read
+  that key, as it can run `actors` itself: it is you;
+- **loopback ports and socket paths**: every local user shares 127.0.0.1, and a socket
+  path can be taken over once its program exits. No credential goes to an address a
+  call supplies: `actors mcp` gives the OpenCode password only to a URL whose listening
+  socket is held by its own ancestor (the OpenCode that started it), and the adapters
+  check, once connected and before the first byte, that the far end is your process
+  (/proc/net/tcp for a port, SO_PEERCRED for a Unix socket: OpenCode's server, Claude
+  Code's messaging socket, a Codex app-server, a pi host). Where /proc is not available
+  (not Linux) no URL can be proven and `actors mcp` registers a `file` session instead;
+  only a session you registered yourself holds a password there.
+
+A session that goes on under another id (Claude Code's `/clear`: the same process, a
+new session id) is the same principal as the one before, proven by that process's
+SessionStart record and nothing else: it controls the runs the conversation started,
+and their follow-ups, unread or yet to come, reach the live session once.
 """
 
 

@@ -141,12 +141,11 @@ def hook_group() -> None:
     help="watcher: no watchPaths; tell the agent to keep `actors inbox wait` running.",
 )
 def session_start(wake: str) -> None:
-    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file."""
+    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file, hand
+    over follow-ups unread so far."""
     from adapters.claude_code import hooks
 
-    answer = hooks.session_start(hook_input(), wake)
-    if answer is not None:  # None: the input names no session, nothing to register
-        click.echo(json.dumps(answer))
+    hooks.session_start(hook_input(), wake)  # writes its answer (none: nothing to register)
 
 
 @hook_group.command("file-changed")

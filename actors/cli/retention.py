@@ -19,7 +19,7 @@ def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, actio
     from runtime.runs.status import find_run
 
     _, record = find_run(root, run_id)
-    check_control(record, current_principal(root, session), force=force, action=action)
+    check_control(record, current_principal(root, session), force=force, action=action, root=root)
 
 
 @click.command("archive")

@@ -40,7 +40,7 @@ def _owned_elsewhere(hub: Hub, run_id: str, principal: Principal, action: str) -
     """The owner of `run_id` when `principal` may not `action` it without force."""
     _paths, run = find_run(hub.root, run_id)
     try:
-        check_control(run, principal, force=False, action=action)
+        check_control(run, principal, force=False, action=action, root=hub.root)
     except Refused:
         return str(run.get("owner_id"))
     return None

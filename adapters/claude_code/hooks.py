@@ -12,12 +12,14 @@ imports only what its own path needs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from runtime.core import config
+from runtime.core.errors import ActorsError
 from runtime.delivery.boundary import (
     Pick,
     doorbell_line,
@@ -26,10 +28,11 @@ from runtime.delivery.boundary import (
     note_failure,
     pick_next_message,
     pick_next_tool_call,
+    pick_turn_end,
     session_of,
 )
 from runtime.delivery.sessions import session_paths
-from runtime.store.layout import SessionPaths
+from runtime.store.layout import SessionPaths, StateRoot
 
 HARNESS = "claude_code"
 CONTEXT = (
@@ -47,18 +50,63 @@ WATCHER_CONTEXT = (
 )
 
 
-def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
-    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file; the
-    hook's answer, or None when the input names no session (nothing to register)."""
-    from runtime.core.ids import is_valid_id, now_iso
-    from runtime.delivery.sessions import load_session, save_session
-    from runtime.store.layout import StateRoot
+def session_start(data: dict[str, Any], wake: str) -> None:
+    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file, and
+    write the hook's answer (nothing when the input names no session).
+
+    The same Claude process serving another session before (`/clear`, `/resume` in a
+    running Claude) makes this one its successor (runtime.delivery.succession): it keeps
+    control of that session's runs, and their follow-ups come here. Follow-ups unread so
+    far (ones that arrived while the session was not running, or were moved here from
+    its predecessor) are handed over with the answer, once."""
+    from runtime.core.ids import is_valid_id
     from runtime.store.writes import ensure_dir
 
     session_id = str(data.get("session_id") or "")
     if not is_valid_id(session_id):
-        return None
+        return
     root = StateRoot.from_env()
+    _register(root, session_id, data)
+    _take_over(root, session_id)
+    paths = session_paths(root, session_id)
+    ensure_dir(paths.dir)
+    _touch_wake(paths.wake)
+    _export_session(session_id)
+    context = (WATCHER_CONTEXT if wake == "watcher" else CONTEXT).format(session=session_id)
+    armed = {} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}
+
+    def answer(handed: str | None) -> dict[str, Any]:
+        text = context if handed is None else f"{context}\n\n{handed}"
+        return {
+            "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
+            | armed
+        }
+
+    answered: list[bool] = []
+
+    def with_followups(text: str) -> dict[str, Any]:
+        answered.append(True)
+        return answer(text)
+
+    with contextlib.suppress(OSError, ActorsError, TimeoutError):
+        hand_over(
+            root,
+            session_id,
+            boundary="SessionStart",
+            harness=HARNESS,
+            pick=pick_turn_end,
+            answer=with_followups,
+        )
+    if not answered:  # nothing to hand over (or it could not be done now): the plain answer
+        sys.stdout.write(json.dumps(answer(None)) + "\n")
+        sys.stdout.flush()
+
+
+def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
+    """The session's record, as Claude Code started it (again)."""
+    from runtime.core.ids import now_iso
+    from runtime.delivery.sessions import load_session, save_session
+
     record = load_session(root, session_id)
     record.update(
         id=session_id,
@@ -68,6 +116,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
         cwd=data.get("cwd"),
         transcript_path=data.get("transcript_path"),
     )
+    record.pop("successor", None)  # running again: its own follow-ups come to it
     options = record.setdefault("options", {})
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
     if socket:
@@ -76,26 +125,28 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
             options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
     record.setdefault("created_at", now_iso())
     save_session(root, record)
-    # the running `actors mcp` of this Claude process acts for this id from now on
-    # (a `/clear` starts a new session in the same process)
+
+
+def _take_over(root: StateRoot, session_id: str) -> None:
+    """Record that this Claude process serves `session_id` now (its running `actors mcp`
+    acts for it from the next call), and make it the successor of the session the same
+    process served before, if any; never fails the hook."""
     from runtime.delivery.harness_processes import record_harness_process
 
     try:
-        record_harness_process(root, session_id)
+        previous = record_harness_process(root, session_id)
     except Exception as exc:  # the session is registered: answer anyway
         note_failure("session-start", f"recording the harness process: {exc}")
-    paths = session_paths(root, session_id)
-    ensure_dir(paths.dir)
-    _touch_wake(paths.wake)
-    _export_session(session_id)
-    context = WATCHER_CONTEXT if wake == "watcher" else CONTEXT
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": "SessionStart",
-            "additionalContext": context.format(session=session_id),
-            **({} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}),
-        }
-    }
+        return
+    if previous is None:
+        return
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.succession import succeed
+
+    try:
+        succeed(root, previous, session_id, DeliveryRunner(root))
+    except Exception as exc:  # the session starts anyway; the next start moves them
+        note_failure("session-start", f"taking over {previous}: {exc}")
 
 
 def _export_session(session_id: str) -> None:

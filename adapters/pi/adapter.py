@@ -84,9 +84,14 @@ class _Connection:
     """One client connection to pi_host: commands with ids, and every event, in order."""
 
     def __init__(self, path: str) -> None:
+        from runtime.core.listeners import foreign_peer
+
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.connect(path)
+            owner = foreign_peer(self._sock)
+            if owner is not None:  # a host path another user took: nothing goes to it
+                raise PermissionError(f"the pi host socket {path} belongs to uid {owner}")
         except OSError:
             self._sock.close()
             raise
@@ -258,6 +263,8 @@ class PiAdapter:
             return self._unreachable(ident, "does not exist")
         except ConnectionRefusedError:
             return self._unreachable(ident, "refuses connections")
+        except PermissionError as exc:  # another user's socket there: final, nothing sent
+            return Refused(f"{exc}; nothing was sent", retryable=False).receipt(ident)
         except OSError as exc:
             return self._unreachable(ident, f"cannot be reached ({exc.strerror or exc})")
         try:

@@ -34,7 +34,7 @@ CONTEXT_BUDGET = 9000
 """Characters of follow-ups one boundary hands over (Claude Code caps injected hook text
 at 10,000); the rest wait for the next boundary."""
 
-_FINAL = ("delivered", "accepted", "failed-final")
+_FINAL = ("delivered", "accepted", "failed-final", "moved")
 """runtime.delivery.engine.FINAL (kept here so the hooks' common path, where nothing is
 pending, does not import the delivery stack; a test keeps the two equal)."""
 

@@ -42,8 +42,10 @@ if TYPE_CHECKING:
     from runtime.messaging.envelope import Envelope
 
 HELD_MODES = ("manual", "next-message", "next-tool-call")
-FINAL = ("delivered", "accepted", "failed-final")
-"""`accepted` is final too: the harness took responsibility; retrying could duplicate it."""
+FINAL = ("delivered", "accepted", "failed-final", "moved")
+"""`accepted` is final too: the harness took responsibility; retrying could duplicate it.
+`moved`: handed on to the session's successor (runtime.delivery.succession), whose own
+journal carries it from there."""
 BACKOFF_CAP_S = 300.0
 MAX_ATTEMPTS = 12
 
@@ -107,26 +109,47 @@ class DeliveryRunner:
 
         A session registered with `-o mode=<mode>` delivers everything in that mode
         (e.g. `manual`: held until `actors flush`), unless `exact_mode` (the doctor's probe).
+        A session that goes on under another id (runtime.delivery.succession) hands the
+        follow-up to its live successor, except in `exact_mode`.
         """
-        paths = session_paths(self.root, owner)
         if not exact_mode:
+            from runtime.delivery.succession import live_session
+
+            owner = live_session(self.root, owner)
             mode = (load_session(self.root, owner).get("options") or {}).get("mode") or mode
+        paths = session_paths(self.root, owner)
         if SessionInbox(paths).append(delivery_id, envelope, mode):
             pause_point("delivery.submit.after_inbox")
-            self._journal(
-                paths,
-                {
-                    "id": delivery_id,
-                    "event": "created",
-                    "state": "queued",
-                    "mode": mode,
-                    "type": envelope.get("type"),
-                },
-            )
+            self.journal_created(owner, delivery_id, envelope, mode)
+            if not exact_mode:
+                from runtime.delivery.succession import settle
+
+                # a succession written while we appended: the entry goes on with the rest
+                owner = settle(self.root, owner, delivery_id, self)
         self.process(owner, budget_s=budget_s)
         return cast(
             "DeliveryRecord",
             self.states(owner).get(delivery_id, {"id": delivery_id, "state": "queued"}),
+        )
+
+    def journal_created(self, owner: str, delivery_id: str, envelope: Envelope, mode: str) -> None:
+        """The journal's first line for a follow-up just appended to the session's inbox."""
+        self._journal(
+            session_paths(self.root, owner),
+            {
+                "id": delivery_id,
+                "event": "created",
+                "state": "queued",
+                "mode": mode,
+                "type": envelope.get("type"),
+            },
+        )
+
+    def journal_moved(self, owner: str, delivery_id: str, to: str) -> None:
+        """Ends a follow-up here: it went on to session `to` (runtime.delivery.succession)."""
+        self._journal(
+            session_paths(self.root, owner),
+            {"id": delivery_id, "event": "moved", "state": "moved", "to": to},
         )
 
     def process(
@@ -170,6 +193,8 @@ class DeliveryRunner:
             state = states.get(ident, {})
             if state.get("state") in FINAL or (only is not None and ident != only):
                 continue
+            if entry.get("state") == "moved":
+                continue  # went on to the successor, whose journal takes it from there
             if entry.get("mode") in HELD_MODES and not flush:
                 continue
             due = state.get("next_attempt_at")
@@ -319,6 +344,9 @@ def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> lis
     """Every unread follow-up of the session at once. Unless `peek`, they are marked read in
     one locked step (two readers never get the same one) and journaled delivered where the
     journal had not finished them, so no later flush or retry shows them again."""
+    from runtime.delivery.succession import forward
+
+    forward(root, owner, DeliveryRunner(root))  # went on under another id: its unread too
     inbox = SessionInbox(session_paths(root, owner))
     if peek:
         return inbox.unread()

@@ -150,27 +150,37 @@ class SessionInbox:
         """Append unless this delivery id is already there; True when appended."""
         ensure_dir(self.paths.dir)
         with locked(self.paths.inbox_lock):
-            for record in read_jsonl(self.paths.inbox).records:
-                if record.get("id") == delivery_id:
-                    return False
-            entry: SessionEntry = {
-                "id": delivery_id,
-                "state": "unread",
-                "mode": mode,
-                "queued_at": now_iso(),
-                "envelope": envelope,
-            }
-            from runtime.messaging.doorbells import ring
+            appended = self.append_locked(delivery_id, envelope, mode)
+        if appended:
+            self.ring_wake(delivery_id)
+        return appended
 
-            # Rung inside the lock and before the append, as a run's mailbox does
-            # (docs/messaging.md, Doorbells): a waiter reads after `read_barrier`, so an
-            # appender killed after its write has already rung, and one killed before
-            # it appended nothing. No timer stands behind the doorbell.
-            ring(self.paths.doorbells)
-            append_jsonl(self.paths.inbox, entry, fsync=True)
+    def append_locked(self, delivery_id: str, envelope: Envelope, mode: str) -> bool:
+        """`append` for a caller that holds the inbox lock (and rings `ring_wake` after)."""
+        for record in read_jsonl(self.paths.inbox).records:
+            if record.get("id") == delivery_id:
+                return False
+        entry: SessionEntry = {
+            "id": delivery_id,
+            "state": "unread",
+            "mode": mode,
+            "queued_at": now_iso(),
+            "envelope": envelope,
+        }
+        from runtime.messaging.doorbells import ring
+
+        # Rung inside the lock and before the append, as a run's mailbox does
+        # (docs/messaging.md, Doorbells): a waiter reads after `read_barrier`, so an
+        # appender killed after its write has already rung, and one killed before
+        # it appended nothing. No timer stands behind the doorbell.
+        ring(self.paths.doorbells)
+        append_jsonl(self.paths.inbox, entry, fsync=True)
+        return True
+
+    def ring_wake(self, delivery_id: str) -> None:
+        """The advisory wake-file line a harness watches (Claude Code's FileChanged)."""
         with contextlib.suppress(OSError):
             append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
-        return True
 
     def read_barrier(self) -> None:
         """Return once no append is in progress: an appender that rang a waiter before
@@ -200,6 +210,10 @@ class SessionInbox:
         return unread
 
     def mark_read(self, ids: list[str]) -> None:
+        self.mark(ids, "read", "read_at")
+
+    def mark(self, ids: list[str], state: str, stamp_field: str, **extra: str) -> None:
+        """Append one state line per id (`read`, or `moved` with the session it went to)."""
         if not ids:
             return
         from runtime.store.appends import append_line, encode_line
@@ -207,6 +221,8 @@ class SessionInbox:
         stamp = now_iso()
         append_line(
             self.paths.inbox,
-            b"".join(encode_line({"id": i, "state": "read", "read_at": stamp}) for i in ids),
+            b"".join(
+                encode_line({"id": i, "state": state, stamp_field: stamp, **extra}) for i in ids
+            ),
             fsync=True,
         )

@@ -54,7 +54,7 @@ HEAD_BYTES = 4096
 DELIVERED = ("delivered", "accepted")
 """Receipt states that end a follow-up's trip (runtime.delivery.engine.FINAL, minus the
 final failure)."""
-_FINAL = (*DELIVERED, "failed-final")
+_FINAL = (*DELIVERED, "failed-final", "moved")
 _START = b'"run.runner.start"'
 CACHE_VERSION = 1
 HEAD_PROBE = 256

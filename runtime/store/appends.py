@@ -199,8 +199,9 @@ def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
         os.close(fd)
 
 
-class LockBusy(ActorsError):
-    """A lock stayed held past the caller's bound (its holder is stopped or stuck)."""
+class LockBusy(ActorsError, TimeoutError):
+    """A lock stayed held past the caller's bound (its holder is stopped or stuck): a
+    timeout, so a caller that leaves the work for later on TimeoutError still does."""
 
 
 _BOUND = config.seconds(config.LOCK_BOUND) if config.text(config.LOCK_BOUND) else None
