@@ -131,11 +131,12 @@ def file_changed(data: dict[str, Any]) -> bool:
 def _record_wake(paths: SessionPaths, unread: list[dict[str, Any]], via: str = "") -> None:
     """Note that the doorbell rang for these entries, or (`via`) that they started a turn
     another way (`actors doctor delivery` judges D4 from it); never fails the hook."""
+    from runtime.core.errors import ActorsError
     from runtime.core.ids import now_iso
     from runtime.store.appends import append_jsonl
     from runtime.store.journals import LOG
 
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ActorsError):
         append_jsonl(
             paths.wakes,
             {"ts": now_iso(), "ids": [e["id"] for e in unread], **({"via": via} if via else {})},

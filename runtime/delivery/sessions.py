@@ -14,7 +14,7 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.errors import BadInput, NotFound, StateDamaged
+from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
@@ -168,7 +168,7 @@ class SessionInbox:
             # it appended nothing. No timer stands behind the doorbell.
             ring(self.paths.doorbells)
             append_jsonl(self.paths.inbox, entry, fsync=True)
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ActorsError):  # advisory: the entry is durable
             append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
         return True
 

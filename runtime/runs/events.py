@@ -45,13 +45,33 @@ def preview_fields(value: Any) -> Any:
 
 
 def record_event(
-    events_file: Path, instance: str, event: str, *, fsync: bool = False, **fields: Any
+    events_file: Path,
+    instance: str,
+    event: str,
+    *,
+    fsync: bool = False,
+    ident: str | None = None,
+    **fields: Any,
 ) -> dict[str, Any]:
-    """Append one lifecycle event (every field a bounded preview) and return it."""
-    record = {"id": new_id(), "ts": now_iso(), "event": event, "run_instance_id": instance}
+    """Append one lifecycle event (every field a bounded preview) and return it. `ident`:
+    the record's id, chosen by a caller that may repeat the append (see `has_event`)."""
+    record = {
+        "id": ident or new_id(),
+        "ts": now_iso(),
+        "event": event,
+        "run_instance_id": instance,
+    }
     record.update(preview_fields(fields))
     append_jsonl(events_file, record, fsync=fsync, compactor=LOG)
     return record
+
+
+def has_event(events_file: Path, ident: str) -> bool:
+    """Whether the event `ident` is among the journal's last records: a repeated append
+    (its first try failed only at the fsync, the line already written) is not doubled."""
+    from runtime.store.reads import tail_jsonl
+
+    return any(e.get("id") == ident for e in tail_jsonl(events_file, 20))
 
 
 def write_progress(progress_file: Path, instance: str, **fields: Any) -> None:

@@ -25,6 +25,7 @@ from runtime.store.writes import (
     O_CLOEXEC,
     O_NOFOLLOW,
     DiskWriteError,
+    disk_error,
     write_all,
     write_bytes_atomic,
 )
@@ -76,7 +77,7 @@ def lock_current(path: Path, fd: int | None = None) -> int:
         try:
             parent, name = safe.open_parent(path)
         except OSError as exc:
-            raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+            raise disk_error("open", path, exc) from exc
         try:
             if fd is None:
                 fd = _open_journal(parent, name, path, flags)
@@ -99,7 +100,7 @@ def _open_journal(parent: int, name: str, path: Path, flags: int) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StateDamaged(f"{path} is a symlink; refusing to write through it") from exc
-        raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+        raise disk_error("open", path, exc) from exc
 
 
 def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None = None) -> int:
@@ -152,7 +153,10 @@ def append_line(
             unlock(fd)
         pause_point("files.append.after_unlock")
         if fsync:
-            os.fsync(fd)
+            try:
+                os.fsync(fd)
+            except OSError as exc:  # the line is written whole; only its sync failed
+                raise disk_error("sync", path, exc) from exc
         return end
     finally:
         os.close(fd)
@@ -176,7 +180,12 @@ def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
     With `timeout_s`, give up with TimeoutError after that long (a hook must not hang on
     a lock some other process holds too long); the wait is cut by SIGALRM, so only the
     main thread may pass it."""
-    fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except ActorsError:
+        raise
+    except OSError as exc:
+        raise disk_error("open the lock", path, exc) from exc
     try:
         if timeout_s is None:
             fcntl.flock(fd, fcntl.LOCK_EX)
