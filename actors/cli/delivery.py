@@ -157,21 +157,27 @@ def inbox_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--peek", is_flag=True, help="Show without marking them read.")
 def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
-    """Print every unread follow-up at once and mark them read."""
+    """Print every unread follow-up at once and mark them read (only once the text is
+    written out: a write that fails leaves them unread)."""
     from runtime.delivery.engine import read_inbox
 
-    unread = read_inbox(_root(), _session_id(session), peek=peek, boundary="inbox read")
-    if as_json:
-        emit_json([e["envelope"] for e in unread])
-    else:
-        click.echo(f"{len(unread)} unread follow-up(s)")
-        for entry in unread:
-            env = entry["envelope"]
-            click.echo(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}")
-            body = env.get("body")
-            if body is not None:
-                text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
-                click.echo(f"  {text[:4000]}")
+    def show(unread: list[dict[str, Any]]) -> None:
+        if as_json:
+            emit_json([e["envelope"] for e in unread])
+        else:
+            click.echo(f"{len(unread)} unread follow-up(s)")
+            for entry in unread:
+                env = entry["envelope"]
+                click.echo(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}")
+                body = env.get("body")
+                if body is not None:
+                    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+                    click.echo(f"  {text[:4000]}")
+        sys.stdout.flush()  # out (or OutputLost / BrokenPipeError: they stay unread)
+
+    unread = read_inbox(_root(), _session_id(session), peek=peek, boundary="inbox read", show=show)
+    if peek:
+        show(unread)
 
 
 @inbox_group.command("wait")

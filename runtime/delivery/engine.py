@@ -315,19 +315,49 @@ class DeliveryRunner:
         ]
 
 
-def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> list[dict[str, Any]]:
-    """Every unread follow-up of the session at once. Unless `peek`, they are marked read in
-    one locked step (two readers never get the same one) and journaled delivered where the
-    journal had not finished them, so no later flush or retry shows them again."""
+def read_inbox(
+    root: StateRoot,
+    owner: str,
+    *,
+    peek: bool,
+    boundary: str,
+    show: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Every unread follow-up of the session at once. Unless `peek`, they are taken in
+    one locked step (two readers never get the same one), handed to `show` (which
+    writes them out), and only once it returned are they marked read and journaled
+    delivered where the journal had not finished them, so no later flush or retry shows
+    them again. When `show` raises (stdout is full, the pipe is gone) they are given
+    back unread and the error goes on. Without `show` they are marked read at once
+    (a caller that has shown them already; `settle_inbox` is for one that shows them later)."""
     inbox = SessionInbox(session_paths(root, owner))
     if peek:
         return inbox.unread()
-    unread = inbox.drain()
-    if unread:
-        DeliveryRunner(root).record_surfaced(
-            owner, [e["id"] for e in unread], harness="inbox", boundary=boundary
-        )
-    return unread
+    taken = inbox.take()
+    if show is not None:
+        try:
+            show(taken)
+        except BaseException:
+            with contextlib.suppress(Exception):  # else they are unread once we exit
+                inbox.give_back([e["id"] for e in taken])
+            raise
+    settle_inbox(root, owner, taken, boundary=boundary, shown=True)
+    return taken
+
+
+def settle_inbox(
+    root: StateRoot, owner: str, taken: list[dict[str, Any]], *, boundary: str, shown: bool
+) -> None:
+    """Entries taken by `SessionInbox.take`: marked read and journaled delivered when
+    they were `shown`, else given back unread."""
+    inbox = SessionInbox(session_paths(root, owner))
+    ids = [e["id"] for e in taken]
+    if not shown:
+        inbox.give_back(ids)
+        return
+    inbox.mark_read(ids)
+    if ids:
+        DeliveryRunner(root).record_surfaced(owner, ids, harness="inbox", boundary=boundary)
 
 
 def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:

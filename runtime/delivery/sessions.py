@@ -11,6 +11,7 @@ try to surface what is already durable there.
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -188,25 +189,56 @@ class SessionInbox:
         ]
 
     def unread(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries() if e.get("state") == "unread"]
+        return [e for e in self.entries() if _unread(e)]
 
-    def drain(self) -> list[dict[str, Any]]:
-        """Every unread entry, marked read in the same locked step (two readers never
-        print the same follow-up)."""
+    def take(self) -> list[dict[str, Any]]:
+        """Every unread entry, taken by this process in one locked step: no other reader
+        gets them while this one writes them out. Then `mark_read` once they are out,
+        or `give_back` when they could not be; a reader that dies in between leaves
+        them unread again (a taker is a process identity, verified on every read)."""
+        from runtime.core.process import capture
+
         ensure_dir(self.paths.dir)
         with locked(self.paths.inbox_lock):
             unread = self.unread()
-            self.mark_read([e["id"] for e in unread])
+            if unread:
+                self._journal(
+                    [e["id"] for e in unread],
+                    {"state": "taken", "taken_by": capture(os.getpid()), "taken_at": now_iso()},
+                )
+        return unread
+
+    def give_back(self, ids: list[str]) -> None:
+        """Entries taken but not written out (the output failed): unread again."""
+        self._journal(ids, {"state": "unread"})
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Every unread entry, taken and marked read at once (for a caller that has
+        already shown them)."""
+        unread = self.take()
+        self.mark_read([e["id"] for e in unread])
         return unread
 
     def mark_read(self, ids: list[str]) -> None:
+        self._journal(ids, {"state": "read", "read_at": now_iso()}, fsync=True)
+
+    def _journal(self, ids: list[str], change: dict[str, Any], *, fsync: bool = False) -> None:
+        """One state change of several entries, appended as one write."""
         if not ids:
             return
         from runtime.store.appends import append_line, encode_line
 
-        stamp = now_iso()
         append_line(
-            self.paths.inbox,
-            b"".join(encode_line({"id": i, "state": "read", "read_at": stamp}) for i in ids),
-            fsync=True,
+            self.paths.inbox, b"".join(encode_line({"id": i, **change}) for i in ids), fsync=fsync
         )
+
+
+def _unread(entry: dict[str, Any]) -> bool:
+    """Unread, or taken by a reader that is gone (it died before writing them out)."""
+    state = entry.get("state")
+    if state != "taken":
+        return state == "unread"
+    from runtime.core.process import verify
+
+    taker = entry.get("taken_by")
+    return not isinstance(taker, dict) or verify(taker)[0] != "valid"

@@ -125,7 +125,9 @@ def _add_command_output(run: RunRecord, proven: dict[str, Any], result: dict[str
         result["artifacts"] = artifacts
         missing = missing_required(artifacts)
         if missing and result["status"] == "done":
-            result.update(status="failed", code=1, reason=f"required artifact missing: {missing[0]}")
+            result.update(
+                status="failed", code=1, reason=f"required artifact missing: {missing[0]}"
+            )
 
 
 def fold_run(root: StateRoot, paths: RunPaths, *, deliver: bool = True) -> dict[str, Any]:
