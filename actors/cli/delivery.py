@@ -289,7 +289,9 @@ def reconcile_cmd(as_json: bool) -> None:
 def watch_cmd(timeout: float | None, interval: float) -> None:
     """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops)."""
     import watchfiles
+    from watchfiles._rust_notify import WatchfilesRustInternalError
 
+    from runtime.core.inotify import unavailable
     from runtime.runs.reconcile import reconcile
     from runtime.store.writes import ensure_dir
 
@@ -318,6 +320,8 @@ def watch_cmd(timeout: float | None, interval: float) -> None:
                 )
     except KeyboardInterrupt:
         pass
+    except WatchfilesRustInternalError as exc:  # no inotify instance or watch left
+        raise unavailable(str(exc)) from None
 
 
 class _Stopper:

@@ -75,9 +75,18 @@ def load_session(root: StateRoot, owner: str) -> dict[str, Any]:
 
 
 def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
+    """Write session.json; a session whose record cannot be written (a full disk) leaves
+    no directory behind: what this call created is removed again, if still empty."""
     paths = session_paths(root, record["id"])
+    made = [d for d in (root.sessions, paths.dir) if not os.path.lexists(d)]
     ensure_dir(paths.dir)
-    write_json_atomic(paths.record, record)
+    try:
+        write_json_atomic(paths.record, record)
+    except BaseException:
+        for directory in reversed(made):
+            with contextlib.suppress(OSError):  # not empty: someone else uses it now
+                safe.rmdir(directory)
+        raise
     return record
 
 
@@ -198,7 +207,8 @@ class SessionInbox:
         them unread again (a taker is a process identity, verified on every read)."""
         from runtime.core.process import capture
 
-        ensure_dir(self.paths.dir)
+        if not self.paths.inbox.exists():
+            return []  # nothing was ever delivered: a reader creates nothing
         with locked(self.paths.inbox_lock):
             unread = self.unread()
             if unread:

@@ -50,24 +50,32 @@ pidfds, so a session with thousands of live runs never starves the server they r
 _pidfds_held = 0
 
 
-def _pidfd_budget() -> int:
+def pidfd_budget() -> int:
+    """How many pidfds the watchers of one process may hold (1/PIDFD_SHARE of its
+    descriptor limit)."""
     import resource
 
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 1 << 16 if soft == resource.RLIM_INFINITY else max(16, soft // PIDFD_SHARE)
 
 
-async def until_gone(identity: dict[str, Any]) -> None:
-    """Return once the process `identity` names is no longer that process (also the
-    dashboard's hub, which redraws a run whose runner died without writing a word)."""
+async def until_gone(identity: dict[str, Any], *, poll: bool = True) -> bool:
+    """Return once the process `identity` names is no longer that process (True).
+
+    Without a pidfd to sleep on (past the budget, no descriptor left, a platform without
+    them) a guardian re-verifies every NO_PIDFD_RECHECK_S; with `poll=False` (the
+    dashboard's hub, which promises not to wake while nothing happens) it returns False
+    at once instead when the process is still alive: the caller follows it later."""
     global _pidfds_held
     fd = None
-    if hasattr(os, "pidfd_open") and _pidfds_held < _pidfd_budget():
+    if hasattr(os, "pidfd_open") and _pidfds_held < pidfd_budget():
         fd = pidfd_open(identity["pid"])
     if fd is None:
+        if not poll:
+            return verify(identity)[0] != "valid"
         while verify(identity)[0] == "valid":  # no pidfd to sleep on, or already gone
             await trio.sleep(NO_PIDFD_RECHECK_S)
-        return
+        return True
     _pidfds_held += 1
     try:
         # verified after the pidfd was opened: the fd pins the runner itself, not a
@@ -77,6 +85,7 @@ async def until_gone(identity: dict[str, Any]) -> None:
     finally:
         _pidfds_held -= 1
         os.close(fd)
+    return True
 
 
 async def _guard_run(
