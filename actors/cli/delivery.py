@@ -208,7 +208,9 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     line = ProgressLine()
-    with guarding(root, owner), doorbell(paths.doorbells) as fd:
+    # armed first: a root that cannot take a doorbell (read-only, full) is one line and
+    # exit 2 before the guardian starts; the guardian's first folds then ring it
+    with doorbell(paths.doorbells) as fd, guarding(root, owner):
         while True:
             # the doorbell rings inside the appender's lock: read after it (no lost wake)
             SessionInbox(paths).read_barrier()

@@ -15,7 +15,14 @@ import contextlib
 import signal
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.errors import ActorsError, Conflict, Refused, StateDamaged
+from runtime.core.errors import (
+    TRANSIENT,
+    ActorsError,
+    Conflict,
+    Refused,
+    StateDamaged,
+    os_errno,
+)
 from runtime.core.ids import now_iso
 from runtime.core.members import kill_orphans, kill_tree, run_marks
 from runtime.core.process import send_verified, verify, wait_gone
@@ -60,7 +67,18 @@ def _prepare(
 
 
 def _publish(paths: RunPaths, run: RunRecord, status: str, code: int, reason: str) -> None:
-    """Record the terminal state unless the runner already did (it is gone by now)."""
+    """Record the terminal state unless the runner already did (it is gone by now). On
+    a disk that takes nothing more, the run is stopped all the same and its status comes
+    from the stop request journaled before the signal (docs/state-files.md, *How status
+    is derived*): the stop is not reported as failed for want of its record."""
+    try:
+        _record_end(paths, run, status, code, reason)
+    except ActorsError as exc:
+        if os_errno(exc) not in TRANSIENT:
+            raise
+
+
+def _record_end(paths: RunPaths, run: RunRecord, status: str, code: int, reason: str) -> None:
     if paths.result.exists():
         return
     instance = run["run_instance_id"]

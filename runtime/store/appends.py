@@ -113,9 +113,12 @@ def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None =
     try:
         write_all(fd, line, path)
     except DiskWriteError:
-        # Never leave a partial record: cut the file back to where we began.
-        with contextlib.suppress(OSError):
+        # Never leave a partial record: cut the file back to where we began, and a
+        # journal this line would have begun is not left behind empty.
+        with contextlib.suppress(OSError, ActorsError):
             os.ftruncate(fd, start)
+            if start == 0:
+                _drop_if_empty(fd, path)
         raise
     pause_point("files.append.after_write")
     end = start + len(line)
@@ -125,6 +128,20 @@ def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None =
         with contextlib.suppress(OSError, ActorsError):
             _compact_locked(fd, path, compactor)
     return end
+
+
+def _drop_if_empty(fd: int, path: Path) -> None:
+    """Remove the journal `fd` (locked by us) if it is empty and still at `path`. A
+    writer waiting for the lock then finds its descriptor stale and makes the journal
+    afresh (`lock_current`), so no line goes to the removed file."""
+    if os.fstat(fd).st_size:
+        return
+    parent, name = safe.open_parent(path)
+    try:
+        if os.stat(name, dir_fd=parent, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+            os.unlink(name, dir_fd=parent)
+    finally:
+        os.close(parent)
 
 
 def _compact_locked(fd: int, path: Path, compactor: Compactor) -> None:
