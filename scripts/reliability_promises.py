@@ -133,6 +133,13 @@ PROMISES = (
         "A SIGKILLed runner's session gets exactly one `run.exited` follow-up within 5 s and its orphans die, from the processes the session already has (`inbox wait`, the MCP server, a parent's runner), however many race; a pid now owned by another process is neither taken for the runner nor signalled.",
         "test_self_healing",
     ),
+    Promise(
+        20,
+        "No fault short of losing the disk loses an outcome",
+        "A full or read-only disk, no descriptor, memory or inotify instance left, or stdout that cannot be written: every verb exits 0 or says what ran out in one line and exits 2, changing nothing; every MCP request is answered; the dashboard answers 503 and keeps serving, and never polls. A run's end waits out a full disk and ends with its outcome and one follow-up; a runner dead after its outcome was journaled is folded from what events.jsonl proves; follow-ups are marked read only once written out.",
+        "test_attack_faults",
+        also=("test_disk_full",),
+    ),
 )
 
 THREAT_MODEL = """\
@@ -157,6 +164,12 @@ Not trusted:
   into a shell;
 - **harness input**: hook payloads, MCP requests and adapter responses are validated;
   every request gets an answer, and bad input is one line and exit status 2.
+
+Not an attacker, but handled like one: **the machine running out**. A disk fills up or is
+remounted read-only, descriptors, memory or inotify instances are used up, stdout goes to
+a full device. Each is one line naming what ran out and exit status 2 (503 from the
+dashboard), with nothing half-written; where giving up would lose an outcome held only in
+memory (a run's end), the writer waits and retries until the disk takes it.
 """
 
 

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> Any:
     for an environment that ran out of something (a full or read-only disk, no
     descriptors or memory left, stdout that cannot be written)."""
     from runtime.core import config
-    from runtime.core.errors import ActorsError, resource_error
+    from runtime.core.errors import ActorsError, OutputLost, resource_error
 
     args = sys.argv[1:] if argv is None else argv
     streams = sys.stdout, sys.stderr
@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> Any:
         return outcome
     except ActorsError as err:
         _say(f"actors: {err}")
+        if args[:1] == ["hook"] and isinstance(err, OutputLost):
+            sys.exit(0)  # a hook never blocks its harness (exit 2 would block the prompt)
         sys.exit(err.exit_code)
     except BrokenPipeError:  # the reader went away (`| head`): a quiet end, as documented
         _drop_output()

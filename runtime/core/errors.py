@@ -91,7 +91,7 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
     already). `where` names the place when the error itself does not (the state root)."""
     if isinstance(exc, ResourceError):
         return exc
-    if isinstance(exc, MemoryError):
+    if isinstance(exc, MemoryError) or _no_memory_to_load(exc):
         return ResourceError("out of memory", hint=RESOURCE_FIXES[_errno.ENOMEM])
     if isinstance(exc, ActorsError):
         return None
@@ -105,6 +105,15 @@ def resource_error(exc: BaseException, where: str | None = None) -> ResourceErro
     place = shown or where
     what = os.strerror(code)
     return ResourceError(f"{place}: {what}" if place else what, hint=RESOURCE_FIXES[code])
+
+
+def _no_memory_to_load(exc: BaseException) -> bool:
+    """An import whose shared library could not be mapped (the dynamic loader reports
+    ENOMEM as text only)."""
+    text = str(exc)
+    return isinstance(exc, ImportError) and (
+        "failed to map segment" in text or "Cannot allocate memory" in text
+    )
 
 
 def log_exception(exc: BaseException) -> None:

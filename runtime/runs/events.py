@@ -66,6 +66,18 @@ def record_event(
     return record
 
 
+def record_advisory(events_file: Path, instance: str, event: str, **fields: Any) -> None:
+    """`record_event` for a line nothing depends on (a signal noted): a disk that takes
+    nothing more (runtime.core.errors.TRANSIENT) skips it, and what it notes goes on."""
+    from runtime.core.errors import TRANSIENT, ActorsError, os_errno
+
+    try:
+        record_event(events_file, instance, event, **fields)
+    except ActorsError as exc:
+        if os_errno(exc) not in TRANSIENT:
+            raise
+
+
 def has_event(events_file: Path, ident: str) -> bool:
     """Whether the event `ident` is among the journal's last records: a repeated append
     (its first try failed only at the fsync, the line already written) is not doubled."""

@@ -29,9 +29,16 @@ from runtime.core import config
 from runtime.core.ids import now_iso
 from runtime.core.process import replay_early_stops
 from runtime.runs.context import Outcome
-from runtime.runs.events import record_event
+from runtime.runs.events import record_advisory
 from runtime.runs.leaf import Leaf, end_leaf, exited, kill_group, not_started
-from runtime.runs.lean_parts import Stream, apply_control, control_box, drain, executable
+from runtime.runs.lean_parts import (
+    Stream,
+    apply_control,
+    claim_controls,
+    control_box,
+    drain,
+    executable,
+)
 from runtime.runs.output import StreamMasker
 from runtime.runs.status import plain_command
 
@@ -243,7 +250,7 @@ class Lean:
 
     def signalled(self, signums: bytes) -> None:
         for signum in signums:
-            record_event(
+            record_advisory(
                 self.paths.events,
                 self.ctx.instance,
                 "run.signal",
@@ -256,9 +263,7 @@ class Lean:
         box = control_box(self.paths)
         if box is None:
             return
-        from runtime.messaging.boxes import CONTROL_TYPES
-
-        for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
+        for entry in claim_controls(box):
             apply_control(self.ctx, box, entry)
 
     def guard_children(self) -> None:

@@ -31,6 +31,7 @@ from runtime.core import config
 from runtime.core.errors import TRANSIENT
 from runtime.store import safe
 from runtime.store.layout import rotated
+from runtime.store.reads import read_bytes
 from runtime.store.writes import patiently
 
 if TYPE_CHECKING:  # the lean runner (runtime.runs.lean) uses this module without trio
@@ -243,6 +244,17 @@ class Capture:
             self.held.put(cut_marker(self.total - self.cap))
         self.held.settle()
         os.close(self.fd)
+
+
+OUTPUT_PREVIEW_CHARS = 4000
+
+
+def output_preview(path: Path | None) -> str | None:
+    """result.json's `output`: the head of the output file (the runner's, and a fold's)."""
+    if path is None or not path.exists():
+        return None
+    data = read_bytes(path, limit=OUTPUT_PREVIEW_CHARS * 4)
+    return data.decode(errors="replace")[:OUTPUT_PREVIEW_CHARS]
 
 
 def cut_marker(dropped: int) -> bytes:

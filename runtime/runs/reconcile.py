@@ -5,7 +5,8 @@ the guardians (runtime.runs.guardian) fold the runs of their session as their ru
 die. For each run whose runner is gone without a result and without a stop request: stop the
 survivors of its session that are proven to be the run's now (runtime.core.members: their
 environment carries the run's instance and state directory; the dead runner's recorded
-session id alone proves nothing), publish `exited` once, and follow up. For each terminal
+session id alone proves nothing), publish once what its events.jsonl proves of its
+outcome (runtime.runs.status.proven_end), else `exited`, and follow up. For each terminal
 run without a follow-up marker: follow up (deduplicated by delivery id). Then retry due
 deliveries of every session. Safe to run from any number of processes at once.
 """
@@ -112,7 +113,7 @@ def _add_command_output(run: RunRecord, proven: dict[str, Any], result: dict[str
     capture of the stream its template names), and its declared artifacts, as the
     runner would have published them (a required one missing fails a done run)."""
     from runtime.runs.artifacts import manifest, missing_required
-    from runtime.runs.runner import output_preview
+    from runtime.runs.output import output_preview
 
     done = proven.get("command") or {}
     kind = (run.get("template") or {}).get("output") or "stdout"

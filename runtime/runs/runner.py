@@ -21,13 +21,14 @@ from runtime.compiler.redact import redact_deep, secret_texts
 from runtime.core import config
 from runtime.core.errors import log_exception
 from runtime.core.faults import pause_point
-from runtime.core.ids import now_iso
+from runtime.core.ids import new_id, now_iso
 from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, verify
 from runtime.runs.events import has_event, record_event, write_progress
 from runtime.runs.launch import ring_guardians
+from runtime.runs.output import output_preview
 from runtime.store.appends import locked
 from runtime.store.layout import RunPaths, StateRoot
-from runtime.store.reads import read_bytes, read_json
+from runtime.store.reads import read_json
 from runtime.store.writes import patiently, publish_json_once
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
 KILL_GRACE_S = config.seconds(config.KILL_GRACE)
 DELIVERY_BUDGET_S = config.seconds(config.DELIVERY_BUDGET)
-OUTPUT_PREVIEW_CHARS = 4000
 FAILURE_TAIL_LINES = 10
 FAILURE_TAIL_BYTES = 2048
 FAILURES_EXPLAINED = 20
@@ -65,15 +65,6 @@ def _child_env(paths: RunPaths, run: RunRecord) -> dict[str, str]:
         }
     )
     return env
-
-
-def output_preview(path: Path | None) -> str | None:
-    """result.json's `output`: the head of the output file (the runner's, and a fold's)."""
-    if path is None or not path.exists():
-        return None
-    return read_bytes(path, limit=OUTPUT_PREVIEW_CHARS * 4).decode(errors="replace")[
-        :OUTPUT_PREVIEW_CHARS
-    ]
 
 
 async def _lifetime(paths: RunPaths, run: RunRecord) -> ResultRecord:
@@ -239,15 +230,11 @@ def crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
 
 
 def finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
-    """Terminal progress, then the terminal event, then result.json (published once).
-
-    The one place a run's end is written, by either runner. Each write waits out a full
-    disk (or no descriptor left) and tries again until it lands (runtime.store.writes
-    `patiently`): the outcome is in this process's memory and nowhere else, so giving
-    up would lose it. Meanwhile the run is `running` (its runner verifies) and
-    runner.log says what it waits for."""
-    from runtime.core.ids import new_id
-
+    """Terminal progress, then the terminal event, then result.json (published once):
+    the one place a run's end is written, by either runner. Each write waits out a full
+    disk (or no descriptor left) until it lands (runtime.store.writes `patiently`): the
+    outcome is in this process's memory alone, so giving up would lose it. Meanwhile the
+    run is `running` (its runner verifies) and runner.log says what it waits for."""
     pause_point("runner.before_finish")
     instance = run["run_instance_id"]
     patiently(
@@ -292,8 +279,6 @@ def end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     whatever of the run's session is still alive. Handing it over waits out a full disk
     as `finish` does: its whole step is repeated (locks released in between), and the
     session's inbox keeps one copy whatever the number of tries (its delivery id)."""
-    from runtime.core.ids import new_id
-
     skipped = new_id()  # the id of a `followup.skipped` event, recorded once whatever the tries
     try:
         patiently(lambda: _follow_up(paths, run, result, skipped), "hand over the follow-up")
@@ -362,13 +347,17 @@ def begin(
         print(f"runner: no usable run.json in {paths.dir}", file=sys.stderr)
         return 2
     run = cast("RunRecord", found)  # written by spawn just before it started this process
-    record_event(
-        paths.events,
-        run["run_instance_id"],
-        "run.runner.start",
-        pid=os.getpid(),
-        process_identity=capture(os.getpid()),
-        mode=mode(run) if mode is not None else "trio",
+    identity = capture(os.getpid())
+    patiently(  # a full disk: wait, rather than leave a run that never says it started
+        lambda: record_event(
+            paths.events,
+            run["run_instance_id"],
+            "run.runner.start",
+            pid=os.getpid(),
+            process_identity=identity,
+            mode=mode(run) if mode is not None else "trio",
+        ),
+        "record run.runner.start in events.jsonl",
     )
     ring_guardians(str(run.get("owner_id")))  # the owner's guardians watch us from now
     return paths, run

@@ -4,8 +4,8 @@ Order of evidence: result.json (written once, by whoever ends the run) is final;
 runner whose recorded identity still verifies is `running`; else the last stop request in
 events.jsonl says `killed` or `cancelled`; else what events.jsonl proves of the outcome
 (`proven_end`: the runner died after journaling it); else the runner vanished without a
-word and the run is `exited`. A pid that now belongs to another process, or one we cannot verify, is
-never reported as running.
+word and the run is `exited`. A pid that now belongs to another process, or one we
+cannot verify, is never reported as running.
 """
 
 from __future__ import annotations
