@@ -68,6 +68,7 @@ class ActorsTools:
         *,
         explicit: bool = False,
         on_session: Callable[[str], None] | None = None,
+        answered: dict[Any, Callable[[bool], None]] | None = None,
     ) -> None:
         from actors.mcp_session import SessionResolver
 
@@ -76,9 +77,16 @@ class ActorsTools:
         self.home = str(root.path)  # how actors.api is told which state root
         self.served = {session}  # the sessions whose runs this server guards
         self.on_session = on_session
+        self.answered = answered
+        """Request id -> what to do once its answer is written (True) or could not be
+        (False): the wire's (actors.mcp_wire.Wire.answered). None: settle at once."""
 
     def call(
-        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+        request_id: Any = None,
     ) -> tuple[str, Any]:
         from actors.mcp_session import CALLER_ARG
 
@@ -98,6 +106,8 @@ class ActorsTools:
             self.served.add(session)
             if self.on_session is not None:
                 self.on_session(session)
+        if name == "inbox_read":
+            return self._inbox_read(params, session, request_id)
         result: tuple[str, Any] = getattr(self, f"_{name}")(params, session)
         return result
 
@@ -144,11 +154,23 @@ class ActorsTools:
         text = json.dumps(data, separators=(",", ":"), default=str)[:8000]
         return text, _bounded(data, 8000)
 
-    def _inbox_read(self, p: Any, session: str) -> tuple[str, Any]:
-        from runtime.delivery.engine import read_inbox
+    def _inbox_read(self, p: Any, session: str, request_id: Any) -> tuple[str, Any]:
+        """The unread follow-ups, taken for this request and marked read only once its
+        answer is written to the client; given back unread when it cannot be."""
+        from functools import partial
+
+        from runtime.delivery.engine import read_inbox, settle_inbox, take_inbox
         from runtime.delivery.render import followups_text
 
-        unread = read_inbox(self.root, session, peek=p.peek, boundary="inbox_read")
+        if p.peek:
+            unread = read_inbox(self.root, session, peek=True, boundary="inbox_read")
+        else:
+            unread = take_inbox(self.root, session)
+            settle = partial(settle_inbox, self.root, session, unread, boundary="inbox_read")
+            if self.answered is None or request_id is None:
+                settle(shown=True)
+            else:
+                self.answered[request_id] = lambda written: settle(shown=written)
         shown = [_followup(e["envelope"], p.bodies) for e in unread]
         text = followups_text(self.root, session, unread, with_body=p.bodies)
         return text, {"followups": shown}
@@ -168,6 +190,21 @@ class ActorsTools:
                 found[path.stem] = str(description or "")
         text = "\n".join(f"{name}: {info}" for name, info in found.items())
         return text or "no recipes found", {"recipes": found}
+
+
+def _error_line(exc: Exception, root: StateRoot) -> str:
+    """A failed call's answer: its one line when the caller (or the machine: a full
+    disk, no descriptor left) can fix it, else an internal error, its traceback on
+    stderr (the harness's MCP log)."""
+    from runtime.core.errors import log_exception, resource_error
+
+    if isinstance(exc, ActorsError):
+        return str(exc)
+    found = resource_error(exc, where=str(root.path))
+    if found is not None:
+        return str(found)
+    log_exception(exc)
+    return f"internal error: {type(exc).__name__}: {exc} (please report it)"
 
 
 def _scalars(data: Any) -> Any:
@@ -247,8 +284,9 @@ def build_server(
     *,
     explicit: bool = False,
     on_session: Callable[[str], None] | None = None,
+    answered: dict[Any, Callable[[bool], None]] | None = None,
 ) -> Server[Any]:
-    tools = ActorsTools(root, session, explicit=explicit, on_session=on_session)
+    tools = ActorsTools(root, session, explicit=explicit, on_session=on_session, answered=answered)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -269,11 +307,12 @@ def build_server(
         try:
             meta = params.meta if isinstance(params.meta, dict) else None
             text, data = await trio.to_thread.run_sync(
-                tools.call, params.name, params.arguments or {}, meta
+                tools.call, params.name, params.arguments or {}, meta, ctx.request_id
             )
-        except ActorsError as exc:
+        except Exception as exc:  # every call is answered, with the CLI's one line
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=_utf8(str(exc)))], isError=True
+                content=[types.TextContent(type="text", text=_utf8(_error_line(exc, root)))],
+                isError=True,
             )
         structured = json.loads(_utf8(json.dumps(data, default=str, ensure_ascii=False)))
         return types.CallToolResult(
@@ -337,7 +376,9 @@ def serve(root: StateRoot, session: str, *, explicit: bool = False) -> None:
 
                 trio.from_thread.run_sync(start)
 
-            server = build_server(root, session, explicit=explicit, on_session=guard_session)
+            server = build_server(
+                root, session, explicit=explicit, on_session=guard_session, answered=wire.answered
+            )
             guard.start_soon(watch_session_runs, root, session)
             async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
                 await server.run(read, write, server.create_initialization_options())

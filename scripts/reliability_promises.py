@@ -147,6 +147,13 @@ PROMISES = (
         also=("test_attack_deadlock",),
     ),
     Promise(
+        20,
+        "No fault short of losing the disk loses an outcome",
+        "A full or read-only disk, no descriptor, memory or inotify instance left, or stdout that cannot be written: every verb exits 0 or says what ran out in one line and exits 2, changing nothing; every MCP request is answered; the dashboard answers 503 and keeps serving, and never polls. A run's end waits out a full disk and ends with its outcome and one follow-up; a runner dead after its outcome was journaled is folded from what events.jsonl proves; follow-ups are marked read only once written out.",
+        "test_attack_faults",
+        also=("test_disk_full",),
+    ),
+    Promise(
         21,
         "Text reaching a model is fenced on every path",
         "Every text a model gets (hook answers, the doorbell, the messaging socket, Codex, OpenCode, pi, the agent-team inbox, the tmux pointer and its body file, `inbox read`, MCP `inbox_read`) comes from one renderer: what a run wrote is bounded (bytes and lines, the cut announced), inert, and fenced as data under a fresh nonce with every line behind a gutter, so no run-written line can pass for our framing, a fence or a role; only our own header line names a delivery; a parallel join's headers cannot be forged by branch output.",
@@ -219,6 +226,12 @@ A session that goes on under another id (Claude Code's `/clear`: the same proces
 new session id) is the same principal as the one before, proven by that process's
 SessionStart record and nothing else: it controls the runs the conversation started,
 and their follow-ups, unread or yet to come, reach the live session once.
+
+Not an attacker, but handled like one: **the machine running out**. A disk fills up or is
+remounted read-only, descriptors, memory or inotify instances are used up, stdout goes to
+a full device. Each is one line naming what ran out and exit status 2 (503 from the
+dashboard), with nothing half-written; where giving up would lose an outcome held only in
+memory (a run's end), the writer waits and retries until the disk takes it.
 """
 
 

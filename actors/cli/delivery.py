@@ -156,18 +156,25 @@ def inbox_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--peek", is_flag=True, help="Show without marking them read.")
 def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
-    """Print every unread follow-up at once and mark them read."""
+    """Print every unread follow-up at once and mark them read (only once the text is
+    written out: a write that fails leaves them unread)."""
     from runtime.delivery.engine import read_inbox
 
     root, owner = _root(), _session_id(session)
-    unread = read_inbox(root, owner, peek=peek, boundary="inbox read")
-    if as_json:
-        emit_json([e["envelope"] for e in unread])
-        return
-    # an agent reads this: each follow-up fenced and bounded (runtime.delivery.render)
-    from runtime.delivery.render import followups_text
 
-    click.echo(followups_text(root, owner, unread))
+    def show(unread: list[dict[str, Any]]) -> None:
+        if as_json:
+            emit_json([e["envelope"] for e in unread])
+        else:
+            # an agent reads this: each follow-up fenced and bounded (runtime.delivery.render)
+            from runtime.delivery.render import followups_text
+
+            click.echo(followups_text(root, owner, unread))
+        sys.stdout.flush()  # out (or OutputLost / BrokenPipeError: they stay unread)
+
+    unread = read_inbox(root, owner, peek=peek, boundary="inbox read", show=show)
+    if peek:
+        show(unread)
 
 
 @inbox_group.command("wait")
@@ -198,7 +205,9 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     line = ProgressLine()
-    with guarding(root, owner), doorbell(paths.doorbells) as fd:
+    # armed first: a root that cannot take a doorbell (read-only, full) is one line and
+    # exit 2 before the guardian starts; the guardian's first folds then ring it
+    with doorbell(paths.doorbells) as fd, guarding(root, owner):
         while True:
             # the doorbell rings inside the appender's lock: read after it (no lost wake)
             SessionInbox(paths).read_barrier()
@@ -279,7 +288,9 @@ def reconcile_cmd(as_json: bool) -> None:
 def watch_cmd(timeout: float | None, interval: float) -> None:
     """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops)."""
     import watchfiles
+    from watchfiles._rust_notify import WatchfilesRustInternalError
 
+    from runtime.core.inotify import unavailable
     from runtime.runs.reconcile import reconcile
     from runtime.store.writes import ensure_dir
 
@@ -308,6 +319,8 @@ def watch_cmd(timeout: float | None, interval: float) -> None:
                 )
     except KeyboardInterrupt:
         pass
+    except WatchfilesRustInternalError as exc:  # no inotify instance or watch left
+        raise unavailable(str(exc)) from None
 
 
 class _Stopper:

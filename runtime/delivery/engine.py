@@ -340,22 +340,64 @@ class DeliveryRunner:
         ]
 
 
-def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> list[dict[str, Any]]:
-    """Every unread follow-up of the session at once. Unless `peek`, they are marked read in
-    one locked step (two readers never get the same one) and journaled delivered where the
-    journal had not finished them, so no later flush or retry shows them again."""
+def read_inbox(
+    root: StateRoot,
+    owner: str,
+    *,
+    peek: bool,
+    boundary: str,
+    show: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Every unread follow-up of the session at once. Unless `peek`, they are taken in
+    one locked step (two readers never get the same one), handed to `show` (which
+    writes them out), and only once it returned are they marked read and journaled
+    delivered where the journal had not finished them, so no later flush or retry shows
+    them again. When `show` raises (stdout is full, the pipe is gone) they are given
+    back unread and the error goes on. Without `show` they are marked read at once
+    (a caller that has shown them already; `settle_inbox` is for one that shows them later)."""
+    if peek:
+        _forward(root, owner)
+        return SessionInbox(session_paths(root, owner)).unread()
+    inbox = SessionInbox(session_paths(root, owner))
+    taken = take_inbox(root, owner)
+    if show is not None:
+        try:
+            show(taken)
+        except BaseException:
+            with contextlib.suppress(Exception):  # else they are unread once we exit
+                inbox.give_back([e["id"] for e in taken])
+            raise
+    settle_inbox(root, owner, taken, boundary=boundary, shown=True)
+    return taken
+
+
+def take_inbox(root: StateRoot, owner: str) -> list[dict[str, Any]]:
+    """Take every unread follow-up of the session (runtime.delivery.sessions, `take`),
+    its predecessors' forwarded first; `settle_inbox` finishes them."""
+    _forward(root, owner)
+    return SessionInbox(session_paths(root, owner)).take()
+
+
+def _forward(root: StateRoot, owner: str) -> None:
+    """A session that went on under another id: its unread follow-ups come here first."""
     from runtime.delivery.succession import forward
 
-    forward(root, owner, DeliveryRunner(root))  # went on under another id: its unread too
+    forward(root, owner, DeliveryRunner(root))
+
+
+def settle_inbox(
+    root: StateRoot, owner: str, taken: list[dict[str, Any]], *, boundary: str, shown: bool
+) -> None:
+    """Entries taken by `SessionInbox.take`: marked read and journaled delivered when
+    they were `shown`, else given back unread."""
     inbox = SessionInbox(session_paths(root, owner))
-    if peek:
-        return inbox.unread()
-    unread = inbox.drain()
-    if unread:
-        DeliveryRunner(root).record_surfaced(
-            owner, [e["id"] for e in unread], harness="inbox", boundary=boundary
-        )
-    return unread
+    ids = [e["id"] for e in taken]
+    if not shown:
+        inbox.give_back(ids)
+        return
+    inbox.mark_read(ids)
+    if ids:
+        DeliveryRunner(root).record_surfaced(owner, ids, harness="inbox", boundary=boundary)
 
 
 def _split(value: Any) -> list[str]:

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runtime.compiler.redact import redact_text
+from runtime.core.errors import TRANSIENT, os_errno
 from runtime.runs.events import preview_text, write_progress
 from runtime.runs.output import LogFile
 from runtime.store.layout import RunPaths
+from runtime.store.writes import DiskWriteError
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]
@@ -133,6 +135,15 @@ class RunContext:
         return f"command-{self._commands:03d}"
 
     def progress(self) -> None:
+        """progress.json now. Advisory (status never depends on it), so a disk that
+        takes no more leaves the last one in place; the run's end writes it patiently."""
+        try:
+            self._write_progress()
+        except DiskWriteError as exc:
+            if os_errno(exc) not in TRANSIENT:
+                raise
+
+    def _write_progress(self) -> None:
         write_progress(
             self.paths.progress,
             self.instance,

@@ -33,7 +33,7 @@ from typing import Any
 
 import trio
 
-from runtime.core.errors import ActorsError
+from runtime.core.errors import ActorsError, resource_error
 from runtime.core.process import pidfd_open, verify
 from runtime.messaging.doorbells import doorbell
 from runtime.runs.guard_plan import WATCH as _WATCH, fold as _fold, log as _log, plan as _plan
@@ -50,24 +50,32 @@ pidfds, so a session with thousands of live runs never starves the server they r
 _pidfds_held = 0
 
 
-def _pidfd_budget() -> int:
+def pidfd_budget() -> int:
+    """How many pidfds the watchers of one process may hold (1/PIDFD_SHARE of its
+    descriptor limit)."""
     import resource
 
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return 1 << 16 if soft == resource.RLIM_INFINITY else max(16, soft // PIDFD_SHARE)
 
 
-async def until_gone(identity: dict[str, Any]) -> None:
-    """Return once the process `identity` names is no longer that process (also the
-    dashboard's hub, which redraws a run whose runner died without writing a word)."""
+async def until_gone(identity: dict[str, Any], *, poll: bool = True) -> bool:
+    """Return once the process `identity` names is no longer that process (True).
+
+    Without a pidfd to sleep on (past the budget, no descriptor left, a platform without
+    them) a guardian re-verifies every NO_PIDFD_RECHECK_S; with `poll=False` (the
+    dashboard's hub, which promises not to wake while nothing happens) it returns False
+    at once instead when the process is still alive: the caller follows it later."""
     global _pidfds_held
     fd = None
-    if hasattr(os, "pidfd_open") and _pidfds_held < _pidfd_budget():
+    if hasattr(os, "pidfd_open") and _pidfds_held < pidfd_budget():
         fd = pidfd_open(identity["pid"])
     if fd is None:
+        if not poll:
+            return verify(identity)[0] != "valid"
         while verify(identity)[0] == "valid":  # no pidfd to sleep on, or already gone
             await trio.sleep(NO_PIDFD_RECHECK_S)
-        return
+        return True
     _pidfds_held += 1
     try:
         # verified after the pidfd was opened: the fd pins the runner itself, not a
@@ -77,6 +85,7 @@ async def until_gone(identity: dict[str, Any]) -> None:
     finally:
         _pidfds_held -= 1
         os.close(fd)
+    return True
 
 
 async def _guard_run(
@@ -94,14 +103,23 @@ async def _guard_run(
 
 
 async def _scan(
-    root: StateRoot, owner: str, busy: set[str], nursery: trio.Nursery, *, settle: bool = False
+    root: StateRoot,
+    owner: str,
+    busy: set[str],
+    nursery: trio.Nursery,
+    *,
+    settle: bool = False,
+    fail_fast: bool = False,
 ) -> None:
     """Plan the owner's runs again and start a task per new one. With `settle` (the first
     scan), the runs already dead are folded before it returns, so a command that starts
-    guarding sees their follow-ups when it first looks."""
+    guarding sees their follow-ups when it first looks. With `fail_fast`, a scan the
+    machine cannot make (no descriptor left) raises instead of being logged."""
     try:
         plans = await trio.to_thread.run_sync(_plan, root, owner, frozenset(busy))
     except Exception as exc:  # an untrusted runs/ directory, say: the next ring retries
+        if fail_fast and resource_error(exc) is not None:
+            raise
         _log(owner, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
         return
     async with trio.open_nursery() as folds:
@@ -117,29 +135,42 @@ async def watch_session_runs(
     session: str,
     *,
     scan_first: bool = True,
+    fail_fast: bool = False,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Fold every run of `session` (an owner id: a session, `user:<login>` or `run:<id>`)
     whose runner dies, until cancelled. Started (task_status) once the first scan has
     folded the runs already dead and watches the live ones. A problem is logged on
-    stderr, never raised into the host. A runner guarding its own children passes
+    stderr, never raised into the host, except with `fail_fast` (a command that can end
+    with the one line instead: `inbox wait`) when the machine cannot even start it (no
+    descriptor left, a read-only root). A runner guarding its own children passes
     `scan_first=False`: none can exist before it."""
+    started = False
     try:
         with doorbell(guardian_bells(root, session)) as bell:  # armed before the scan
             busy: set[str] = set()
             async with trio.open_nursery() as nursery:
                 if scan_first:
-                    await _scan(root, session, busy, nursery, settle=True)
+                    await _scan(root, session, busy, nursery, settle=True, fail_fast=fail_fast)
                 task_status.started()
+                started = True
                 while True:
                     await trio.lowlevel.wait_readable(bell)
                     with contextlib.suppress(BlockingIOError):
                         os.read(bell, 65536)
                     await _scan(root, session, busy, nursery)
     except (ActorsError, OSError) as exc:  # a bad owner id, a planted link: not guarded
+        if fail_fast and not started and resource_error(exc) is not None:
+            raise
         _log(session, getattr(exc, "message", None) or str(exc))
         with contextlib.suppress(RuntimeError):  # already started: nothing to report
             task_status.started()
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 @contextlib.contextmanager
@@ -147,7 +178,9 @@ def guarding(root: StateRoot, session: str) -> Iterator[None]:
     """`watch_session_runs` on a thread of its own, for a synchronous command (`actors
     inbox wait`): it sleeps in its own event loop while the command sleeps on its
     doorbell. Entering returns once the runs already dead are folded (their follow-ups
-    are in the inbox); leaving cancels it and waits for a fold in progress to end."""
+    are in the inbox), or raises the environment error that kept it from starting (a
+    ResourceError: the command's one line); leaving cancels it and waits for a fold in
+    progress to end."""
     ready = threading.Event()
     handle: dict[str, Any] = {}
 
@@ -157,20 +190,28 @@ def guarding(root: StateRoot, session: str) -> Iterator[None]:
                 nursery.cancel_scope,
                 trio.lowlevel.current_trio_token(),
             )
-            await nursery.start(partial(watch_session_runs, root, session))
+            await nursery.start(partial(watch_session_runs, root, session, fail_fast=True))
             ready.set()
 
     def run() -> None:
         try:
             trio.run(main)
-        except Exception as exc:
-            _log(session, f"{type(exc).__name__}: {exc}")
+        except BaseException as exc:
+            where = str(root.path)
+            found = [f for e in _leaves(exc) if (f := resource_error(e, where)) is not None]
+            if found and not ready.is_set():  # it never started: the command says why
+                handle["error"] = found[0]
+            else:
+                _log(session, f"{type(exc).__name__}: {exc}")
         finally:
             ready.set()
 
     thread = threading.Thread(target=run, name="actors-guardian", daemon=True)
     thread.start()
     ready.wait()
+    if handle.get("error") is not None:
+        thread.join()
+        raise handle["error"]
     try:
         yield
     finally:

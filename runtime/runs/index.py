@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from runtime.core.errors import NotFound, StateDamaged
+from runtime.core.errors import ActorsError, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.runs.status import TERMINAL, derive, load_run
 from runtime.store import safe
@@ -130,8 +130,8 @@ def _save(root: StateRoot, runs: dict[str, dict[str, Any]]) -> None:
                 {"version": INDEX_VERSION, "rebuilt_at": now_iso(), "runs": runs},
                 fsync=False,
             )
-    except OSError:
-        pass  # a cache we could not write is rebuilt by the next listing
+    except (OSError, ActorsError):
+        pass  # a cache we could not write (a full disk) is rebuilt by the next listing
 
 
 def forget(root: StateRoot, run_id: str) -> None:

@@ -29,10 +29,18 @@ from runtime.core import config
 from runtime.core.ids import now_iso
 from runtime.core.process import replay_early_stops
 from runtime.runs.context import Outcome
-from runtime.runs.events import record_event
+from runtime.runs.events import record_advisory
 from runtime.runs.leaf import Leaf, end_leaf, exited, kill_group, not_started
-from runtime.runs.lean_parts import Stream, apply_control, control_box, drain, executable
+from runtime.runs.lean_parts import (
+    Stream,
+    apply_control,
+    claim_controls,
+    control_box,
+    drain,
+    executable,
+)
 from runtime.runs.output import StreamMasker
+from runtime.runs.status import plain_command
 
 if TYPE_CHECKING:
     from runtime.runs.context import RunContext
@@ -41,19 +49,6 @@ if TYPE_CHECKING:
     from runtime.store.records import RunRecord
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_PLAIN = {
-    "timeout_ms",
-    "failure",
-    "output",
-    "kind",
-    "words",
-    "id",
-    "label",
-    "scope_defaults",
-    "scope",
-}
-_UNSET = {"retry": (None, 1), "recover": (None,), "when": (None,), "repeat": (None,)}
-_UNSET_TOO = {"delay_ms": (None, 0), "repeat_parallel": (None, False)}
 
 
 def inherited() -> list[int]:
@@ -80,10 +75,7 @@ def handles(run: RunRecord) -> bool:
         return False
     if not all(hasattr(os, name) for name in ("pidfd_open", "memfd_create", "posix_spawn")):
         return False
-    if node.get("kind") != "leaf" or run.get("cwd") != os.getcwd():
-        return False
-    unset = {**_UNSET, **_UNSET_TOO}
-    return all(k in _PLAIN or node.get(k) in unset.get(k, (None,)) for k in node)
+    return plain_command(node) and run.get("cwd") == os.getcwd()
 
 
 class Lean:
@@ -227,10 +219,18 @@ class Lean:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             self.timed_out = True
             return
+        if self.holding():  # output a full disk did not take lives in this image only
+            self.linger = HOLDING_RETRY_S
+            return
         if self.park is None:
             self.linger = LINGER_MAX_S
             return
         self.park(self)  # exec: returns only if it could not
+
+    def holding(self) -> bool:
+        """Write what the disk did not take yet; True while some is still held."""
+        held = [h for s in self.streams for h in (s.capture.held, s.lines.log.held)]
+        return any(not h.retry() for h in held if h.holding)
 
     def handle(self, fd: int) -> None:
         if fd == self.wakeup:
@@ -250,7 +250,7 @@ class Lean:
 
     def signalled(self, signums: bytes) -> None:
         for signum in signums:
-            record_event(
+            record_advisory(
                 self.paths.events,
                 self.ctx.instance,
                 "run.signal",
@@ -263,9 +263,7 @@ class Lean:
         box = control_box(self.paths)
         if box is None:
             return
-        from runtime.messaging.boxes import CONTROL_TYPES
-
-        for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
+        for entry in claim_controls(box):
             apply_control(self.ctx, box, entry)
 
     def guard_children(self) -> None:
@@ -372,6 +370,9 @@ LINGER_MIN_S = 0.25
 stays twice as long as the quiet spell before it, up to LINGER_MAX_S, so a command that
 prints every few seconds keeps it up and one that prints rarely costs one exec each time."""
 LINGER_MAX_S = 30.0
+HOLDING_RETRY_S = 2.0
+"""While output is held for a full disk (runtime.runs.output.Held), how often an idle
+lean runner tries to write it, instead of parking (the held bytes are in its memory)."""
 
 
 def _noted(signum: int, frame: Any) -> None:

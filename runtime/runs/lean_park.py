@@ -13,6 +13,7 @@ command's timeout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -207,12 +208,19 @@ def supervise(lean: Lean) -> int:
     try:
         outcome = lean.supervise()
     except BaseException as exc:  # the run must still end with a result
-        result = crash_result(lean.run, exc)
-        lean.close()
-        finish(lean.paths, lean.run, result)
-        end(lean.paths, lean.run, result)
-        return 1
+        return crashed(lean, exc)
     return conclude(lean, outcome)
+
+
+def crashed(lean: Lean, exc: BaseException) -> int:
+    """The runner itself failed (no descriptor left, say): the run ends `failed` with
+    the reason, as under trio, never as a runner gone without a word."""
+    result = crash_result(lean.run, exc)
+    with contextlib.suppress(Exception):  # what it holds is released at exit anyway
+        lean.close()
+    finish(lean.paths, lean.run, result)
+    end(lean.paths, lean.run, result)
+    return 1
 
 
 def on_done(lean: Lean) -> None:
@@ -234,14 +242,24 @@ def start(paths: RunPaths, run: RunRecord) -> int:
     lean = Lean(paths, run, ctx)
     lean.park = park
     on_done(lean)
+    try:
+        outcome = _launch(lean)
+    except BaseException as exc:  # the run must still end with a result
+        return crashed(lean, exc)
+    return supervise(lean) if outcome is None else conclude(lean, outcome)
+
+
+def _launch(lean: Lean) -> Outcome | None:
+    """Listen, then start the command; its outcome when it could not even start."""
+    ctx, run = lean.ctx, lean.run
     lean.listen()
     ctx.progress()
     node = run["template"]
     values = {**(node.get("scope_defaults") or {}), **ctx.values, **(node.get("scope") or {})}
     leaf = begin_leaf(ctx, node, node["words"], 1, values)
     if isinstance(leaf, Outcome):
-        return conclude(lean, leaf)
+        return leaf
     lean.launch(leaf)
     if lean.pidfd < 0:  # it could not be started
-        return conclude(lean, end_leaf(ctx, leaf))
-    return supervise(lean)
+        return end_leaf(ctx, leaf)
+    return None

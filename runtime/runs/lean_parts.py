@@ -52,20 +52,35 @@ class Stream:
         self.fd = -1
 
 
+def claim_controls(box: Mailbox) -> list[MailboxEntry]:
+    """The control.* messages waiting in the run's inbox, claimed for the runner; a full
+    disk is waited out (the claim is journaled), never the end of the run."""
+    from runtime.messaging.boxes import CONTROL_TYPES
+    from runtime.store.writes import patiently
+
+    return patiently(
+        lambda: box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"),
+        "claim control messages",
+    )
+
+
 def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
     """`control.stop` (graceful) and `control.kill` (no grace) stop the run; any other
     control type applies to finished runs only. Both runners apply controls here (it is
-    trio-free, so the lean runner can import it)."""
+    trio-free, so the lean runner can import it). Its mark waits out a full disk."""
+    from runtime.store.writes import patiently
+
     kind = entry["envelope"]["type"]
     if kind == "control.stop":
-        box.mark(entry["id"], "handled")
+        patiently(lambda: box.mark(entry["id"], "handled"), "mark control.stop handled")
         ctx.stop("stopped")
     elif kind == "control.kill":
-        box.mark(entry["id"], "handled")
+        patiently(lambda: box.mark(entry["id"], "handled"), "mark control.kill handled")
         ctx.grace = 0.0
         ctx.stop("killed")
     else:
-        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
+        why = f"{kind} applies to finished runs only"
+        patiently(lambda: box.mark(entry["id"], "failed", error=why), f"mark {kind} failed")
 
 
 def control_box(paths: RunPaths) -> Mailbox | None:

@@ -11,6 +11,9 @@ Each of a command's two streams is read in chunks and passes, in this order, thr
   out with a continuation marker instead of being held. The log rotates at the cap to
   one previous file (`stdout.log.1`).
 
+A disk that takes no more (full, or no descriptor left) never ends the run: what it did
+not take is held in memory (`Held`, bounded) and written once it takes writes again.
+
 Every step looks at each byte a bounded number of times and holds a bounded number of
 them, so any output shape (no newlines, `\\r` only, NULs, one huge line) costs linear time
 and constant memory. Its own module so the leaf stays about processes.
@@ -19,6 +22,7 @@ and constant memory. Its own module so the leaf stays about processes.
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import re
 from pathlib import Path
@@ -26,8 +30,11 @@ from typing import TYPE_CHECKING
 
 from runtime.compiler.redact import MASK
 from runtime.core import config
+from runtime.core.errors import TRANSIENT
 from runtime.store import safe
 from runtime.store.layout import rotated
+from runtime.store.reads import read_bytes
+from runtime.store.writes import patiently
 
 if TYPE_CHECKING:  # the lean runner (runtime.runs.lean) uses this module without trio
     import trio
@@ -74,6 +81,87 @@ class StreamMasker:
         return data
 
 
+class Held:
+    """A file's output that its disk did not take yet (full, or out of descriptors).
+
+    Output is written as it comes; when a write fails for a lack that may pass
+    (runtime.core.errors.TRANSIENT), the rest is kept here, up to HOLD_CAP bytes (beyond
+    that only counted), and written before anything newer once the file takes writes
+    again: at the next write, or at the end of the command (`settle`, which waits for
+    the disk as the run's end does). Held bytes that never fitted in memory are replaced
+    by one line saying how many were lost. Nothing here raises for a full disk: the run
+    goes on, and its outcome is not lost for want of log space."""
+
+    __slots__ = ("fd", "lost", "path", "pending")
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd, self.path = fd, path
+        self.pending = bytearray()
+        self.lost = 0
+
+    @property
+    def holding(self) -> bool:
+        return bool(self.pending or self.lost)
+
+    def put(self, data: bytes | memoryview) -> None:
+        if self.holding and not self.retry():
+            self._keep(data)  # older bytes first: wait behind them
+            return
+        rest = self._write(data)
+        if rest:
+            self._keep(rest)
+
+    def _write(self, data: bytes | memoryview) -> bytes:
+        """Write what the disk takes; what it did not (b"" when all of it went)."""
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.fd, view) :]
+            except OSError as exc:
+                if exc.errno not in TRANSIENT:
+                    raise
+                return bytes(view)
+        return b""
+
+    def _keep(self, data: bytes | memoryview) -> None:
+        room = max(0, HOLD_CAP - len(self.pending))
+        self.pending += data[:room]
+        self.lost += max(0, len(data) - room)
+
+    def retry(self) -> bool:
+        """Write what is held; True when nothing is held any more."""
+        if self.pending:
+            rest = self._write(bytes(self.pending))
+            self.pending = bytearray(rest)
+            if rest:
+                return False
+        if self.lost:
+            marker = (
+                f"\n[actors: {self.lost} bytes of output lost here: the disk was full]\n"
+            ).encode()
+            self.lost = 0
+            rest = self._write(marker)
+            if rest:
+                self.pending += rest
+                return False
+        return True
+
+    def settle(self) -> None:
+        """Wait until everything held is written (runtime.store.writes.patiently)."""
+        if not self.holding:
+            return
+
+        def written() -> None:
+            if not self.retry():
+                raise OSError(errno.ENOSPC, f"{self.path}: output still held")
+
+        patiently(written, f"write the held output of {self.path.name}")
+
+
+HOLD_CAP = 1024 * 1024
+"""Bytes of output one file keeps in memory while its disk takes none."""
+
+
 class LogFile:
     """A run log shared by every command of the run, rotated at the cap to `<name>.1`."""
 
@@ -81,6 +169,7 @@ class LogFile:
         self.path, self.cap = path, cap
         self._fd = safe.open_file(path, _FLAGS | os.O_APPEND)
         self._size = os.fstat(self._fd).st_size
+        self.held = Held(self._fd, path)
 
     def write(self, data: bytes) -> None:
         """Append whole (a file exceeds the cap by at most one write, ~128 KiB)."""
@@ -88,7 +177,7 @@ class LogFile:
             return
         if self._size and self._size + len(data) > self.cap:
             self._rotate()
-        _write_all(self._fd, data)
+        self.held.put(data)
         self._size += len(data)
 
     @classmethod
@@ -97,6 +186,7 @@ class LogFile:
         parks the runner with exec, which keeps its descriptors)."""
         log = cls.__new__(cls)
         log.path, log.cap, log._fd, log._size = path, cap, fd, size
+        log.held = Held(fd, path)
         return log
 
     @property
@@ -108,12 +198,22 @@ class LogFile:
         return self._size
 
     def _rotate(self) -> None:
-        os.replace(self.path, rotated(self.path))  # readers: runtime.store.reads
+        if self.held.holding and not self.held.retry():
+            return  # held lines belong to this file: rotate once they are in it
+        try:
+            os.replace(self.path, rotated(self.path))  # readers: runtime.store.reads
+            fd = safe.open_file(self.path, _FLAGS | os.O_APPEND | os.O_TRUNC)
+        except OSError as exc:
+            if exc.errno not in TRANSIENT:
+                raise
+            return  # no room to start a new file: this one grows until there is
         os.close(self._fd)
-        self._fd = safe.open_file(self.path, _FLAGS | os.O_APPEND | os.O_TRUNC)
+        self._fd = fd
+        self.held.fd = fd
         self._size = 0
 
     def close(self) -> None:
+        self.held.settle()
         os.close(self._fd)
 
 
@@ -125,24 +225,38 @@ class Capture:
         self.fd = safe.open_file(path, _FLAGS | os.O_TRUNC)
         self.total = 0
         """Bytes the command produced (after masking), kept or not."""
+        self.held = Held(self.fd, path)
 
     @classmethod
     def adopt(cls, path: Path, cap: int | None, fd: int, total: int) -> Capture:
         """The capture as an earlier image of this process left it open (see LogFile)."""
         capture = cls.__new__(cls)
         capture.path, capture.cap, capture.fd, capture.total = path, cap, fd, total
+        capture.held = Held(fd, path)
         return capture
 
     def write(self, data: bytes) -> None:
         room = len(data) if self.cap is None else max(0, self.cap - self.total)
         if room:
-            _write_all(self.fd, data[:room])
+            self.held.put(data[:room])
         self.total += len(data)
 
     def close(self) -> None:
         if self.cap is not None and self.total > self.cap:
-            _write_all(self.fd, cut_marker(self.total - self.cap))
+            self.held.put(cut_marker(self.total - self.cap))
+        self.held.settle()
         os.close(self.fd)
+
+
+OUTPUT_PREVIEW_CHARS = 4000
+
+
+def output_preview(path: Path | None) -> str | None:
+    """result.json's `output`: the head of the output file (the runner's, and a fold's)."""
+    if path is None or not path.exists():
+        return None
+    data = read_bytes(path, limit=OUTPUT_PREVIEW_CHARS * 4)
+    return data.decode(errors="replace")[:OUTPUT_PREVIEW_CHARS]
 
 
 def cut_marker(dropped: int) -> bytes:
@@ -158,6 +272,10 @@ class LineSplitter:
     def __init__(self, log: LogFile, pending: bytes = b"") -> None:
         self._log = log
         self._pending = pending
+
+    @property
+    def log(self) -> LogFile:
+        return self._log
 
     @property
     def pending(self) -> bytes:
@@ -311,12 +429,6 @@ def trim(path: Path | None, cap: int = LOG_CAP_BYTES) -> None:
     try:
         os.ftruncate(fd, cap)
         os.lseek(fd, cap, os.SEEK_SET)
-        _write_all(fd, cut_marker(size - cap))
+        Held(fd, path).put(cut_marker(size - cap))  # a full disk keeps only the cut
     finally:
         os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

@@ -2,9 +2,10 @@
 
 Order of evidence: result.json (written once, by whoever ends the run) is final; else a
 runner whose recorded identity still verifies is `running`; else the last stop request in
-events.jsonl says `killed` or `cancelled`; else the runner vanished without a word and the
-run is `exited`. A pid that now belongs to another process, or one we cannot verify, is
-never reported as running.
+events.jsonl says `killed` or `cancelled`; else what events.jsonl proves of the outcome
+(`proven_end`: the runner died after journaling it); else the runner vanished without a
+word and the run is `exited`. A pid that now belongs to another process, or one we
+cannot verify, is never reported as running.
 """
 
 from __future__ import annotations
@@ -207,6 +208,89 @@ def command_text(run: Mapping[str, Any]) -> str | None:
     return " ".join(shown)
 
 
+_PLAIN = {
+    "timeout_ms",
+    "failure",
+    "output",
+    "kind",
+    "words",
+    "id",
+    "label",
+    "scope_defaults",
+    "scope",
+}
+_UNSET = {
+    "retry": (None, 1),
+    "recover": (None,),
+    "when": (None,),
+    "repeat": (None,),
+    "delay_ms": (None, 0),
+    "repeat_parallel": (None, False),
+}
+
+
+def plain_command(node: Mapping[str, Any]) -> bool:
+    """Is this template one command, run once (a timeout, an output choice and a
+    failure policy allowed; no retry, recovery, condition or repetition)? Its
+    `command.done` is then the run's outcome (runtime.runs.lean runs exactly these)."""
+    if node.get("kind") != "leaf":
+        return False
+    return all(k in _PLAIN or node.get(k) in _UNSET.get(k, (None,)) for k in node)
+
+
+PROVEN_BY_RUNNER = {
+    "run.done": "done",
+    "run.failed": "failed",
+    "run.cancelled": "cancelled",
+    "run.killed": "killed",
+}
+"""The runner's own terminal events (written just before result.json) and their status."""
+
+
+def proven_end(paths: RunPaths, run: RunRecord) -> dict[str, Any] | None:
+    """What events.jsonl proves about the end of a run whose runner is gone without a
+    result.json (docs/state-files.md, *How status is derived*), or None:
+    - the runner's own terminal event (`run.done`, `run.failed`, ...): it decided the
+      outcome and died between that line and result.json;
+    - else, for a template of one plain command (`plain_command`), that command's
+      `command.done` with status `done` or `failed`: the command's exit is the run's
+      outcome (a required artifact missing still fails a done run). A `cancelled` one
+      (a timeout or a stop) proves nothing, nor does any step of a larger graph."""
+    instance = run.get("run_instance_id")
+    root = run.get("template")
+    plain = isinstance(root, dict) and plain_command(root)
+    for event in reversed(tail_jsonl(paths.events, 200)):
+        if event.get("run_instance_id") != instance:
+            continue
+        name = event.get("event")
+        code = event.get("code")
+        if name in PROVEN_BY_RUNNER and (isinstance(code, int) or code is None):
+            return {
+                "status": PROVEN_BY_RUNNER[str(name)],
+                "code": code if isinstance(code, int) else 1,
+                "degraded": bool(event.get("degraded")),
+                "reason": event.get("reason") if isinstance(event.get("reason"), str) else None,
+                "ended_at": event.get("ts"),
+            }
+        if (
+            plain
+            and name == "command.done"
+            and event.get("node") == root.get("id")
+            and event.get("status") in ("done", "failed")
+            and isinstance(code, int)
+        ):
+            status = "done" if event["status"] == "done" and code == 0 else "failed"
+            return {
+                "status": status,
+                "code": code if status == "failed" else 0,
+                "degraded": False,
+                "reason": None if status == "done" else f"exit code {code}",
+                "ended_at": event.get("ts"),
+                "command": event,
+            }
+    return None
+
+
 def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     """Status summary of one run (no side effects)."""
     out: RunStatus = {
@@ -247,11 +331,28 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     elif identity is None and _young(run):
         out["status"] = "starting"
     else:
-        out["status"] = _stop_request(paths, run) or "exited"
-        out["code"] = {"killed": 137, "cancelled": 143}.get(out["status"])
-        out["reason"] = reason
+        stopped = _stop_request(paths, run)
+        proven = None if stopped else proven_end(paths, run)
+        if proven is not None:  # the runner died after its outcome was journaled
+            out["status"], out["code"] = proven["status"], proven["code"]
+            out["degraded"], out["ended_at"] = proven["degraded"], proven["ended_at"]
+            out["reason"] = proven_reason(proven, reason)
+            out["proven"] = True
+        else:
+            out["status"] = stopped or "exited"
+            out["code"] = {"killed": 137, "cancelled": 143}.get(out["status"])
+            out["reason"] = reason
     out["process"] = verdict
     return out
+
+
+def proven_reason(proven: dict[str, Any], why_gone: str) -> str:
+    """The reason of a status folded from events.jsonl: the outcome's own, then how it
+    was known."""
+    own = proven.get("reason")
+    source = "its command.done" if proven.get("command") else "its terminal event"
+    told = f"the runner died before result.json ({why_gone}); the outcome is {source}"
+    return f"{own}; {told}" if own else told
 
 
 def _young(run: RunRecord) -> bool:

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from runtime.core.process import replay_early_stops
-from runtime.messaging.boxes import CONTROL_TYPES, control_mailbox, run_mailbox
+from runtime.messaging.boxes import control_mailbox, run_mailbox
 from runtime.messaging.doorbells import doorbell
 from runtime.runs.context import Outcome, RunContext
-from runtime.runs.events import record_event
+from runtime.runs.events import record_advisory, record_event
 from runtime.runs.executor import run_node
 from runtime.runs.guardian import watch_session_runs
 from runtime.runs.index import list_runs
-from runtime.runs.lean_parts import apply_control
+from runtime.runs.lean_parts import apply_control, claim_controls
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import RunPaths, StateRoot
 
@@ -66,7 +66,7 @@ async def _watch_signals(
         replay_early_stops()
         task_status.started()
         async for signum in signals:
-            record_event(
+            record_advisory(
                 paths.events, ctx.instance, "run.signal", signal=signal.Signals(signum).name
             )
             ctx.stop("cancelled")
@@ -80,7 +80,7 @@ async def _consume_controls(
     with doorbell(box.doorbells, topic="control") as fd:
         task_status.started()
         while True:
-            for entry in box.claim(types=CONTROL_TYPES, limit=16, consumer="runner"):
+            for entry in claim_controls(box):
                 apply_control(ctx, box, entry)
             await trio.lowlevel.wait_readable(fd)
             # Coalesce a burst: one claim pass for everything rung in the next ms,

@@ -26,6 +26,7 @@ from runtime.store.writes import (
     O_CLOEXEC,
     O_NOFOLLOW,
     DiskWriteError,
+    disk_error,
     write_all,
     write_bytes_atomic,
 )
@@ -79,7 +80,7 @@ def lock_current(path: Path, fd: int | None = None, *, wait_s: float | None = No
         try:
             parent, name = safe.open_parent(path)
         except OSError as exc:
-            raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+            raise disk_error("open", path, exc) from exc
         try:
             if fd is None:
                 fd = _open_journal(parent, name, path, flags)
@@ -106,7 +107,7 @@ def _open_journal(parent: int, name: str, path: Path, flags: int) -> int:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StateDamaged(f"{path} is a symlink; refusing to write through it") from exc
-        raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+        raise disk_error("open", path, exc) from exc
 
 
 def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None = None) -> int:
@@ -119,9 +120,12 @@ def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None =
     try:
         write_all(fd, line, path)
     except DiskWriteError:
-        # Never leave a partial record: cut the file back to where we began.
-        with contextlib.suppress(OSError):
+        # Never leave a partial record: cut the file back to where we began, and a
+        # journal this line would have begun is not left behind empty.
+        with contextlib.suppress(OSError, ActorsError):
             os.ftruncate(fd, start)
+            if start == 0:
+                _drop_if_empty(fd, path)
         raise
     pause_point("files.append.after_write")
     end = start + len(line)
@@ -131,6 +135,20 @@ def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None =
         with contextlib.suppress(OSError, ActorsError):
             _compact_locked(fd, path, compactor)
     return end
+
+
+def _drop_if_empty(fd: int, path: Path) -> None:
+    """Remove the journal `fd` (locked by us) if it is empty and still at `path`. A
+    writer waiting for the lock then finds its descriptor stale and makes the journal
+    afresh (`lock_current`), so no line goes to the removed file."""
+    if os.fstat(fd).st_size:
+        return
+    parent, name = safe.open_parent(path)
+    try:
+        if os.stat(name, dir_fd=parent, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+            os.unlink(name, dir_fd=parent)
+    finally:
+        os.close(parent)
 
 
 def _compact_locked(fd: int, path: Path, compactor: Compactor) -> None:
@@ -165,7 +183,10 @@ def append_line(
             unlock(fd)
         pause_point("files.append.after_unlock")
         if fsync:
-            os.fsync(fd)
+            try:
+                os.fsync(fd)
+            except OSError as exc:  # the line is written whole; only its sync failed
+                raise disk_error("sync", path, exc) from exc
         return end
     finally:
         os.close(fd)
@@ -191,7 +212,12 @@ def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
 
     With `timeout_s`, give up with LockBusy after that long (a hook must not hang on a
     lock some other process holds too long)."""
-    fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except ActorsError:
+        raise
+    except OSError as exc:
+        raise disk_error("open the lock", path, exc) from exc
     try:
         take_lock(fd, path, timeout_s)
         yield

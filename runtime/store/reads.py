@@ -14,7 +14,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from runtime.core.errors import StateDamaged
+from runtime.core.errors import (
+    RESOURCE_FIXES,
+    TRANSIENT,
+    ActorsError,
+    ResourceError,
+    StateDamaged,
+)
 from runtime.store import safe
 from runtime.store.layout import rotated
 
@@ -49,6 +55,16 @@ def read_bytes(path: Path, *, offset: int = 0, limit: int | None = None) -> byte
         os.close(fd)
 
 
+def unreadable(path: Path, exc: OSError) -> ActorsError:
+    """A state file that could not be read: the machine's lack (no descriptor or memory
+    left, an I/O error) is a ResourceError, anything else damage (the file is kept)."""
+    if exc.errno in TRANSIENT or exc.errno == errno.EIO:
+        return ResourceError(
+            f"cannot read {path}: {exc.strerror}", hint=RESOURCE_FIXES.get(exc.errno or 0)
+        )
+    return StateDamaged(f"cannot read {path}: {exc.strerror}")
+
+
 def read_json(path: Path) -> Any | None:
     """The parsed file, None when it does not exist, StateDamaged when unreadable."""
     try:
@@ -58,7 +74,7 @@ def read_json(path: Path) -> Any | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise StateDamaged(f"{path} is a symlink; refusing to follow it") from exc
-        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+        raise unreadable(path, exc) from exc
     try:
         return json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -214,7 +230,7 @@ def read_jsonl(
         known = identity is not None
         return JsonlChunk(next_offset=0 if known else offset, reset=known)
     except OSError as exc:
-        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+        raise unreadable(path, exc) from exc
     try:
         current = _identity(fd)
         reset = identity is not None and current != identity
@@ -233,7 +249,7 @@ def read_jsonl(
                 more = True
                 break
     except OSError as exc:
-        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+        raise unreadable(path, exc) from exc
     finally:
         os.close(fd)
     out = parse_jsonl(b"".join(chunks), base_offset=offset)

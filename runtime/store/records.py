@@ -166,6 +166,8 @@ class RunStatus(TypedDict, total=False):
     status: str
     reason: str | None
     from_result: bool
+    proven: bool
+    """The status is what events.jsonl proves (the runner died before result.json)."""
     process: str
     damaged: str
     phase: str

@@ -191,6 +191,16 @@ def unlink(path: Path | str) -> None:
         os.close(parent)
 
 
+def rmdir(path: Path | str) -> None:
+    """Remove an empty directory (OSError when it is not empty), by its name in its
+    parent, reached link-safely."""
+    parent, name = open_parent(path)
+    try:
+        os.rmdir(name, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
 def rename(src: Path | str, dst: Path | str) -> None:
     """Rename relative to both directories' descriptors (neither reached through a link)."""
     src_dir, src_name = open_parent(src)
