@@ -24,9 +24,16 @@ from adapters.gemini import GEMINI_MAX_CHAIN
 
 
 def _hook_input() -> dict[str, Any]:
+    """The harness's JSON payload; {} when it is not usable (a hook never fails on its
+    input). Bounded (runtime.core.bounded_json): at most MAX_INPUT_BYTES are read, and
+    deep nesting, NaN or undecodable text count as unusable, never as a crash."""
+    from runtime.core.bounded_json import INPUT_DEPTH, MAX_INPUT_BYTES, Undecodable, decode
+
     try:
-        data = json.loads(sys.stdin.read().lstrip("\ufeff"))  # Cursor may send a BOM
-    except (ValueError, OSError):
+        raw = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        raw = raw.removeprefix(b"\xef\xbb\xbf")  # Cursor may send a BOM
+        data = decode(raw, max_bytes=MAX_INPUT_BYTES, max_depth=INPUT_DEPTH)
+    except (Undecodable, OSError, AttributeError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -13,6 +13,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 from runtime.core.errors import ActorsError, StateDamaged
 from runtime.core.faults import pause_point
 from runtime.store import safe
+from runtime.store.reads import MAX_JOURNAL_BYTES
 from runtime.store.writes import (
     FILE_MODE,
     O_CLOEXEC,
@@ -94,12 +96,28 @@ def lock_current(path: Path, fd: int | None = None) -> int:
 
 
 def _open_journal(parent: int, name: str, path: Path, flags: int) -> int:
+    """The journal open for appending: never through a link, symbolic or hard (a hard
+    link planted here would have every record appended to a file elsewhere), and only a
+    regular file."""
     try:
-        return os.open(name, flags, FILE_MODE, dir_fd=parent)
+        fd = os.open(name, flags, FILE_MODE, dir_fd=parent)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise StateDamaged(f"{path} is a symlink; refusing to write through it") from exc
+            raise StateDamaged(
+                f"{path} is a symlink; refusing to write through it", path=path
+            ) from exc
         raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+            raise safe.refused_hard_link(path, st.st_nlink)
+        raise StateDamaged(
+            f"{path} is not a regular file; refusing to write to it",
+            hint="nothing else belongs where a journal lives; remove it",
+            path=path,
+        )
+    return fd
 
 
 def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None = None) -> int:
@@ -128,6 +146,8 @@ def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None =
 
 def _compact_locked(fd: int, path: Path, compactor: Compactor) -> None:
     size = os.fstat(fd).st_size
+    if size > MAX_JOURNAL_BYTES:  # damage (its readers say so): not read whole here
+        raise StateDamaged(f"{path} is {size} bytes; not compacted", path=path)
     data = os.pread(fd, size, 0)
     pause_point("files.compact.before_replace")
     write_bytes_atomic(path, compactor.rewrite(data))

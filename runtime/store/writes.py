@@ -122,7 +122,14 @@ def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
             finally:
                 os.close(fd)
             pause_point("files.atomic.after_tmp")
-            os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            try:
+                os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except IsADirectoryError:  # planted where the file lives: damage, kept
+                raise StateDamaged(
+                    f"{path} is a directory, not a regular file",
+                    hint="nothing else belongs where a state file lives; remove it",
+                    path=path,
+                ) from None
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=parent)
