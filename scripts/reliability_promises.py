@@ -133,6 +133,12 @@ PROMISES = (
         "A SIGKILLed runner's session gets exactly one `run.exited` follow-up within 5 s and its orphans die, from the processes the session already has (`inbox wait`, the MCP server, a parent's runner), however many race; a pid now owned by another process is neither taken for the runner nor signalled.",
         "test_self_healing",
     ),
+    Promise(
+        18,
+        "No reader is broken by what another writes",
+        "Everything a run, a recipe folder, a harness or a client can write is bounded where it is read (size, depth, value): a damaged file is shown as `(damaged: FILE)` and never breaks a reader of another run; no state file is written through a hard link; no field forges a row of text output.",
+        "test_attack_hostile_state",
+    ),
 )
 
 THREAT_MODEL = """\
@@ -148,14 +154,17 @@ not against a hostile program running as you.
 Not trusted:
 - **other users**: a state root, or anything in it, owned or writable by someone else
   is refused;
-- **files planted in the state root**: a symlink, FIFO or forged record is never
-  followed, written through or acted on; a recorded pid proves nothing until the
-  process is verified at the instant it would be signalled;
+- **files planted in the state root**: a symlink, hard link, FIFO, directory or forged
+  record is never followed, written through, waited on or acted on; a recorded pid proves
+  nothing until the process is verified at the instant it would be signalled;
 - **what a run writes**: its output, summaries and messages are data. They are stripped
-  of terminal controls before any terminal or pane sees them, bounded and fenced before a
-  model sees them, masked of declared secrets before they are stored, and never typed
-  into a shell;
-- **harness input**: hook payloads, MCP requests and adapter responses are validated;
+  of terminal controls before any terminal or pane sees them, escaped in every row of
+  text output, bounded and fenced before a model sees them, masked of declared secrets
+  before they are stored, and never typed into a shell. The state files it can write over
+  (its own included) are read bounded in size, nesting and value, so one run's damage is
+  reported as that run's damage and never breaks a reader of another run;
+- **harness input**: hook payloads, MCP requests, dashboard request bodies, recipe files
+  in a project's folder and adapter responses are validated through one bounded decoder;
   every request gets an answer, and bad input is one line and exit status 2.
 """
 

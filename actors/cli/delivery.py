@@ -13,6 +13,7 @@ import click
 from actors.cli._format import ProgressLine, emit_json
 from runtime.core import config
 from runtime.core.errors import BadInput
+from runtime.core.terminal import cell
 from runtime.delivery.registry import BUILTIN
 from runtime.store.layout import StateRoot
 
@@ -112,9 +113,11 @@ def session_ls(as_json: bool) -> None:
         return
     for r in rows:
         click.echo(
-            f"{r['id']:<24} {r.get('harness', 'file'):<10} unread={r['unread']}"
-            + ("" if r.get("registered", True) else "  (unregistered)")
-            + (f"  (damaged: {r['damaged']})" if r.get("damaged") else "")
+            cell(
+                f"{r['id']:<24} {r.get('harness', 'file')!s:<10} unread={r['unread']}"
+                + ("" if r.get("registered", True) else "  (unregistered)")
+                + (f"  (damaged: {r['damaged']})" if r.get("damaged") else "")
+            )
         )
 
 
@@ -167,11 +170,11 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
         click.echo(f"{len(unread)} unread follow-up(s)")
         for entry in unread:
             env = entry["envelope"]
-            click.echo(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}")
+            click.echo(cell(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}"))
             body = env.get("body")
-            if body is not None:
+            if body is not None:  # run-written: one line, escaped (`cell`), never a forged row
                 text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
-                click.echo(f"  {text[:4000]}")
+                click.echo(f"  {cell(text[:4000])}")
 
 
 @inbox_group.command("wait")

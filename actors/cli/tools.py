@@ -12,6 +12,7 @@ import click
 from actors.cli._format import ProgressLine, emit_json, param_lines, short, summary_line
 from actors.cli._options import json_option, session_option
 from runtime.core.errors import BadInput, NotFound
+from runtime.core.terminal import cell
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 
@@ -34,12 +35,12 @@ def _tools_ls(as_json: bool) -> None:
         head = f"{tool['name']}  ({tool['root']}, {mode})"
         if tool["status"] != "ok":
             why = f": {tool['problem']}" if tool["problem"] else ""
-            click.echo(f"{tool['name']}  ({tool['root']})  {tool['status'].upper()}")
-            click.echo(f"    {tool['path']}{why}")
+            click.echo(cell(f"{tool['name']}  ({tool['root']})  {tool['status'].upper()}"))
+            click.echo(cell(f"    {tool['path']}{why}"))
             if tool["shadows"]:
-                click.echo(f"    (it blocks {', '.join(tool['shadows'])})")
+                click.echo(cell(f"    (it blocks {', '.join(tool['shadows'])})"))
             continue
-        click.echo(f"{head}  {short(tool['description'])}".rstrip())
+        click.echo(cell(f"{head}  {short(tool['description'])}".rstrip()))
         params = [
             Param(
                 name=p["name"],
@@ -53,7 +54,7 @@ def _tools_ls(as_json: bool) -> None:
             for p in tool["parameters"]
         ]
         for line in param_lines(params):
-            click.echo(line)
+            click.echo(cell(line))
 
 
 @click.group("tools", invoke_without_command=True)

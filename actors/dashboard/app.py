@@ -27,7 +27,7 @@ from actors.dashboard.asgi import (
 )
 from actors.dashboard.auth import Gate, headers_of
 from actors.dashboard.live import Hub
-from runtime.core.errors import ActorsError, BadInput, Conflict, NotFound, Refused
+from runtime.core.errors import ActorsError, BadInput, Conflict, NotFound, Refused, StateDamaged
 from runtime.runs.ownership import Principal
 
 STATIC = {
@@ -46,7 +46,8 @@ ROUTES: list[tuple[str, re.Pattern[str], Handler, dict[str, Any]]] = [
     ("POST", re.compile(rf"/api/runs/{_RUN}/cancel"), actions.stop, {"action": "cancel"}),
     ("POST", re.compile(r"/api/message"), actions.message, {}),
 ]
-_STATUS = {BadInput: 400, NotFound: 404, Conflict: 409, Refused: 403}
+_STATUS = {BadInput: 400, NotFound: 404, Conflict: 409, Refused: 403, StateDamaged: 409}
+"""A run whose files are damaged is answered 409 naming the file, as the CLI refuses it."""
 FORBIDDEN = "forbidden: open the URL `actors dashboard` printed (it carries the token)"
 
 

@@ -88,7 +88,7 @@ def decode(data: bytes | str, *, max_bytes: int | None = None, max_depth: int = 
         try:
             _ENCODE(value).encode("utf-8")
         except UnicodeEncodeError:
-            raise Undecodable("it holds an unpaired surrogate escape (not text)") from None
+            raise Undecodable("it holds an unpaired surrogate escape (not UTF-8 text)") from None
     return value
 
 

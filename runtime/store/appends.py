@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from runtime.core.errors import ActorsError, StateDamaged
+from runtime.core.errors import ActorsError, BadInput, StateDamaged
 from runtime.core.faults import pause_point
 from runtime.store import safe
 from runtime.store.reads import MAX_JOURNAL_BYTES
@@ -35,14 +35,20 @@ MAX_LINE_BYTES = 1024 * 1024
 """The largest JSONL record we write; bigger payloads belong in an artifact file."""
 
 
-compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+compact_json = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False
+).encode
 """The one JSON form of every journal line and envelope (built once: `json.dumps` with
-options builds a new encoder per call, a third of the cost of a small record)."""
+options builds a new encoder per call, a third of the cost of a small record). NaN and
+Infinity are refused (ValueError): no reader takes them back (runtime.core.bounded_json)."""
 
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
     """One compact JSON object plus a newline; JSON escapes keep it a single line."""
-    data = compact_json(record)
+    try:
+        data = compact_json(record)
+    except ValueError as exc:  # NaN, Infinity or a cycle: no reader could take it back
+        raise BadInput(f"a record is not JSON data: {exc}") from None
     line = (data + "\n").encode("utf-8")
     if len(line) > MAX_LINE_BYTES:
         raise DiskWriteError(

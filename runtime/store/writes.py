@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from runtime.core.errors import ActorsError, StateDamaged
+from runtime.core.errors import ActorsError, BadInput, StateDamaged
 from runtime.core.faults import pause_point
 from runtime.store import safe
 
@@ -142,7 +142,13 @@ def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
 
 
 def dump_json(obj: Any) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n").encode("utf-8")
+    """The form of every whole-JSON state file; NaN and Infinity are refused (no reader
+    takes them back: runtime.core.bounded_json)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, indent=2, default=str, allow_nan=False)
+    except ValueError as exc:
+        raise BadInput(f"a record is not JSON data: {exc}") from None
+    return (text + "\n").encode("utf-8")
 
 
 def write_json_atomic(path: Path, obj: Any, *, fsync: bool = True) -> None:
