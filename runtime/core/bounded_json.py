@@ -112,7 +112,7 @@ def too_deep(value: Any, limit: int) -> bool:
     """Whether arrays and objects (lists, tuples, dicts) nest deeper than `limit`.
     Iterative, a level at a time (no recursion); a structure that contains itself counts
     as infinitely deep."""
-    level = [value] if isinstance(value, (dict, list, tuple)) else []
+    level = [value] if isinstance(value, _CONTAINERS) else []
     depth = 0
     while level:
         depth += 1
@@ -120,8 +120,10 @@ def too_deep(value: Any, limit: int) -> bool:
             return True
         below: list[Any] = []
         for item in level:
-            for child in item.values() if isinstance(item, dict) else item:
-                if isinstance(child, (dict, list, tuple)):
-                    below.append(child)
+            values = item.values() if isinstance(item, dict) else item
+            below += [child for child in values if isinstance(child, _CONTAINERS)]
         level = below
     return False
+
+
+_CONTAINERS = (dict, list, tuple)

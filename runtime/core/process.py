@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 _PROC = Path("/proc")
 HAVE_PROC = _PROC.joinpath("self", "stat").exists()
@@ -160,7 +160,7 @@ def capture(
         return None
 
 
-def plausible_pid(value: Any) -> bool:
+def plausible_pid(value: Any) -> TypeGuard[int]:
     """Whether a recorded value can be a process id at all: an int (not a bool) in the
     range of pid_t above 0. A state file is data a run could have written: a pid of 0,
     -1 or 10**4000 must never reach kill(2) or pidfd_open(2)."""

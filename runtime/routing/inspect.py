@@ -271,8 +271,12 @@ _SINGULAR = {
 def compact_lines(data: Mapping[str, object]) -> list[str]:
     """A view as text for a reader with little room (the CLI without `--json`, and the
     MCP `inspect` result): its scalars as `key=value` on the first line, then one line
-    per record, `key: a, b` for lists of names and `key.sub: value` for mappings."""
+    per record, `key: a, b` for lists of names and `key.sub: value` for mappings. Each
+    line is escaped (runtime.core.terminal.cell): a newline in a run-written summary or
+    value shows as `\\n` and cannot forge a record."""
     import json
+
+    from runtime.core.terminal import cell
 
     def show(v: object) -> str:
         return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
@@ -298,4 +302,4 @@ def compact_lines(data: Mapping[str, object]) -> list[str]:
         elif isinstance(value, dict):
             for k, v in value.items():
                 out.append(f"  {key}.{k}: {show(v)}")
-    return out
+    return [cell(line) for line in out]

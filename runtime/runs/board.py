@@ -62,6 +62,9 @@ class RunBoard:
             except ActorsError as exc:  # another user's directory, or one others can write
                 self.refused[name] = exc.message
                 listed = None
+            except Exception as exc:  # an unforeseen error in one run's files: left off
+                self.refused[name] = f"run {name}: {type(exc).__name__}: {exc}"[:300]
+                listed = None
             row = None if listed is None else self._with_progress(listed)
             if row != self._runs.get(name):
                 changed.add(name)

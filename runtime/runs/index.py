@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from runtime.core.errors import NotFound, StateDamaged
+from runtime.core.errors import ActorsError, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.runs.status import TERMINAL, damaged_file, derive, load_run
 from runtime.store import safe
@@ -24,7 +24,7 @@ from runtime.store.trust import trusted_dir
 from runtime.store.writes import write_json_atomic
 
 if TYPE_CHECKING:
-    from runtime.store.records import ListedRun
+    from runtime.store.records import ListedRun, RunStatus
 
 INDEX_VERSION = 3
 INDEX_MAX_BYTES = 64 * 1024 * 1024
@@ -125,19 +125,18 @@ def list_runs(root: StateRoot) -> list[ListedRun]:
         run_dir = f"{runs_dir}/{name}"
         stamp = _stamp(run_dir)
         entry = cached.get(name)
-        if stamp and _usable(entry) and entry.get("stamp") == stamp:
+        if stamp and entry is not None and _usable(entry) and entry.get("stamp") == stamp:
             fresh[name] = entry
             summaries.append(_listed(name, run_dir, {**entry, **entry["terminal"]}))
             continue
         paths = RunPaths(root.runs / name)
         try:
-            run = load_run(paths)
+            summary = derived(paths)
         except NotFound:
             continue  # archived or pruned since the scan
         except StateDamaged as exc:
             summaries.append(_damaged(name, run_dir, paths, exc))
             continue
-        summary = derive(paths, run)
         summaries.append(_listed(name, run_dir, summary))
         new_entry: dict[str, Any] = {k: summary.get(k) for k in _STATIC}
         new_entry["stamp"] = stamp
@@ -177,9 +176,28 @@ def listed_one(root: StateRoot, name: str) -> ListedRun | None:
         return None
     paths = root.run(name)  # a planted link is refused here
     try:
-        run = load_run(paths)
+        summary = derived(paths)
     except NotFound:
         return None
     except StateDamaged as exc:
         return _damaged(name, str(paths.dir), paths, exc)
-    return _listed(name, str(paths.dir), derive(paths, run))
+    return _listed(name, str(paths.dir), summary)
+
+
+def derived(paths: RunPaths) -> RunStatus:
+    """A run's status from its files, for a view of many runs: NotFound when it is gone,
+    StateDamaged for its damage, an unforeseen kind included (an error no reader expected
+    is still this one run's, listed as damaged; ACTORS_DEBUG=1 raises it as it is)."""
+    try:
+        return derive(paths, load_run(paths))
+    except ActorsError:
+        raise
+    except Exception as exc:
+        from runtime.core import config
+
+        if config.flag(config.DEBUG):
+            raise
+        what = f"{type(exc).__name__}: {exc}"[:200]
+        raise StateDamaged(
+            f"run {paths.run_id}: its files cannot be read ({what})", path=paths.run_json
+        ) from exc

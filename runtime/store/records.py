@@ -141,6 +141,8 @@ class ProgressRecord(TypedDict, total=False):
     failed: int
     degraded: bool
     branches: dict[str, str]
+    damaged: str
+    """Never in the file: what `read_progress` found wrong with it, for the views."""
 
 
 class RunStatus(TypedDict, total=False):
@@ -165,6 +167,8 @@ class RunStatus(TypedDict, total=False):
     from_result: bool
     process: str
     damaged: str
+    damaged_file: str
+    """The damaged file, relative to the run's directory (with `damaged`)."""
     phase: str
     active: int
     completed: int
@@ -192,6 +196,7 @@ class ListedRun(TypedDict):
     ended_at: str | None
     reason: str | None
     damaged: NotRequired[str]
+    damaged_file: NotRequired[str]
 
 
 __all__ = [

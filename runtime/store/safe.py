@@ -203,8 +203,8 @@ def open_regular(
             raise _not_regular(path, _KINDS.get(stat.S_IFMT(st.st_mode), "a special file"))
         if flags & _WRITE and st.st_nlink > 1:
             raise refused_hard_link(path, st.st_nlink)
-        if not flags & os.O_NONBLOCK:
-            os.set_blocking(fd, True)
+        if flags & _WRITE and not flags & os.O_NONBLOCK:
+            os.set_blocking(fd, True)  # (a reader keeps it: no effect on a regular file)
         if truncate:
             os.ftruncate(fd, 0)
     except BaseException:

@@ -360,6 +360,34 @@ def test_the_dashboard_keeps_serving_while_runs_damage_their_state(world: World)
     record(SUITE, "a dashboard watching runs damage their state", 4 + 3 * len(SHAPES), "serves")
 
 
+async def test_the_mcp_server_answers_about_every_damaged_run(world: World) -> None:
+    """`actors mcp` of the session that owns the hostile runs: its guardian scans them as
+    it starts, and its tools read them."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    server = StdioServerParameters(
+        command=PY, args=["-m", "actors", "mcp", "--session", SESSION], env=dict(os.environ)
+    )
+    calls = 0
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        targets = [f"run:{hostile_id(shape, group)}" for shape in SHAPES for group in GROUPS]
+        for target in [*targets, "session:all", f"room:{hostile_id('deep', 'o')}"]:
+            for view in ("status", "messages") if target.startswith("run:") else ("status",):
+                answer = await session.call_tool("inspect", {"target": target, "view": view})
+                text = answer.content[0].text if answer.content else ""
+                assert "Traceback" not in text and "internal error" not in text, (target, text)
+                if answer.is_error:
+                    assert "\n" not in text.strip(), (target, text)
+                calls += 1
+        listed = await session.call_tool("inspect", {"target": "session:all", "view": "runs"})
+        assert not listed.is_error, listed.content[0].text
+        assert world.good_live in listed.content[0].text
+    assert actors.status(world.good_live)["status"] == "running"
+    record(SUITE, "the MCP server's tools over damaged runs", calls + 1, "answered")
+
+
 HOSTILE_BODIES: dict[str, bytes] = {
     "deep": b"[" * 100000 + b"]" * 100000,
     "deep object": b'{"to": "run:good-live", "type": "t", "body": '
