@@ -11,7 +11,7 @@ import click
 
 from actors.cli._format import ProgressLine, emit_json, param_lines, short, summary_line
 from actors.cli._options import json_option, session_option
-from runtime.core.errors import BadInput, NotFound
+from runtime.core.errors import BadInput
 from runtime.core.terminal import cell
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
@@ -117,13 +117,12 @@ def _recipe_source(
             "--description and --async go with --template",
             hint="with --from, set them in the file",
         )
-    if from_file == "-":
-        return sys.stdin.buffer.read(), "stdin"
+    from runtime.compiler.library import MAX_RECIPE_BYTES, recipe_bytes
+
+    if from_file == "-":  # one byte past the cap is enough to refuse it
+        return sys.stdin.buffer.read(MAX_RECIPE_BYTES + 1), "stdin"
     path = Path(from_file).expanduser()
-    try:
-        return path.read_bytes(), str(path)
-    except OSError as exc:
-        raise NotFound(f"cannot read {from_file}: {exc.strerror}") from None
+    return recipe_bytes(path), str(path)  # a FIFO or a huge file is refused, not read
 
 
 @tools_group.command("register")
@@ -174,9 +173,9 @@ def tools_register_cmd(
     data, label = _recipe_source(from_file, template, description, is_async, from_run)
     scope = "project" if project else "user"
     target, replaced = register_tool(name, data=data, label=label, scope=scope, update=update)
-    import json
+    from runtime.core.bounded_json import decode
 
-    params = parameters(json.loads(data))
+    params = parameters(decode(data))  # (register_tool has accepted these very bytes)
     same = [e for e in list_recipes(validate=False) if e.name == name]
     winner = same[0] if same else None
     if as_json:

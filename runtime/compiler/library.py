@@ -63,12 +63,7 @@ def search_dirs() -> list[Path]:
 
 
 def _read_recipe_file(path: Path) -> dict[str, Any]:
-    try:
-        data = _recipe_bytes(path)
-    except OSError as exc:
-        raise NotFound(f"cannot read recipe {path}: {exc.strerror}") from exc
-    except _Unusable as exc:
-        raise BadInput(f"recipe {path} {exc}") from None
+    data = recipe_bytes(path)
     try:
         raw = decode(data, max_bytes=MAX_RECIPE_BYTES, max_depth=INPUT_DEPTH)
     except TooDeep:
@@ -82,6 +77,17 @@ def _read_recipe_file(path: Path) -> dict[str, Any]:
 
 class _Unusable(Exception):
     """A recipe file that is not read: too large, or not a regular file."""
+
+
+def recipe_bytes(path: Path) -> bytes:
+    """A recipe file's bytes (`_recipe_bytes`): NotFound when it cannot be read, BadInput
+    when it is too large or not a regular file."""
+    try:
+        return _recipe_bytes(path)
+    except OSError as exc:
+        raise NotFound(f"cannot read recipe {path}: {exc.strerror}") from exc
+    except _Unusable as exc:
+        raise BadInput(f"recipe {path} {exc}") from None
 
 
 def _recipe_bytes(path: Path) -> bytes:

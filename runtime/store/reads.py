@@ -25,9 +25,10 @@ from runtime.store.layout import rotated
 MAX_JSON_BYTES = 16 * 1024 * 1024
 """The largest whole-JSON state file read (run.json, result.json, session.json, ...):
 far above any record actors writes, so a bigger one is damage, refused unread."""
-MAX_JOURNAL_BYTES = 64 * 1024 * 1024
-"""The largest journal read: journals are compacted at their cap (4 MiB by default),
-and one past this (a run writing its own, or a sparse file of any size) is damage."""
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024
+"""The largest journal read: a run's journals are compacted at their cap (4 MiB by
+default) and a session's grow by a few KiB a follow-up, so one past this (a run writing
+its own, a sparse file of any size) is damage, refused unread."""
 
 
 def open_nofollow(path: Path) -> int:
@@ -274,7 +275,10 @@ def read_jsonl(
         raise StateDamaged(f"cannot read {path}: {exc.strerror}", path=path) from exc
     finally:
         os.close(fd)
-    out = parse_jsonl(b"".join(chunks), base_offset=offset)
+    try:
+        out = parse_jsonl(b"".join(chunks), base_offset=offset)
+    except MemoryError:
+        raise StateDamaged(f"{path} is too large to read here", path=path) from None
     out.identity, out.reset, out.more = current, reset, more
     return out
 

@@ -528,6 +528,8 @@ def _pty_run(*args: str) -> str:
 def test_a_newline_or_escape_in_a_field_cannot_forge_a_row(
     home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A recipe's file name and description, a run's command, a follow-up's summary and
+    text: each shows as one escaped field of one row, on a pipe and on a terminal."""
     monkeypatch.setenv("ACTORS_SESSION", SESSION)
     recipes = tmp_path / ".actors" / "recipes"
     recipes.mkdir(parents=True)
@@ -536,31 +538,52 @@ def test_a_newline_or_escape_in_a_field_cannot_forge_a_row(
         json.dumps({"description": f"\x1b[2J\x1b]0;pwned\x07\n{FORGED}", "template": "true"})
     )
     word = f"a\n{FORGED}\x1b[31m"
-    spawned = actors.spawn(None, template=f"echo '{word}'", as_="forger", session=SESSION)
-    actors.wait(spawned["run"], timeout=60)
-    plain = {
-        "ls": cli("ls"),
-        "ls --tree": cli("ls", "--tree"),
-        "status": cli("status", "forger"),
-        "recipes ls": cli("recipes", "ls"),
-    }
-    for name, proc in plain.items():
-        assert_clean([name], proc, allowed=(0,))
+    forger = actors.spawn(None, template=f"echo '{word}'", as_="forger", session=SESSION)
+    sayer = write_recipe(
+        tmp_path,
+        "sayer",
+        {
+            "mailbox": {"emits": ["note.x"]},
+            "template": 'sh -c \'actors emit note.x "$1" --summary "$1" --deliver followup\''
+            " x {text}",
+        },
+    )
+    said = actors.spawn(str(sayer), as_="sayer", session=SESSION, values={"text": word})
+    for run in (forger, said):
+        assert actors.wait(run["run"], timeout=60)["status"] == "done"
+    commands = [
+        ["ls"],
+        ["ls", "--tree"],
+        ["status", "forger"],
+        ["recipes", "ls"],
+        ["recipes", "check"],
+        ["tools"],
+        ["inbox", "read", "--peek", "--session", SESSION],
+        ["inspect", "run:sayer", "--view", "messages"],
+    ]
+    plain = dict(zip(map(tuple, commands), fast_cli_all(commands), strict=True))
+    for args, proc in plain.items():
+        if args == ("recipes", "check"):  # exit 2: one recipe is invalid (its name)
+            assert proc.returncode == 2 and "Traceback" not in proc.stderr, describe(args, proc)
+        else:
+            assert_clean(args, proc, allowed=(0,))
         for line in proc.stdout.splitlines():
-            assert not line.startswith(FORGED.split()[0]), (name, proc.stdout)
-        assert "\x1b" not in proc.stdout, (name, proc.stdout)
-    assert len(plain["ls"].stdout.splitlines()) == 2  # the header and the one run
-    assert len(plain["ls --tree"].stdout.splitlines()) == 1
-    assert "\\x1b" in plain["ls --tree"].stdout  # shown, escaped
-    assert "\\x1b" in plain["recipes ls"].stdout or "escape" in plain["recipes ls"].stdout
+            assert not line.lstrip("- ").startswith(FORGED.split()[0]), (args, proc.stdout)
+        assert "\x1b" not in proc.stdout, (args, proc.stdout)
+    assert len(plain[("ls",)].stdout.splitlines()) == 3  # the header and the two runs
+    assert len(plain[("ls", "--tree")].stdout.splitlines()) == 2
+    assert "\\x1b" in plain[("ls", "--tree")].stdout  # shown, escaped
+    assert (
+        f"a\\n{FORGED}\\x1b[31m" in plain[("inbox", "read", "--peek", "--session", SESSION)].stdout
+    )
     # on a terminal too (there actors' own colours are the only escapes)
-    shown = _pty_run("ls")
-    assert [ln for ln in shown.splitlines() if ln.startswith("forger")], shown
-    assert not [ln for ln in shown.splitlines() if ln.startswith(FORGED.split()[0])], shown
+    for args in (["ls"], ["recipes", "ls"]):
+        shown = _pty_run(*args)
+        assert not [ln for ln in shown.splitlines() if ln.startswith(FORGED.split()[0])], shown
     # --json stays exact
-    listed = json.loads(cli("ls", "--json").stdout)
-    assert word in listed[0]["command"]
-    record(SUITE, "newlines and escapes in commands and recipe names", 6, "escaped; one row each")
+    listed = {r["run"]: r for r in json.loads(cli("ls", "--json").stdout)}
+    assert word in listed["forger"]["command"]
+    record(SUITE, "newlines and escapes in listed fields", len(commands) + 3, "escaped; one row")
 
 
 # -- recipe folders, values, hook stdin --------------------------------------------------------
@@ -596,8 +619,10 @@ def test_hostile_recipe_files_in_a_project_folder(home: StateRoot, tmp_path: Pat
         ["tools", "ls"],
         ["spawn", "hello"],
     ]
+    folder = tmp_path / ".actors" / "recipes"
     for name in names:
         commands += [["recipes", "show", name], ["spawn", name], ["run", name]]
+        commands.append(["tools", "register", f"t-{name}", "--from", str(folder / f"{name}.json")])
     results = fast_cli_all(commands)
     for args, proc in zip(commands, results, strict=True):
         assert_clean(args, proc)
@@ -608,6 +633,8 @@ def test_hostile_recipe_files_in_a_project_folder(home: StateRoot, tmp_path: Pat
     assert out[("spawn", "hello")].returncode == 0
     for name in ("deep", "mid", "nan", "huge", "fifo", "dir", "zero"):
         assert out[("spawn", name)].returncode == 2, describe(["spawn", name], out[("spawn", name)])
+        register = ("tools", "register", f"t-{name}", "--from", str(folder / f"{name}.json"))
+        assert out[register].returncode == 2, describe(register, out[register])
     assert {p.name for p in home.runs.iterdir()} == {
         out[("spawn", "hello")].stdout.strip().removeprefix("run:")
     }
