@@ -176,17 +176,15 @@ class ActorsTools:
         return text, {"followups": shown}
 
     def _recipes(self, p: Any, session: str) -> tuple[str, Any]:
-        from runtime.compiler.library import search_dirs
+        from runtime.compiler.library import load_recipe_file, search_dirs
 
         found: dict[str, str] = {}
         for directory in search_dirs():
             for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
                 if path.stem in found:
                     continue
-                try:
-                    description = json.loads(path.read_text()).get("description")
-                except (OSError, ValueError, AttributeError):
-                    description = "(unreadable)"
+                raw, _problem = load_recipe_file(path)  # bounded: a folder anyone could fill
+                description = "(unreadable)" if raw is None else raw.get("description")
                 found[path.stem] = str(description or "")
         text = "\n".join(f"{name}: {info}" for name, info in found.items())
         return text or "no recipes found", {"recipes": found}

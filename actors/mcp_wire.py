@@ -23,6 +23,8 @@ import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
+from runtime.core.bounded_json import MAX_DEPTH, too_deep
+
 MAX_LINE = 16 * 1024 * 1024  # one request line; larger values belong in a file
 DRAIN_S = 300.0  # how long requests still in flight at end of input may take
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
@@ -118,6 +120,8 @@ def judge(raw: bytes) -> tuple[str, Any]:
         message = json.loads(text.rstrip("\r\n"))
     except (ValueError, RecursionError) as exc:
         raise Refusal(_head_id(raw), PARSE_ERROR, f"the line is not JSON ({exc})") from None
+    if too_deep(message, MAX_DEPTH):  # parsed, but past what anything after us walks
+        raise Refusal(_head_id(raw), PARSE_ERROR, "the message is nested too deeply")
     if isinstance(message, list):
         ids = [_request_id(m) for m in message if isinstance(m, dict) and "method" in m]
         raise Refusal(

@@ -140,6 +140,12 @@ PROMISES = (
         "test_attack_caller",
     ),
     Promise(
+        18,
+        "No reader is broken by what another writes",
+        "Everything a run, a recipe folder, a harness or a client can write is bounded where it is read (size, depth, value): a damaged file is shown as `(damaged: FILE)` and never breaks a reader of another run; no state file is written through a hard link; no field forges a row of text output.",
+        "test_attack_hostile_state",
+    ),
+    Promise(
         19,
         "Kill always kills",
         "A kill needs no journal write and waits on no lock a stopped process holds; every process the run ever started dies, a double-forked daemon included (its cgroup v2, `cgroup.kill`; without one, the verified runner's session and descendants, the documented fallback); a damaged run.json is killed with --force; no test or verb waits unbounded on a lock a paused process holds.",
@@ -180,23 +186,26 @@ not against a hostile program running as you.
 Not trusted:
 - **other users**: a state root, or anything in it, owned or writable by someone else
   is refused;
-- **files planted in the state root**: a symlink, FIFO or forged record is never
-  followed, written through or acted on; a recorded pid proves nothing until the
-  process is verified at the instant it would be signalled;
+- **files planted in the state root**: a symlink, hard link, FIFO, directory or forged
+  record is never followed, written through, waited on or acted on; a recorded pid proves
+  nothing until the process is verified at the instant it would be signalled;
 - **a run against its own kill**: a run is your program, but it may rewrite its own
   state files, stop its runner or double-fork a daemon; none of that stops `kill`. Where
   a cgroup v2 can be made, each run's processes are held in one and killed whole; a
   process of yours that deliberately moves itself out of that cgroup (it can: same user)
   is beyond it, as is, without a cgroup, a daemon that left the run's session;
 - **what a run writes**: its output, summaries and messages are data. They are stripped
-  of terminal controls before any terminal or pane sees them, bounded and fenced before a
-  model sees them, masked of declared secrets before they are stored, and never typed
-  into a shell;
+  of terminal controls before any terminal or pane sees them, escaped in every row of
+  text output, bounded and fenced before a model sees them, masked of declared secrets
+  before they are stored, and never typed into a shell. The state files it can write over
+  (its own included) are read bounded in size, nesting and value, so one run's damage is
+  reported as that run's damage and never breaks a reader of another run;
 - **what a run wrote, on its way to a model**: one renderer fences it as data (a fresh
   nonce per rendering, every line behind a gutter, bounded, inert), so it can neither
   end our framing nor pass for a role, a fence or a delivery's header; a branch's output
   cannot forge the headers a parallel join puts between outputs;
-- **harness input**: hook payloads, MCP requests and adapter responses are validated;
+- **harness input**: hook payloads, MCP requests, dashboard request bodies, recipe files
+  in a project's folder and adapter responses are validated through one bounded decoder;
   every request gets an answer, and bad input is one line and exit status 2, except in
   a harness hook, which never fails its harness: it exits 0 (why, on one stderr line),
   and only `file-changed` exits 2, to wake the model for a real unread follow-up;

@@ -12,6 +12,7 @@ import click
 from actors.cli._format import ProgressLine, emit_json
 from runtime.core import config
 from runtime.core.errors import BadInput
+from runtime.core.terminal import cell
 from runtime.delivery.registry import BUILTIN
 from runtime.store.layout import StateRoot
 
@@ -111,9 +112,11 @@ def session_ls(as_json: bool) -> None:
         return
     for r in rows:
         click.echo(
-            f"{r['id']:<24} {r.get('harness', 'file'):<10} unread={r['unread']}"
-            + ("" if r.get("registered", True) else "  (unregistered)")
-            + (f"  (damaged: {r['damaged']})" if r.get("damaged") else "")
+            cell(
+                f"{r['id']:<24} {r.get('harness', 'file')!s:<10} unread={r['unread']}"
+                + ("" if r.get("registered", True) else "  (unregistered)")
+                + (f"  (damaged: {r['damaged']})" if r.get("damaged") else "")
+            )
         )
 
 

@@ -21,7 +21,6 @@ designed non-zero exit is `file-changed`'s 2, Claude Code's asyncRewake wake, ra
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import sys
@@ -95,6 +94,7 @@ def hook_input() -> dict[str, Any]:
     """The hook's input: a JSON object on stdin, else {} (not JSON, not an object, too
     deep for the decoder, over HOOK_INPUT_CAP, or nothing arrived within the hook wait)."""
     from runtime.core import config
+    from runtime.core.bounded_json import INPUT_DEPTH, decode
 
     try:
         wait = config.seconds(config.HOOK_LOCK_WAIT)
@@ -104,8 +104,11 @@ def hook_input() -> dict[str, Any]:
         raw = _read_stdin(HOOK_INPUT_CAP, wait)
         if raw is None:
             return {}
-        data = json.loads(raw.decode("utf-8", "replace").lstrip("\ufeff"))  # Cursor: a BOM
-    except Exception:  # ValueError, RecursionError, MemoryError, OSError: no input
+        raw = raw.removeprefix(b"\xef\xbb\xbf")  # Cursor may send a BOM
+        # bounded (runtime.core.bounded_json): deep nesting, NaN or undecodable text
+        # count as no input, never as a crash
+        data = decode(raw, max_bytes=HOOK_INPUT_CAP, max_depth=INPUT_DEPTH)
+    except Exception:  # Undecodable, MemoryError, OSError: no input
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -36,6 +36,7 @@ from runtime.core.errors import (
     NotFound,
     Refused,
     ResourceError,
+    StateDamaged,
     resource_error,
 )
 from runtime.runs.ownership import Principal
@@ -56,9 +57,17 @@ ROUTES: list[tuple[str, re.Pattern[str], Handler, dict[str, Any]]] = [
     ("POST", re.compile(rf"/api/runs/{_RUN}/cancel"), actions.stop, {"action": "cancel"}),
     ("POST", re.compile(r"/api/message"), actions.message, {}),
 ]
-_STATUS = {BadInput: 400, NotFound: 404, Conflict: 409, Refused: 403, ResourceError: 503}
-"""An ActorsError's HTTP status; ResourceError (a full disk, no descriptor left) is 503:
-the server goes on, and the same request works once the machine has room again."""
+_STATUS = {
+    BadInput: 400,
+    NotFound: 404,
+    Conflict: 409,
+    Refused: 403,
+    StateDamaged: 409,
+    ResourceError: 503,
+}
+"""An ActorsError's HTTP status. A run whose files are damaged is answered 409 naming the
+file, as the CLI refuses it; ResourceError (a full disk, no descriptor left) is 503: the
+server goes on, and the same request works once the machine has room again."""
 FORBIDDEN = "forbidden: open the URL `actors dashboard` printed (it carries the token)"
 
 

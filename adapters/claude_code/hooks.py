@@ -169,13 +169,14 @@ def _export_session(session_id: str) -> None:
 
 
 def _touch_wake(path: Path) -> None:
-    """Create the wake file the harness watches, never through a planted link (a link
-    there is left alone: a hook never fails a session start)."""
+    """Create the wake file the harness watches, never through a planted link, symbolic
+    or hard, and never waiting on a FIFO planted there (any of them is left alone: a hook
+    never fails a session start)."""
     from runtime.core.errors import ActorsError
-    from runtime.store.safe import open_file
+    from runtime.store.safe import open_regular
 
     try:
-        os.close(open_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+        os.close(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
     except (OSError, ActorsError):
         pass
 

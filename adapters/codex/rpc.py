@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import trio
 
+from runtime.core.bounded_json import decode
+
 MAX_MESSAGE = 16 * 1024 * 1024  # the app-server's x-codex-websocket-max-unfragmented-message-bytes
 
 
@@ -105,7 +107,7 @@ class _WebSocket:
                     self._fragments.append(frame.data)
                     if frame.fin:
                         raw, self._fragments = b"".join(self._fragments), []
-                        return dict(json.loads(raw))
+                        return dict(decode(raw))
                 elif frame.opcode == Opcode.CLOSE:
                     return None
             events = await self._events()
@@ -140,7 +142,7 @@ class _Stdio:
                 return None
             self._buffer += data
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return dict(json.loads(line)) if line.strip() else await self.receive()
+        return dict(decode(line)) if line.strip() else await self.receive()
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):

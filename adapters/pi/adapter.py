@@ -54,6 +54,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from runtime.core.bounded_json import decode
 from runtime.delivery.contract import (
     NO_CHECK,
     AdapterError,
@@ -117,7 +118,7 @@ class _Connection:
             self._buffer += data
         line = bytes(self._buffer[:cut])
         del self._buffer[: cut + 1]
-        message = json.loads(line)
+        message = decode(line)
         if not isinstance(message, dict):
             return self._read(deadline)
         if message.get("type") != "response":

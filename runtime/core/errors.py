@@ -39,7 +39,14 @@ class Refused(ActorsError):
 
 
 class StateDamaged(ActorsError):
-    """A state file exists but cannot be read; the data is kept for inspection."""
+    """A state file exists but cannot be read; the data is kept for inspection.
+
+    `path` names the damaged file when it is known, so a view of many runs can show
+    `(damaged: FILE)` for the one run and go on with the others."""
+
+    def __init__(self, message: str, *, hint: str | None = None, path: object = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = None if path is None else str(path)
 
 
 class ResourceError(ActorsError):

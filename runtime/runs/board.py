@@ -73,6 +73,9 @@ class RunBoard:
             except ActorsError as exc:  # another user's directory, or one others can write
                 self.refused[name] = exc.message
                 row = None
+            except Exception as exc:  # an unforeseen error in one run's files: left off
+                self.refused[name] = f"run {name}: {type(exc).__name__}: {exc}"[:300]
+                row = None
             if row != self._runs.get(name):
                 changed.add(name)
                 if row is None:

@@ -120,7 +120,7 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
     # directory keeps its verifier (runtime.core.ids.token_verifier).
     env[config.RUN_TOKEN.name] = token
     # POSIX_SPAWN_OPEN would follow a link planted at runner.log: open it ourselves
-    log_fd = safe.open_file(paths.runner_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    log_fd = safe.open_regular(paths.runner_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, log_fd, 1),

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from runtime.compiler.redact import MASK
 from runtime.core import config
-from runtime.core.errors import TRANSIENT
+from runtime.core.errors import TRANSIENT, StateDamaged
 from runtime.store import safe
 from runtime.store.layout import rotated
 from runtime.store.reads import read_bytes
@@ -44,7 +44,7 @@ PARTIAL_LINE_CAP = 65536
 """A partial line held longer than this is written to the log with `CONTINUED`."""
 CONTINUED = b" [actors: line continues]\n"
 LOG_CAP_BYTES = config.byte_count(config.LOG_CAP_BYTES)
-_FLAGS = os.O_WRONLY | os.O_CREAT  # opened through runtime.store.safe: never through a link
+_FLAGS = os.O_WRONLY | os.O_CREAT  # opened by runtime.store.safe.open_regular: never a link
 """How logs and captures are opened (as before this module; the symlink hardening of
 issue 17 #3 owns these flags)."""
 
@@ -167,7 +167,7 @@ class LogFile:
 
     def __init__(self, path: Path, cap: int = LOG_CAP_BYTES) -> None:
         self.path, self.cap = path, cap
-        self._fd = safe.open_file(path, _FLAGS | os.O_APPEND)
+        self._fd = safe.open_regular(path, _FLAGS | os.O_APPEND)
         self._size = os.fstat(self._fd).st_size
         self.held = Held(self._fd, path)
 
@@ -201,8 +201,8 @@ class LogFile:
         if self.held.holding and not self.held.retry():
             return  # held lines belong to this file: rotate once they are in it
         try:
-            os.replace(self.path, rotated(self.path))  # readers: runtime.store.reads
-            fd = safe.open_file(self.path, _FLAGS | os.O_APPEND | os.O_TRUNC)
+            safe.rename(self.path, rotated(self.path))  # readers: runtime.store.reads
+            fd = safe.open_regular(self.path, _FLAGS | os.O_APPEND | os.O_TRUNC)
         except OSError as exc:
             if exc.errno not in TRANSIENT:
                 raise
@@ -222,7 +222,7 @@ class Capture:
 
     def __init__(self, path: Path, cap: int | None) -> None:
         self.path, self.cap = path, cap
-        self.fd = safe.open_file(path, _FLAGS | os.O_TRUNC)
+        self.fd = safe.open_regular(path, _FLAGS | os.O_TRUNC)
         self.total = 0
         """Bytes the command produced (after masking), kept or not."""
         self.held = Held(self.fd, path)
@@ -322,7 +322,7 @@ def concatenate(target: Path, sources: list[Path], cap: int | None) -> None:
     out = Capture(target, cap)
     try:
         for source in sources:
-            with os.fdopen(safe.open_file(source, os.O_RDONLY), "rb") as src:
+            with os.fdopen(safe.open_regular(source, os.O_RDONLY), "rb") as src:
                 while block := src.read(1024 * 1024):
                     out.write(block)
     finally:
@@ -423,9 +423,9 @@ def trim(path: Path | None, cap: int = LOG_CAP_BYTES) -> None:
     if size <= cap + 4096:  # within the cap (a kept capture's own marker included)
         return
     try:
-        fd = safe.open_file(path, os.O_WRONLY)
-    except OSError:
-        return  # not ours to cut (a planted link): the run goes on
+        fd = safe.open_regular(path, os.O_WRONLY)
+    except (OSError, StateDamaged):
+        return  # not ours to cut (a planted link, a hard link, a FIFO): the run goes on
     try:
         os.ftruncate(fd, cap)
         os.lseek(fd, cap, os.SEEK_SET)

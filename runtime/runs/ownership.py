@@ -68,7 +68,8 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
         if not is_valid_id(run_id) or not token:
             raise Refused("ACTORS_RUN_ID is set without a valid ACTORS_RUN_TOKEN")
         try:
-            stored = read_bytes(root.run(run_id).token).decode(errors="replace").strip()
+            token_file = root.run(run_id).token  # a verifier: 4 KiB is plenty
+            stored = read_bytes(token_file, limit=4096).decode(errors="replace").strip()
         except OSError:
             raise Refused(
                 f"ACTORS_RUN_ID={run_id} names no run in {root.path}",

@@ -23,13 +23,13 @@ stops the tally.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.bounded_json import Undecodable, decode
 from runtime.core.errors import ActorsError
 from runtime.core.ids import is_valid_id, parse_iso
 from runtime.runs.status import ACTIVE, TERMINAL
@@ -212,8 +212,8 @@ def _read_head(run_dir: Path, created: str) -> _Head:
         if number and _START not in line:
             continue  # parsed: the first line (its instance) and the start event's
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = decode(line)
+        except Undecodable:
             continue
         if not isinstance(record, dict):
             continue

@@ -144,6 +144,8 @@ class ProgressRecord(TypedDict, total=False):
     failed: int
     degraded: bool
     branches: dict[str, str]
+    damaged: str
+    """Never in the file: what `read_progress` found wrong with it, for the views."""
 
 
 class RunStatus(TypedDict, total=False):
@@ -170,6 +172,8 @@ class RunStatus(TypedDict, total=False):
     """The status is what events.jsonl proves (the runner died before result.json)."""
     process: str
     damaged: str
+    damaged_file: str
+    """The damaged file, relative to the run's directory (with `damaged`)."""
     phase: str
     active: int
     completed: int
@@ -197,6 +201,7 @@ class ListedRun(TypedDict):
     ended_at: str | None
     reason: str | None
     damaged: NotRequired[str]
+    damaged_file: NotRequired[str]
 
 
 __all__ = [

@@ -19,7 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from runtime.core.errors import RESOURCE_FIXES, TRANSIENT, ActorsError, StateDamaged, os_errno
+from runtime.core.errors import (
+    RESOURCE_FIXES,
+    TRANSIENT,
+    ActorsError,
+    BadInput,
+    StateDamaged,
+    os_errno,
+)
 from runtime.core.faults import pause_point
 from runtime.store import safe
 
@@ -193,6 +200,12 @@ def write_bytes_atomic(path: Path, data: bytes, *, fsync: bool = True) -> None:
             pause_point("files.atomic.after_tmp")
             try:
                 os.replace(tmp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except IsADirectoryError:  # planted where the file lives: damage, kept
+                raise StateDamaged(
+                    f"{path} is a directory, not a regular file",
+                    hint="nothing else belongs where a state file lives; remove it",
+                    path=path,
+                ) from None
             except OSError as exc:
                 raise disk_error("replace", path, exc) from exc
         except BaseException:
@@ -214,7 +227,13 @@ def _fsync(fd: int, path: Path) -> None:
 
 
 def dump_json(obj: Any) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n").encode("utf-8")
+    """The form of every whole-JSON state file; NaN and Infinity are refused (no reader
+    takes them back: runtime.core.bounded_json)."""
+    try:
+        text = json.dumps(obj, ensure_ascii=False, indent=2, default=str, allow_nan=False)
+    except ValueError as exc:
+        raise BadInput(f"a record is not JSON data: {exc}") from None
+    return (text + "\n").encode("utf-8")
 
 
 def write_json_atomic(path: Path, obj: Any, *, fsync: bool = True) -> None:
