@@ -68,6 +68,7 @@ class ActorsTools:
         *,
         explicit: bool = False,
         on_session: Callable[[str], None] | None = None,
+        answered: dict[Any, Callable[[bool], None]] | None = None,
     ) -> None:
         from actors.mcp_session import SessionResolver
 
@@ -76,9 +77,16 @@ class ActorsTools:
         self.home = str(root.path)  # how actors.api is told which state root
         self.served = {session}  # the sessions whose runs this server guards
         self.on_session = on_session
+        self.answered = answered
+        """Request id -> what to do once its answer is written (True) or could not be
+        (False): the wire's (actors.mcp_wire.Wire.answered). None: settle at once."""
 
     def call(
-        self, name: str, arguments: dict[str, Any], meta: dict[str, Any] | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+        request_id: Any = None,
     ) -> tuple[str, Any]:
         from actors.mcp_session import CALLER_ARG
 
@@ -98,6 +106,8 @@ class ActorsTools:
             self.served.add(session)
             if self.on_session is not None:
                 self.on_session(session)
+        if name == "inbox_read":
+            return self._inbox_read(params, session, request_id)
         result: tuple[str, Any] = getattr(self, f"_{name}")(params, session)
         return result
 
@@ -139,34 +149,60 @@ class ActorsTools:
 
         data = api.inspect(p.target, p.view, lines=p.lines, status=p.status, home=self.home)
         if p.verbose:
-            return json.dumps(data, indent=1, default=str)[:20000], data
+            return json.dumps(data, indent=1, default=str)[:20000], _bounded(data, 20000)
         data = _compact(data)
-        return json.dumps(data, separators=(",", ":"), default=str)[:8000], data
+        text = json.dumps(data, separators=(",", ":"), default=str)[:8000]
+        return text, _bounded(data, 8000)
 
-    def _inbox_read(self, p: Any, session: str) -> tuple[str, Any]:
-        from runtime.delivery.engine import read_inbox
+    def _inbox_read(self, p: Any, session: str, request_id: Any) -> tuple[str, Any]:
+        """The unread follow-ups, taken for this request and marked read only once its
+        answer is written to the client; given back unread when it cannot be."""
+        from functools import partial
 
-        unread = read_inbox(self.root, session, peek=p.peek, boundary="inbox_read")
+        from runtime.delivery.engine import read_inbox, settle_inbox, take_inbox
+        from runtime.delivery.render import followups_text
+
+        if p.peek:
+            unread = read_inbox(self.root, session, peek=True, boundary="inbox_read")
+        else:
+            unread = take_inbox(self.root, session)
+            settle = partial(settle_inbox, self.root, session, unread, boundary="inbox_read")
+            if self.answered is None or request_id is None:
+                settle(shown=True)
+            else:
+                self.answered[request_id] = lambda written: settle(shown=written)
         shown = [_followup(e["envelope"], p.bodies) for e in unread]
-        lines = [f"{len(shown)} unread follow-up(s)"]
-        lines += [f"- {f['type']} from {f['from']}: {f['summary']}" for f in shown]
-        return "\n".join(lines), {"followups": shown}
+        text = followups_text(self.root, session, unread, with_body=p.bodies)
+        return text, {"followups": shown}
 
     def _recipes(self, p: Any, session: str) -> tuple[str, Any]:
-        from runtime.compiler.library import search_dirs
+        from runtime.compiler.library import load_recipe_file, search_dirs
 
         found: dict[str, str] = {}
         for directory in search_dirs():
             for path in sorted(directory.glob("*.json")) if directory.is_dir() else []:
                 if path.stem in found:
                     continue
-                try:
-                    description = json.loads(path.read_text()).get("description")
-                except (OSError, ValueError, AttributeError):
-                    description = "(unreadable)"
+                raw, _problem = load_recipe_file(path)  # bounded: a folder anyone could fill
+                description = "(unreadable)" if raw is None else raw.get("description")
                 found[path.stem] = str(description or "")
         text = "\n".join(f"{name}: {info}" for name, info in found.items())
         return text or "no recipes found", {"recipes": found}
+
+
+def _error_line(exc: Exception, root: StateRoot) -> str:
+    """A failed call's answer: its one line when the caller (or the machine: a full
+    disk, no descriptor left) can fix it, else an internal error, its traceback on
+    stderr (the harness's MCP log)."""
+    from runtime.core.errors import log_exception, resource_error
+
+    if isinstance(exc, ActorsError):
+        return str(exc)
+    found = resource_error(exc, where=str(root.path))
+    if found is not None:
+        return str(found)
+    log_exception(exc)
+    return f"internal error: {type(exc).__name__}: {exc} (please report it)"
 
 
 def _scalars(data: Any) -> Any:
@@ -174,6 +210,20 @@ def _scalars(data: Any) -> Any:
     if not isinstance(data, dict):
         return data
     return {k: v for k, v in data.items() if v is not None and not isinstance(v, dict | list)}
+
+
+def _bounded(data: Any, limit: int) -> Any:
+    """A view as structured content, which Claude Code hands a model instead of the text:
+    its run-written strings made inert (runtime.delivery.render), and only when it is
+    within `limit` characters as JSON; a larger view is left to the text, which is cut
+    to that limit (JSON, so no run-written line starts a line of it)."""
+    from runtime.delivery.render import inert_value
+
+    try:
+        size = len(json.dumps(data, default=str))
+    except (ValueError, TypeError, RecursionError):
+        return None
+    return inert_value(data) if size <= limit else None
 
 
 def _compact(data: Any) -> Any:
@@ -188,10 +238,27 @@ def _compact(data: Any) -> Any:
 
 def _followup(envelope: dict[str, Any], body: bool) -> dict[str, Any]:
     """What the model needs of a follow-up: who, what, the one-line summary (which says
-    what to do next); the body only on request."""
-    shown = {k: envelope.get(k) for k in ("type", "from", "summary")}
+    what to do next); the body only on request. Run-written, and Claude Code hands a
+    model the structured content alone: so every string is made inert and the summary
+    and body are bounded as runtime.delivery.render bounds them (a body past the bound
+    is its cut text, with `body_cut` saying how much is left out); being JSON strings,
+    none of them can start a line of the model's context."""
+    from runtime.core.terminal import one_line
+    from runtime.delivery.render import SUMMARY_CHARS, body_text, bound, inert_value, token
+
+    shown: dict[str, Any] = {
+        "type": token(envelope.get("type") or "message"),
+        "from": token(envelope.get("from") or "?"),
+        "summary": one_line(str(envelope.get("summary") or ""), SUMMARY_CHARS),
+    }
     if body and envelope.get("body") is not None:
-        shown["body"] = envelope["body"]
+        text = body_text(envelope["body"])
+        cut = bound(text)
+        if cut.more_bytes or cut.more_lines:
+            shown["body"] = "\n".join(cut.lines)
+            shown["body_cut"] = {"more_bytes": cut.more_bytes, "more_lines": cut.more_lines}
+        else:
+            shown["body"] = inert_value(envelope["body"])
     return shown
 
 
@@ -215,8 +282,9 @@ def build_server(
     *,
     explicit: bool = False,
     on_session: Callable[[str], None] | None = None,
+    answered: dict[Any, Callable[[bool], None]] | None = None,
 ) -> Server[Any]:
-    tools = ActorsTools(root, session, explicit=explicit, on_session=on_session)
+    tools = ActorsTools(root, session, explicit=explicit, on_session=on_session, answered=answered)
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
@@ -237,11 +305,12 @@ def build_server(
         try:
             meta = params.meta if isinstance(params.meta, dict) else None
             text, data = await trio.to_thread.run_sync(
-                tools.call, params.name, params.arguments or {}, meta
+                tools.call, params.name, params.arguments or {}, meta, ctx.request_id
             )
-        except ActorsError as exc:
+        except Exception as exc:  # every call is answered, with the CLI's one line
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=_utf8(str(exc)))], isError=True
+                content=[types.TextContent(type="text", text=_utf8(_error_line(exc, root)))],
+                isError=True,
             )
         structured = json.loads(_utf8(json.dumps(data, default=str, ensure_ascii=False)))
         return types.CallToolResult(
@@ -284,6 +353,9 @@ def serve(root: StateRoot, session: str, *, explicit: bool = False) -> None:
     from actors.mcp_wire import Wire, claim_stdio
 
     fd_in, fd_out = claim_stdio()
+    from actors.mcp_session import caller_key
+
+    caller_key(root, create=True)  # before any call: the OpenCode plugin signs with it
 
     import contextlib
     import threading

@@ -16,12 +16,14 @@ import json
 import os
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import IO, Any
 
 import anyio
 import anyio.to_thread
 from pydantic import ValidationError
+
+from runtime.core.bounded_json import MAX_DEPTH, too_deep
 
 MAX_LINE = 16 * 1024 * 1024  # one request line; larger values belong in a file
 DRAIN_S = 300.0  # how long requests still in flight at end of input may take
@@ -118,6 +120,8 @@ def judge(raw: bytes) -> tuple[str, Any]:
         message = json.loads(text.rstrip("\r\n"))
     except (ValueError, RecursionError) as exc:
         raise Refusal(_head_id(raw), PARSE_ERROR, f"the line is not JSON ({exc})") from None
+    if too_deep(message, MAX_DEPTH):  # parsed, but past what anything after us walks
+        raise Refusal(_head_id(raw), PARSE_ERROR, "the message is nested too deeply")
     if isinstance(message, list):
         ids = [_request_id(m) for m in message if isinstance(m, dict) and "method" in m]
         raise Refusal(
@@ -139,6 +143,10 @@ class Wire:
         self._pending: set[Any] = set()
         self._changed = anyio.Event()
         self._head = b""
+        self.answered: dict[Any, Callable[[bool], None]] = {}
+        """Request id -> called once its answer is written (True: a result) or could not
+        be (False): what a request changes only once the client has it (inbox_read
+        marks follow-ups read here)."""
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._lines()
@@ -162,7 +170,9 @@ class Wire:
             except Refusal as refusal:
                 await self._refuse(refusal)
                 continue
-            self._track(text, ident)
+            cancelled = self._track(text, ident)
+            if cancelled is not None:  # owed nothing: what it took goes back
+                await self._answered([(cancelled, False)], written=False)
             yield text
         with anyio.move_on_after(DRAIN_S):
             while self._pending:
@@ -180,12 +190,16 @@ class Wire:
             line = self._in.readline(1 << 20)
         return _TOO_LONG
 
-    def _track(self, text: str, ident: Any) -> None:
+    def _track(self, text: str, ident: Any) -> Any:
+        """Note a request owed an answer; the id of one the client cancelled, if any."""
         if ident is not None:
             self._pending.add(ident)
         elif '"notifications/cancelled"' in text:  # a cancelled request is owed nothing
             params = json.loads(text).get("params") or {}
-            self._settle(params.get("requestId") if isinstance(params, dict) else None)
+            cancelled = params.get("requestId") if isinstance(params, dict) else None
+            self._settle(cancelled)
+            return cancelled
+        return None
 
     def _settle(self, ident: Any) -> None:
         self._pending.discard(ident)
@@ -199,6 +213,7 @@ class Wire:
 
     async def write(self, text: str) -> None:
         """Write whole lines to the client, noting which requests they answer."""
+        answers: list[tuple[Any, bool]] = []
         for line in text.splitlines():
             if line.startswith("{") and ('"result"' in line or '"error"' in line):
                 try:
@@ -207,12 +222,31 @@ class Wire:
                     continue
                 if isinstance(sent, dict) and ("result" in sent or "error" in sent):
                     self._settle(sent.get("id"))
+                    result = sent.get("result")
+                    answers.append((sent.get("id"), isinstance(result, dict)
+                                    and not result.get("isError")))  # fmt: skip
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:  # never put invalid UTF-8 on the wire
             data = text.encode("utf-8", "replace")
         async with self._lock:
-            await anyio.to_thread.run_sync(self._write_all, data)
+            try:
+                await anyio.to_thread.run_sync(self._write_all, data)
+            except BaseException:
+                await self._answered(answers, written=False)
+                raise
+        await self._answered(answers, written=True)
+
+    async def _answered(self, answers: list[tuple[Any, bool]], *, written: bool) -> None:
+        for ident, ok in answers:
+            then = self.answered.pop(ident, None)
+            if then is None:
+                continue
+            with anyio.CancelScope(shield=True):
+                try:
+                    await anyio.to_thread.run_sync(then, written and ok)
+                except Exception as exc:  # the answer is out; what it settles is logged
+                    print(f"actors mcp: after answering {ident!r}: {exc}", file=sys.stderr)
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

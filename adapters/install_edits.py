@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime.core.bounded_json import Undecodable, decode
 from runtime.core.errors import BadInput
 
 TOML_BEGIN = "# >>> actors (managed by `actors install`; `actors uninstall` removes it)\n"
@@ -54,10 +55,10 @@ def _load_json(path: Path, text: str | None) -> dict[str, Any]:
     if not text or not text.strip():
         return {}
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = decode(text)
+    except Undecodable as exc:
         raise BadInput(
-            f"{path} is not valid JSON (line {exc.lineno}): fix it first; nothing was changed"
+            f"{path} is not valid JSON ({exc}): fix it first; nothing was changed"
         ) from None
     if not isinstance(data, dict):
         raise BadInput(f"{path} does not hold a JSON object; nothing was changed")

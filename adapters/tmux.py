@@ -3,7 +3,8 @@
 Never into a shell: a pane whose foreground program is a shell executes the line, so delivery fails there, not retryable, and
 the receipt says which program and what to do. Never a control character: the line is
 made inert first (runtime.core.terminal), so a run-written summary cannot edit the
-pane's input line. Never a multi-line paste (TUIs split, swallow or auto-submit those): the body is written
+pane's input line, and quoted as data (runtime.delivery.render, which also renders the
+body file the line points at). Never a multi-line paste (TUIs split, swallow or auto-submit those): the body is written
 to a file under the session directory, and one literal line pointing at it is typed with
 `send-keys -l`. Enter is sent separately after a delay (Ink-based TUIs drop an Enter that
 arrives in the same read as the text). A pane in copy mode is taken out of it first
@@ -223,9 +224,16 @@ class TmuxAdapter:
 
 
 def pointer_line(envelope: dict[str, Any], context: DeliveryContext) -> str:
-    """One line an agent (or a person) can act on, pointing at the full body."""
-    summary = one_line(str(envelope.get("summary") or envelope.get("type")), 200)
+    """One line an agent (or a person) can act on, pointing at the full body: our words,
+    the run-written summary quoted as one inert JSON string (runtime.delivery.render),
+    and the body file (itself fenced by the same renderer)."""
+    from runtime.delivery.render import INLINE_NOTE, inline, token
+
+    summary = inline(envelope.get("summary") or envelope.get("type"), 200)
+    kind = token(envelope.get("type") or "message")
     where = f" - details: {one_line(context.body_file)}" if context.body_file else ""
-    line = f"[actors] {summary}{where}"
+    line = (
+        f"[actors] {kind} from {token(envelope.get('from') or '?')}: {summary} {INLINE_NOTE}{where}"
+    )
     # tmux reads an argument ending in `;` as a command separator (and drops the `;`)
     return line + " ." if line.endswith(";") else line

@@ -10,44 +10,163 @@ pydantic, httpx or websockets only on the paths that need them
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 from typing import Any
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console entry point: one readable line and exit status 2 for any input error."""
+    """Console entry point: one readable line and exit status 2 for any input error, and
+    for an environment that ran out of something (a full or read-only disk, no
+    descriptors or memory left, stdout that cannot be written)."""
     from runtime.core import config
-    from runtime.core.errors import ActorsError
+    from runtime.core.errors import ActorsError, resource_error
 
     args = sys.argv[1:] if argv is None else argv
     streams = sys.stdout, sys.stderr
+    _guard_output()
     _guard_terminals()
+    if args[:1] == ["hook"]:  # hooks keep their own rule: never fail the harness
+        _hook(args)
     try:
-        _check_utf8(args)
-        if args[:1] != ["hook"]:  # hooks keep their own rule: never block the harness
-            config.check()  # a bad ACTORS_* value stops the command before it writes
-        from actors.cli._fast import run
-
-        if run(args):
-            return None
-        from actors.cli._app import run_click
-
-        return run_click(args)
-    except ActorsError as err:
-        sys.stderr.write(f"actors: {err}\n")
-        sys.exit(err.exit_code)
-    except BrokenPipeError:
-        sys.exit(0)
-    except Exception as exc:  # a bug: one line by default, the traceback on request
-        if config.flag(config.DEBUG):
+        try:
+            outcome = _dispatch(args, config)
+        except SystemExit:
+            _flush_output()  # a command's own exit status stands only once its output is out
             raise
-        sys.stderr.write(
+        _flush_output()
+        return outcome
+    except ActorsError as err:
+        _say(f"actors: {err}")
+        sys.exit(err.exit_code)
+    except BrokenPipeError:  # the reader went away (`| head`): a quiet end, as documented
+        _drop_output()
+        sys.exit(0)
+    except Exception as exc:
+        found = resource_error(exc, where=_state_root(config))
+        if found is not None:  # the environment ran out of something: not a bug
+            _say(f"actors: {found}")
+            sys.exit(found.exit_code)
+        if config.flag(config.DEBUG):  # a bug: one line by default, the traceback on request
+            raise
+        _say(
             f"actors: internal error: {type(exc).__name__}: {exc} "
-            "(rerun with ACTORS_DEBUG=1 for the traceback, and please report it)\n"
+            "(rerun with ACTORS_DEBUG=1 for the traceback, and please report it)"
         )
         sys.exit(1)
     finally:
+        _settle_output()
         sys.stdout, sys.stderr = streams
+
+
+def _hook(args: list[str]) -> None:
+    """`actors hook ...`: exit 0 whatever happens (2 only for file-changed's wake),
+    actors.cli.hooks.run_hook."""
+    try:
+        from actors.cli.hooks import run_hook
+    except BaseException:  # not even importable: still never fail the harness
+        sys.exit(0)
+    run_hook(args)
+
+
+def _dispatch(args: list[str], config: Any) -> Any:
+    _check_utf8(args)
+    config.check()  # a bad ACTORS_* value stops the command before it writes
+    from actors.cli._fast import run
+
+    if run(args):
+        return None
+    from actors.cli._app import run_click
+
+    return run_click(args)
+
+
+def _state_root(config: Any) -> str | None:
+    try:
+        return str(config.state_root())
+    except Exception:
+        return None
+
+
+class _Stdout(io.FileIO):
+    """fd 1 under the CLI's text stdout: a failed write becomes OutputLost (one line,
+    exit 2) instead of a bare OSError that could come from anywhere; a closed pipe stays
+    BrokenPipeError (a reader that went away)."""
+
+    def write(self, data: Any) -> int:
+        try:
+            return super().write(data)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            from runtime.core.errors import OutputLost
+
+            raise OutputLost(
+                f"cannot write the output (stdout): {exc.strerror}",
+                hint="make room where stdout goes, or send it elsewhere",
+            ) from exc
+
+
+def _guard_output() -> None:
+    """Put `_Stdout` under sys.stdout (same encoding and buffering), when it is fd 1."""
+    stream = sys.stdout
+    if not isinstance(stream, io.TextIOWrapper):
+        return  # a test's capture, an embedding caller's stream: theirs to handle
+    try:
+        if stream.fileno() != 1:
+            return
+        stream.flush()
+    except (OSError, ValueError):
+        return
+    raw = _Stdout(1, "w", closefd=False)
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding=stream.encoding,
+        errors=stream.errors,
+        line_buffering=stream.line_buffering,
+    )
+
+
+def _flush_output() -> None:
+    """Write out what the command printed; a failure is reported, never ignored at exit."""
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        _drop_output()
+        raise
+
+
+def _settle_output() -> None:
+    """On the way out, whatever happened: flush, or discard what cannot be written."""
+    try:
+        sys.stdout.flush()
+    except Exception:
+        _drop_output()
+
+
+def _drop_output() -> None:
+    """Point fd 1 at /dev/null, so the output left in the buffer is discarded quietly
+    (the interpreter's own flush at exit would otherwise print a traceback)."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+    except OSError:
+        return
+    os.dup2(null, 1)
+    os.close(null)
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass  # nothing left to tell: the line on stderr says what was lost
+
+
+def _say(line: str) -> None:
+    """The one line on stderr; nothing more can be done when stderr itself fails."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _guard_terminals() -> None:

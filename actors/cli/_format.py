@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from runtime.core.ids import parse_iso
+from runtime.core.terminal import cell
 
 
 def age(ts: str | None, now: float | None = None) -> str:
@@ -27,13 +28,16 @@ def age(ts: str | None, now: float | None = None) -> str:
 
 
 def status_word(summary: Mapping[str, Any]) -> str:
-    word = str(summary.get("status", "?"))
+    """The status as a listing shows it: `failed (3)`, `done (degraded)`, and the file
+    of a damaged run named, `(damaged: run.json)` or `running (damaged: progress.json)`."""
+    word = cell(summary.get("status", "?"))
     if summary.get("degraded"):
         word += " (degraded)"
-    if summary.get("damaged"):
-        word += " (damaged)"
     if word == "failed" and summary.get("code") not in (None, 1):
-        word += f" ({summary['code']})"
+        word += f" ({cell(summary['code'])})"
+    if summary.get("damaged"):
+        damage = f"(damaged: {cell(summary.get('damaged_file') or 'run.json')})"
+        word = damage if word == "damaged" else f"{word} {damage}"
     return word
 
 
@@ -43,7 +47,9 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
 
 def padded(rows: list[list[str]], headers: list[str]) -> list[list[str]]:
     """The header and every row as cells padded to their column's width (with the two
-    spaces between columns), for a caller that colours some of them."""
+    spaces between columns), for a caller that colours some of them. Every cell is
+    escaped (`cell`): a newline in a recipe's file name cannot forge a row."""
+    rows = [[cell(c) for c in row] for row in rows]
     widths = [
         max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
     ]
@@ -111,11 +117,11 @@ def write_line(parts: Sequence[Part], *, err: bool = False) -> None:
 
 
 def summary_parts(summary: Mapping[str, Any]) -> list[Part]:
-    parts: list[Part] = [f"run:{summary['run']}  ", painted(summary)]
+    parts: list[Part] = [f"run:{cell(summary['run'])}  ", painted(summary)]
     if summary.get("reason") and summary.get("status") not in ("done", "running"):
-        parts.append(f"  - {summary['reason']}")
+        parts.append(f"  - {cell(summary['reason'])}")
     if summary.get("damaged") and summary.get("status") != "damaged":
-        parts.append(f"  - damaged: {summary['damaged']}")
+        parts.append(f"  - damaged: {cell(summary['damaged'])}")
     return parts
 
 
@@ -196,8 +202,8 @@ DESCRIPTION_WIDTH = 60
 
 
 def short(text: str | None, width: int = DESCRIPTION_WIDTH) -> str:
-    """`text` on one line, cut to `width` with an ellipsis."""
-    line = " ".join((text or "").split())
+    """`text` on one line, cut to `width` with an ellipsis (controls escaped: `cell`)."""
+    line = cell(" ".join(str(text or "").split()))
     return line if len(line) <= width else line[: width - 3] + "..."
 
 

@@ -19,11 +19,11 @@ def _body(body: str | None, body_json: bool, as_json: bool) -> Any:
     from runtime.messaging.envelope import parse_body
 
     if as_json and not body_json and body and body.lstrip()[:1] in ("{", "["):
-        import json
+        from runtime.core.bounded_json import Undecodable, decode
 
         try:
-            json.loads(body)
-        except ValueError:
+            decode(body)
+        except Undecodable:
             pass
         else:
             print(

@@ -23,6 +23,7 @@ from actors.cli._format import (
     write_line,
 )
 from runtime.core.errors import ActorsError, BadInput
+from runtime.core.terminal import cell
 from runtime.runs.status import ACTIVE, TERMINAL, read_progress
 from runtime.store.layout import StateRoot, parse_run_ref
 
@@ -85,10 +86,12 @@ def list_view(
         return
     now = time.time()
     rows = []
-    for r in runs:
+    for index, r in enumerate(runs):
         progress_active = ""
         if r.get("status") in ACTIVE:
-            progress_active = str(read_progress(root.run(r["run"])).get("active", ""))
+            progress = read_progress(root.run(r["run"]))
+            progress_active = str(progress.get("active", ""))
+            runs[index] = r = _with_progress_damage(r, progress)
         rows.append(
             [r["run"], status_word(r), age(r.get("created_at"), now), _what(r), progress_active]
         )
@@ -99,6 +102,14 @@ def list_view(
 
 
 COMMAND_WIDTH = 40
+
+
+def _with_progress_damage(run: Any, progress: Mapping[str, Any]) -> Any:
+    """An active run's listing with its damaged progress.json named (`(damaged:
+    progress.json)`), unless a file the status rests on is damaged already."""
+    if "damaged" not in progress or run.get("damaged"):
+        return run
+    return {**run, "damaged": progress["damaged"], "damaged_file": "progress.json"}
 
 
 def _what(run: Mapping[str, Any]) -> str:
@@ -124,16 +135,19 @@ def _tree_lines(root: StateRoot, runs: Sequence[Mapping[str, Any]]) -> list[str]
 
     def walk(r: dict[str, Any], prefix: str, last: bool, top: bool) -> None:
         joint = "" if top else ("└─ " if last else "├─ ")
-        lines.append(
-            f"{prefix}{joint}{r['run']}  {status_word(r)}  {age(r.get('created_at'), now)}  {_what(r)}"
-        )
-        inner = prefix + ("" if top else ("   " if last else "│  "))
         branches: dict[str, Any] = {}
         if r.get("status") in ACTIVE:
-            branches = read_progress(root.run(r["run"])).get("branches") or {}
+            progress = read_progress(root.run(r["run"]))
+            branches = progress.get("branches") or {}
+            r = _with_progress_damage(r, progress)
+        lines.append(
+            f"{prefix}{joint}{cell(r['run'])}  {status_word(r)}  "
+            f"{age(r.get('created_at'), now)}  {cell(_what(r))}"
+        )
+        inner = prefix + ("" if top else ("   " if last else "│  "))
         kids = children.get(r["run"], [])
         for label, state in branches.items():
-            lines.append(f"{inner}  · branch {label}: {state}")
+            lines.append(f"{inner}  · branch {cell(label)}: {cell(state)}")
         for index, kid in enumerate(kids):
             walk(kid, inner, index == len(kids) - 1, False)
 
@@ -180,7 +194,7 @@ def status_view(
         details.append(("branches", ", ".join(f"{k}={v}" for k, v in summary["branches"].items())))
     details += [("owner", summary.get("owner_id") or "-"), ("state", summary["state_dir"])]
     write_line(summary_parts(summary))
-    lines = [f"  {key:<9}{value}" for key, value in details]
+    lines = [f"  {key:<9}{cell(value)}" for key, value in details]
     if summary.get("status") == "failed" or summary.get("degraded"):
         lines += _failure(paths, record)
     _out("\n".join(lines))
@@ -206,7 +220,10 @@ def _print_status_line(
     the `session_id` of the JSON the harness writes there (Claude Code's status line
     input); with `--then CMD`, CMD (the user's own status line, run by `sh -c` as Claude
     Code runs it) gets the same input, and ours is appended to its last line."""
-    data = sys.stdin.buffer.read() if stdin or then is not None else b""
+    from runtime.core.bounded_json import MAX_INPUT_BYTES
+
+    # bounded: a harness's status-line JSON is small; more is not read
+    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1) if stdin or then is not None else b""
     if stdin and session is None:
         session = _input_session(data)
     ours = _status_line(root, session)
@@ -219,15 +236,15 @@ def _print_status_line(
 def _input_session(data: bytes) -> str | None:
     """The `session_id` of a harness's status-line JSON; None when absent or unusable (the
     line then falls back to $ACTORS_SESSION: a status line must never fail)."""
-    import json
-
+    from runtime.core.bounded_json import INPUT_DEPTH, MAX_INPUT_BYTES, Undecodable, decode
     from runtime.core.ids import is_valid_id
 
     try:
-        found = json.loads(data or b"{}").get("session_id")
-    except (ValueError, AttributeError):
+        found = decode(data or b"{}", max_bytes=MAX_INPUT_BYTES, max_depth=INPUT_DEPTH)
+    except Undecodable:
         return None
-    return found if isinstance(found, str) and is_valid_id(found) else None
+    session = found.get("session_id") if isinstance(found, dict) else None
+    return session if isinstance(session, str) and is_valid_id(session) else None
 
 
 def _run_theirs(command: str, data: bytes) -> str:
@@ -255,6 +272,11 @@ def _status_line(root: StateRoot, session: str | None) -> str:
             units += max(1, int(read_progress(root.run(r["run"])).get("active") or 0))
     if not units:
         return ""
-    marks = ["▷"] * units
-    marks[int(time.time()) % units] = "▶"
-    return "".join(marks)
+    shown = min(units, MAX_MARKS)
+    marks = ["▷"] * shown
+    marks[int(time.time()) % shown] = "▶"
+    return "".join(marks) + (f" +{units - shown}" if units > shown else "")
+
+
+MAX_MARKS = 100
+"""The most ▷ `status --line` draws; more units are counted after them (`+N`)."""

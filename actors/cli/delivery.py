@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 import time
@@ -14,6 +13,7 @@ import click
 from actors.cli._format import ProgressLine, emit_json
 from runtime.core import config
 from runtime.core.errors import BadInput
+from runtime.core.terminal import cell
 from runtime.delivery.registry import BUILTIN
 from runtime.store.layout import StateRoot
 
@@ -113,9 +113,11 @@ def session_ls(as_json: bool) -> None:
         return
     for r in rows:
         click.echo(
-            f"{r['id']:<24} {r.get('harness', 'file'):<10} unread={r['unread']}"
-            + ("" if r.get("registered", True) else "  (unregistered)")
-            + (f"  (damaged: {r['damaged']})" if r.get("damaged") else "")
+            cell(
+                f"{r['id']:<24} {r.get('harness', 'file')!s:<10} unread={r['unread']}"
+                + ("" if r.get("registered", True) else "  (unregistered)")
+                + (f"  (damaged: {r['damaged']})" if r.get("damaged") else "")
+            )
         )
 
 
@@ -158,21 +160,25 @@ def inbox_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--peek", is_flag=True, help="Show without marking them read.")
 def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
-    """Print every unread follow-up at once and mark them read."""
+    """Print every unread follow-up at once and mark them read (only once the text is
+    written out: a write that fails leaves them unread)."""
     from runtime.delivery.engine import read_inbox
 
-    unread = read_inbox(_root(), _session_id(session), peek=peek, boundary="inbox read")
-    if as_json:
-        emit_json([e["envelope"] for e in unread])
-    else:
-        click.echo(f"{len(unread)} unread follow-up(s)")
-        for entry in unread:
-            env = entry["envelope"]
-            click.echo(f"- {env.get('type')} from {env.get('from')}: {env.get('summary')}")
-            body = env.get("body")
-            if body is not None:
-                text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
-                click.echo(f"  {text[:4000]}")
+    root, owner = _root(), _session_id(session)
+
+    def show(unread: list[dict[str, Any]]) -> None:
+        if as_json:
+            emit_json([e["envelope"] for e in unread])
+        else:
+            # an agent reads this: each follow-up fenced and bounded (runtime.delivery.render)
+            from runtime.delivery.render import followups_text
+
+            click.echo(followups_text(root, owner, unread))
+        sys.stdout.flush()  # out (or OutputLost / BrokenPipeError: they stay unread)
+
+    unread = read_inbox(root, owner, peek=peek, boundary="inbox read", show=show)
+    if peek:
+        show(unread)
 
 
 @inbox_group.command("wait")
@@ -203,9 +209,10 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
     line = ProgressLine()
-    guard = Guard(root, owner)  # its bell armed first, then the runs already dead folded
-    guard.scan()
-    with contextlib.closing(guard), doorbell(paths.doorbells) as fd:
+    # armed first: a root that cannot take a doorbell (read-only, full) is one line and
+    # exit 2 before the guardian starts; the guardian's first folds then ring it
+    with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, owner)) as guard:
+        guard.scan(fail_fast=True)  # its bell armed at its start; the dead runs folded now
         while True:
             # the doorbell rings inside the appender's lock: read after it (no lost wake)
             SessionInbox(paths).read_barrier()

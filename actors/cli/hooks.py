@@ -6,41 +6,129 @@ boundary hooks `user-prompt-submit` / `pre-tool-use`. Harnesses with no idle wak
 turn-boundary hooks: `gemini-after-agent` (adapters/gemini.py) and `cursor-stop`
 (adapters/cursor.py). What each hook surfaces, and under which locks, is
 runtime/delivery/boundary.py. Hooks run on every harness event, so nothing here imports
-more than the command being run needs; and any error makes a boundary hook exit 0 with
-no output: a hook never blocks a prompt, a tool or a stop.
+more than the command being run needs.
+
+A hook never fails its harness. actors.cli.main sends every `actors hook ...` command
+through `run_hook`, the one boundary: whatever the input (not JSON, nested past the
+decoder's depth, over HOOK_INPUT_CAP, no stdin, a pipe that never ends), the
+environment (a state root that is a file, group-writable or someone else's, a
+CLAUDE_ENV_FILE in a missing directory, unwritable files, a closed stdout), a bad
+option or a bug, the hook exits 0, with no output or with the answer it completed; the
+failure is one stderr line for the user (runtime.delivery.boundary.note_failure). The one
+designed non-zero exit is `file-changed`'s 2, Claude Code's asyncRewake wake, raised
+(`Wake`) only once the doorbell line for a real unread follow-up was written.
 """
 
 from __future__ import annotations
 
-import json
+import os
+import select
 import sys
-from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
 from adapters.cursor import CURSOR_LOOP_LIMIT
 from adapters.gemini import GEMINI_MAX_CHAIN
 
+HOOK_INPUT_CAP = 8 * 1024 * 1024
+"""Bytes of hook input read at most; a larger input is not parsed (the hook does
+nothing, and what waits is handed over at the next boundary)."""
+WAKE_EXIT = 2
+"""Claude Code's asyncRewake: exit 2 wakes the model with the hook's stderr."""
 
-def _hook_input() -> dict[str, Any]:
+
+class Wake(Exception):
+    """`file-changed` wrote the doorbell line for a real unread follow-up: exit 2."""
+
+
+def run_hook(args: list[str]) -> NoReturn:
+    """Run `actors hook ...` (args start with "hook"); exit 0 whatever happens, or 2 for
+    a `Wake`."""
+    code = 0
     try:
-        data = json.loads(sys.stdin.read().lstrip("\ufeff"))  # Cursor may send a BOM
-    except (ValueError, OSError):
+        from actors.cli._app import run_click
+
+        run_click(args)
+    except Wake:
+        code = WAKE_EXIT
+    except SystemExit as ended:  # click's usage errors, --help, an exit of ours
+        if ended.code not in (None, 0):
+            _note(args, f"exit status {ended.code} (usage, or a bug)")
+    except BaseException as exc:  # anything at all: a hook never blocks its harness
+        _note(args, exc)
+    _finish(code)
+
+
+def _note(args: list[str], why: str | BaseException) -> None:
+    """The failure, one line on stderr (runtime.delivery.boundary.note_failure): ours as
+    we word them, anything else with its type. Never raises."""
+    try:
+        from runtime.core.errors import ActorsError
+        from runtime.delivery.boundary import note_failure
+
+        if isinstance(why, BaseException):
+            why = str(why) if isinstance(why, ActorsError) else f"{type(why).__name__}: {why}"
+        note_failure(args[1] if len(args) > 1 else "hook", why)
+    except BaseException:  # even the note failed: the exit status is what matters
+        pass
+
+
+def _finish(code: int) -> NoReturn:
+    """Exit with `code`, even when stdout or stderr cannot be flushed (a closed pipe
+    would otherwise make the interpreter exit 120 at shutdown)."""
+    for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):
+        try:
+            stream.flush()
+        except BaseException:  # closed, a reader gone, or no stream at all (None)
+            try:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, fd)  # what is still buffered goes nowhere, and succeeds
+                os.close(null)
+            except OSError:
+                pass
+    sys.exit(code)
+
+
+def hook_input() -> dict[str, Any]:
+    """The hook's input: a JSON object on stdin, else {} (not JSON, not an object, too
+    deep for the decoder, over HOOK_INPUT_CAP, or nothing arrived within the hook wait)."""
+    from runtime.core import config
+    from runtime.core.bounded_json import INPUT_DEPTH, decode
+
+    try:
+        wait = config.seconds(config.HOOK_LOCK_WAIT)
+    except Exception:  # a bad value: the default (the hook never refuses to run)
+        wait = float(config.HOOK_LOCK_WAIT.default)
+    try:
+        raw = _read_stdin(HOOK_INPUT_CAP, wait)
+        if raw is None:
+            return {}
+        raw = raw.removeprefix(b"\xef\xbb\xbf")  # Cursor may send a BOM
+        # bounded (runtime.core.bounded_json): deep nesting, NaN or undecodable text
+        # count as no input, never as a crash
+        data = decode(raw, max_bytes=HOOK_INPUT_CAP, max_depth=INPUT_DEPTH)
+    except Exception:  # Undecodable, MemoryError, OSError: no input
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def _quietly(body: Callable[[dict[str, Any]], None]) -> None:
-    """Run a boundary hook on its input: whatever goes wrong, exit 0 without blocking
-    the harness."""
-    try:
-        body(_hook_input())
-    except SystemExit:
-        raise
-    except BaseException:  # a hook must never block a prompt, a tool or a stop
-        sys.exit(0)
-    sys.exit(0)
+def _read_stdin(cap: int, idle_s: float) -> bytes | None:
+    """All of stdin up to `cap` bytes, None when it is larger or goes `idle_s` seconds
+    without a byte or its end (a harness writes its input at once and closes it)."""
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        ready, _, _ = select.select([0], [], [], idle_s)
+        if not ready:
+            return None
+        chunk = os.read(0, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > cap:
+            return None
+        chunks.append(chunk)
 
 
 @click.group("hook")
@@ -56,13 +144,11 @@ def hook_group() -> None:
     help="watcher: no watchPaths; tell the agent to keep `actors inbox wait` running.",
 )
 def session_start(wake: str) -> None:
-    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file."""
+    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file, hand
+    over follow-ups unread so far."""
     from adapters.claude_code import hooks
 
-    answer = hooks.session_start(_hook_input(), wake)
-    if answer is None:
-        sys.exit(0)  # never block a session start; there is nothing to register
-    click.echo(json.dumps(answer))
+    hooks.session_start(hook_input(), wake)  # writes its answer (none: nothing to register)
 
 
 @hook_group.command("file-changed")
@@ -70,7 +156,8 @@ def file_changed() -> None:
     """FileChanged (asyncRewake): exit 2 with a doorbell line when follow-ups are unread."""
     from adapters.claude_code import hooks
 
-    sys.exit(2 if hooks.file_changed(_hook_input()) else 0)
+    if hooks.file_changed(hook_input()):
+        raise Wake
 
 
 @hook_group.command("user-prompt-submit")
@@ -79,7 +166,7 @@ def user_prompt_submit() -> None:
     with the user's prompt as additionalContext."""
     from adapters.claude_code import hooks
 
-    _quietly(hooks.user_prompt_submit)
+    hooks.user_prompt_submit(hook_input())
 
 
 @hook_group.command("pre-tool-use")
@@ -88,7 +175,7 @@ def pre_tool_use() -> None:
     permission decision: the tool call goes on exactly as it would have)."""
     from adapters.claude_code import hooks
 
-    _quietly(hooks.pre_tool_use)
+    hooks.pre_tool_use(hook_input())
 
 
 @hook_group.command("gemini-after-agent")
@@ -104,7 +191,7 @@ def gemini_after_agent(max_chain: int) -> None:
     (`{"decision": "deny", "reason": ...}`); silent when nothing is pending."""
     from adapters.gemini import after_agent
 
-    _quietly(lambda data: after_agent(data, max_chain))
+    after_agent(hook_input(), max_chain)
 
 
 @hook_group.command("cursor-stop")
@@ -120,4 +207,4 @@ def cursor_stop(loop_limit: int) -> None:
     (`{"followup_message": ...}`), never past the loop limit; silent otherwise."""
     from adapters.cursor import stop
 
-    _quietly(lambda data: stop(data, loop_limit))
+    stop(hook_input(), loop_limit)

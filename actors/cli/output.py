@@ -13,6 +13,7 @@ from actors.cli._format import emit_json, failure_lines, summary_parts, write_li
 from actors.cli._options import json_option
 from actors.cli.completion import run_ids
 from runtime.core.errors import BadInput, Conflict
+from runtime.core.terminal import cell
 from runtime.runs.status import TERMINAL
 from runtime.store.layout import StateRoot, parse_run_ref, rotated
 from runtime.store.reads import read_bytes, read_jsonl, read_text_tail, tail_jsonl
@@ -52,7 +53,7 @@ def tail_cmd(
         return
     if use_events:
         for event in tail_jsonl(path, lines):
-            click.echo(redact_text(_event_line(event), secrets))
+            click.echo(cell(redact_text(_event_line(event), secrets)))
     else:
         for line in read_text_tail(path, lines):
             click.echo(redact_text(line, secrets))
@@ -186,9 +187,11 @@ def result_cmd(run: str, as_json: bool) -> None:
     click.echo(f"  code     {result.get('code')}")
     for failure in result.get("failures") or []:
         click.echo(
-            f"  failed   {failure.get('label') or failure.get('node')} "
-            f"({failure.get('status')}, code {failure.get('code')}, "
-            f"policy {failure.get('policy')})"
+            cell(
+                f"  failed   {failure.get('label') or failure.get('node')} "
+                f"({failure.get('status')}, code {failure.get('code')}, "
+                f"policy {failure.get('policy')})"
+            )
         )
     for line in failure_lines(result.get("failure")):
         click.echo(line)
@@ -199,7 +202,7 @@ def result_cmd(run: str, as_json: bool) -> None:
             state = "directory"
         else:
             state = f"{art.get('size')} bytes"
-        click.echo(f"  artifact {name}: {art.get('path')} ({state})")
+        click.echo(cell(f"  artifact {name}: {art.get('path')} ({state})"))
     if result.get("output"):
         click.echo("  output:")
         for line in str(result["output"]).splitlines()[:40]:

@@ -12,6 +12,7 @@ import click
 from actors.cli._format import emit_json, param_lines, short, table
 from actors.cli._options import json_option
 from runtime.core.errors import NotFound
+from runtime.core.terminal import cell
 
 
 def _looks_like_path(ref: str) -> bool:
@@ -74,7 +75,7 @@ def _recipes_ls(as_json: bool) -> None:
     if broken:
         click.echo("\ninvalid:")
         for entry in broken:
-            click.echo(f"  {entry.path}: {entry.problem}")
+            click.echo(f"  {cell(entry.path)}: {cell(entry.problem)}")
 
 
 @click.group("recipes", invoke_without_command=True)
@@ -164,7 +165,7 @@ def _show_entry(entry: Any, others: list[Any], as_json: bool) -> None:
         )
         return
     mode = "async" if entry.is_async else "sync"
-    click.echo(f"{entry.name}  ({entry.root}, {mode})")
+    click.echo(f"{cell(entry.name)}  ({entry.root}, {mode})")
     status = entry.status + (f": {entry.problem}" if entry.problem else "")
     details: list[tuple[str, str]] = [("file", str(entry.path)), ("status", status)]
     if entry.shadowed_by is not None:
@@ -175,7 +176,7 @@ def _show_entry(entry: Any, others: list[Any], as_json: bool) -> None:
     if entry.description:
         details.append(("about", entry.description))
     for key, value in details:
-        click.echo(f"  {key:<10}{value}")
+        click.echo(f"  {key:<10}{cell(value)}")
     if compiled is None:
         return
     mailbox = compiled.get("mailbox") or {}
@@ -185,13 +186,13 @@ def _show_entry(entry: Any, others: list[Any], as_json: bool) -> None:
     artifacts = compiled.get("artifacts") or {}
     if artifacts:
         listed = ", ".join(f"{n}={a['path']}" for n, a in artifacts.items())
-        click.echo(f"  {'artifacts':<10}{listed}")
+        click.echo(f"  {'artifacts':<10}{cell(listed)}")
     click.echo("  structure")
     for line in _outline(compiled["root"], 2):
-        click.echo(line)
+        click.echo(cell(line))  # a recipe's words: a newline in one cannot forge a line
     click.echo("  parameters")
     for line in param_lines(params):
-        click.echo(line)
+        click.echo(cell(line))
 
 
 @recipes_group.command("show")
@@ -281,7 +282,7 @@ def recipes_check_cmd(refs: tuple[str, ...], as_json: bool) -> None:
             else:
                 line = f"{r['path']}: ok"
                 notes = ["disabled"] * (r["status"] == "disabled") + notes
-            click.echo(line + (f" ({'; '.join(notes)})" if notes else ""))
+            click.echo(cell(line + (f" ({'; '.join(notes)})" if notes else "")))
         if not results:
             click.echo("no recipes to check", err=True)
         else:

@@ -19,7 +19,7 @@ def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, actio
     from runtime.runs.status import find_run
 
     _, record = find_run(root, run_id)
-    check_control(record, current_principal(root, session), force=force, action=action)
+    check_control(record, current_principal(root, session), force=force, action=action, root=root)
 
 
 @click.command("archive")
@@ -68,16 +68,15 @@ def prune_cmd(
     ids = [parse_run_ref(r) for r in runs]
     if older_than:
         cutoff = time.time() - _duration_s(older_than)
-        from runtime.core.ids import parse_iso
         from runtime.runs.ownership import current_principal
 
         me = current_principal(root, session).id
         for summary in list_runs(root):
-            ended = summary.get("ended_at") or summary.get("created_at")
+            ended = _epoch(summary.get("ended_at") or summary.get("created_at"))
             if (
                 summary.get("status") in TERMINAL
-                and ended
-                and parse_iso(ended) < cutoff
+                and ended is not None
+                and ended < cutoff
                 and (force or summary.get("owner_id") == me)
             ):
                 ids.append(summary["run"])
@@ -95,6 +94,17 @@ def prune_cmd(
             click.echo(f"run:{item['run']} pruned ({item['status']})")
         if not results:
             click.echo("nothing to prune", err=True)
+
+
+def _epoch(stamp: object) -> float | None:
+    """A run's recorded time, None when it is not a timestamp (a run wrote it: such a run
+    is left alone rather than stopping the prune of the others)."""
+    from runtime.core.ids import parse_iso
+
+    try:
+        return parse_iso(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
 
 
 def _duration_s(text: str) -> float:

@@ -11,7 +11,8 @@ import click
 
 from actors.cli._format import ProgressLine, emit_json, param_lines, short, summary_line
 from actors.cli._options import json_option, session_option
-from runtime.core.errors import BadInput, NotFound
+from runtime.core.errors import BadInput
+from runtime.core.terminal import cell
 
 _BOOL_WORDS = ("true", "false", "yes", "no", "on", "off", "1", "0")
 
@@ -34,12 +35,12 @@ def _tools_ls(as_json: bool) -> None:
         head = f"{tool['name']}  ({tool['root']}, {mode})"
         if tool["status"] != "ok":
             why = f": {tool['problem']}" if tool["problem"] else ""
-            click.echo(f"{tool['name']}  ({tool['root']})  {tool['status'].upper()}")
-            click.echo(f"    {tool['path']}{why}")
+            click.echo(cell(f"{tool['name']}  ({tool['root']})  {tool['status'].upper()}"))
+            click.echo(cell(f"    {tool['path']}{why}"))
             if tool["shadows"]:
-                click.echo(f"    (it blocks {', '.join(tool['shadows'])})")
+                click.echo(cell(f"    (it blocks {', '.join(tool['shadows'])})"))
             continue
-        click.echo(f"{head}  {short(tool['description'])}".rstrip())
+        click.echo(cell(f"{head}  {short(tool['description'])}".rstrip()))
         params = [
             Param(
                 name=p["name"],
@@ -53,7 +54,7 @@ def _tools_ls(as_json: bool) -> None:
             for p in tool["parameters"]
         ]
         for line in param_lines(params):
-            click.echo(line)
+            click.echo(cell(line))
 
 
 @click.group("tools", invoke_without_command=True)
@@ -116,13 +117,12 @@ def _recipe_source(
             "--description and --async go with --template",
             hint="with --from, set them in the file",
         )
-    if from_file == "-":
-        return sys.stdin.buffer.read(), "stdin"
+    from runtime.compiler.library import MAX_RECIPE_BYTES, recipe_bytes
+
+    if from_file == "-":  # one byte past the cap is enough to refuse it
+        return sys.stdin.buffer.read(MAX_RECIPE_BYTES + 1), "stdin"
     path = Path(from_file).expanduser()
-    try:
-        return path.read_bytes(), str(path)
-    except OSError as exc:
-        raise NotFound(f"cannot read {from_file}: {exc.strerror}") from None
+    return recipe_bytes(path), str(path)  # a FIFO or a huge file is refused, not read
 
 
 @tools_group.command("register")
@@ -173,9 +173,9 @@ def tools_register_cmd(
     data, label = _recipe_source(from_file, template, description, is_async, from_run)
     scope = "project" if project else "user"
     target, replaced = register_tool(name, data=data, label=label, scope=scope, update=update)
-    import json
+    from runtime.core.bounded_json import decode
 
-    params = parameters(json.loads(data))
+    params = parameters(decode(data))  # (register_tool has accepted these very bytes)
     same = [e for e in list_recipes(validate=False) if e.name == name]
     winner = same[0] if same else None
     if as_json:

@@ -11,23 +11,20 @@ a second confirmation would help, rather than a plain error.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import trio
 
 from actors.dashboard.asgi import Request, send_error, send_json
 from actors.dashboard.live import Hub
+from runtime.core.bounded_json import decode_input
 from runtime.core.errors import BadInput, Refused
 from runtime.runs.ownership import Principal, check_control
 from runtime.runs.status import find_run
 
 
 def _payload(raw: bytes) -> dict[str, Any]:
-    try:
-        data = json.loads(raw or b"{}")
-    except ValueError:
-        raise BadInput("the action's body is not JSON") from None
+    data = decode_input(raw or b"{}", "the action's body")
     if not isinstance(data, dict):
         raise BadInput("the action's body is not a JSON object")
     force = data.get("force", False)
@@ -40,7 +37,7 @@ def _owned_elsewhere(hub: Hub, run_id: str, principal: Principal, action: str) -
     """The owner of `run_id` when `principal` may not `action` it without force."""
     _paths, run = find_run(hub.root, run_id)
     try:
-        check_control(run, principal, force=False, action=action)
+        check_control(run, principal, force=False, action=action, root=hub.root)
     except Refused:
         return str(run.get("owner_id"))
     return None

@@ -4,7 +4,9 @@ A hand-written router over a dozen fixed paths: a framework would add a dependen
 an import cost to route what a table does. Every request passes the gate first (Host,
 token; an action also the CSRF header), so no route can forget it. A user-fixable
 failure (`ActorsError`) is answered as JSON with its one line and hint, with the status
-its kind means; anything else is a bug, logged by hypercorn as a 500.
+its kind means; the machine running out of something (a full disk, no descriptor left)
+is a 503 with its line, and the server keeps serving; anything else is a bug, logged by
+hypercorn as a 500.
 """
 
 from __future__ import annotations
@@ -27,7 +29,16 @@ from actors.dashboard.asgi import (
 )
 from actors.dashboard.auth import Gate, headers_of
 from actors.dashboard.live import Hub
-from runtime.core.errors import ActorsError, BadInput, Conflict, NotFound, Refused
+from runtime.core.errors import (
+    ActorsError,
+    BadInput,
+    Conflict,
+    NotFound,
+    Refused,
+    ResourceError,
+    StateDamaged,
+    resource_error,
+)
 from runtime.runs.ownership import Principal
 
 STATIC = {
@@ -46,7 +57,17 @@ ROUTES: list[tuple[str, re.Pattern[str], Handler, dict[str, Any]]] = [
     ("POST", re.compile(rf"/api/runs/{_RUN}/cancel"), actions.stop, {"action": "cancel"}),
     ("POST", re.compile(r"/api/message"), actions.message, {}),
 ]
-_STATUS = {BadInput: 400, NotFound: 404, Conflict: 409, Refused: 403}
+_STATUS = {
+    BadInput: 400,
+    NotFound: 404,
+    Conflict: 409,
+    Refused: 403,
+    StateDamaged: 409,
+    ResourceError: 503,
+}
+"""An ActorsError's HTTP status. A run whose files are damaged is answered 409 naming the
+file, as the CLI refuses it; ResourceError (a full disk, no descriptor left) is 503: the
+server goes on, and the same request works once the machine has room again."""
 FORBIDDEN = "forbidden: open the URL `actors dashboard` printed (it carries the token)"
 
 
@@ -86,6 +107,11 @@ class Dashboard:
             await send_error(send, status, exc.message, hint=exc.hint)
         except BodyTooLarge:
             await send_error(send, 413, "the request body is too large")
+        except (OSError, MemoryError) as exc:  # the machine ran out of something: say so
+            found = resource_error(exc, where=str(self.hub.root.path))
+            if found is None:
+                raise
+            await send_error(send, 503, found.message, hint=found.hint)
 
     async def _route(self, request: Request, scope: Scope) -> None:
         path, method = request.path, request.method

@@ -6,9 +6,12 @@ session's deliveries.jsonl (actors.dashboard.watch). Each batch names the runs i
 touched; the board re-derives only those, and every subscriber (one per open page,
 reading `/events`) gets one server-sent event saying which runs changed, which were only
 touched (their logs grew), and whether a session did. A runner killed outright writes
-nothing: each active run's runner is followed on its pidfd too. Nothing polls: the
-server sleeps on the inotify descriptor and the pidfds in its event loop, the pages on
-their event stream.
+nothing: each active run's runner is followed on its pidfd too, up to a budget (a
+quarter of the descriptor limit); past it a run waits, asleep, for a followed runner to
+end. Nothing polls: the server sleeps on the inotify descriptor and the pidfds in its
+event loop, the pages on their event stream. A batch the machine cannot serve (no
+descriptor or memory left) is said once on stderr and read again at the next event;
+the server keeps serving.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from typing import Any
 import trio
 
 from actors.dashboard.asgi import Request, send_event, start_stream
-from actors.dashboard.watch import StateWatch
-from runtime.core.errors import ActorsError
+from actors.dashboard.watch import Batch, StateWatch
+from runtime.core.errors import ActorsError, resource_error
 from runtime.core.inotify import Inotify
 from runtime.core.process import verify
 from runtime.runs.board import RunBoard
+from runtime.runs.guardian import pidfd_budget
 from runtime.runs.status import ACTIVE, find_run, runner_identity
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
@@ -42,6 +46,14 @@ class Hub:
         self.board = RunBoard(root)
         self._subscribers: set[trio.MemorySendChannel[dict[str, Any]]] = set()
         self._followed: set[str] = set()
+        self._slots = trio.CapacityLimiter(pidfd_budget())
+        """Runners followed on a pidfd at once; past that a run waits, asleep, for a
+        slot (a followed runner ending frees one): no timer ever stands in."""
+        self._unfollowed: set[str] = set()
+        """Active runs whose runner could not get a pidfd (no descriptor left): tried
+        again when a followed runner ends or any file event comes."""
+        self._nursery: trio.Nursery | None = None
+        self._trouble: str | None = None
 
     def stop(self) -> None:
         """End every page's stream (a stopping server does not wait on open pages)."""
@@ -60,23 +72,42 @@ class Hub:
             tree.start()
             self.board.load()
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 self._follow_runners(nursery, {r["run"] for r in self.board.runs()})
                 task_status.started()
                 while True:
                     await trio.lowlevel.wait_readable(inotify.fd)
                     await trio.sleep(GATHER_S)  # one batch for a burst of writes
-                    batch = tree.apply(inotify.read())
-                    if batch.overflow:  # events were lost: list and watch everything again
-                        tree.start()
-                        try:
-                            self.board.load()
-                        except ActorsError as exc:  # an untrusted directory: keep the board
-                            sys.stderr.write(f"actors dashboard: not re-listed: {exc.message}\n")
-                        self.publish({"version": self.board.version, "reload": True})
-                        self._follow_runners(nursery, {r["run"] for r in self.board.runs()})
-                    elif batch.touched or batch.sessions:
-                        self._refresh(batch.touched, sessions=batch.sessions)
-                        self._follow_runners(nursery, batch.touched)
+                    try:
+                        self._apply(nursery, tree, tree.apply(inotify.read()))
+                    except (ActorsError, OSError, MemoryError) as exc:
+                        self._note(exc)  # keep serving: the next event tries again
+                    else:
+                        self._trouble = None
+
+    def _apply(self, nursery: trio.Nursery, tree: StateWatch, batch: Batch) -> None:
+        if batch.overflow:  # events were lost: list and watch everything again
+            tree.start()
+            try:
+                self.board.load()
+            except ActorsError as exc:  # an untrusted directory: keep the board
+                sys.stderr.write(f"actors dashboard: not re-listed: {exc.message}\n")
+            self.publish({"version": self.board.version, "reload": True})
+            self._follow_runners(nursery, {r["run"] for r in self.board.runs()})
+        elif batch.touched or batch.sessions or self.board.behind or self._unfollowed:
+            self._refresh(batch.touched, sessions=batch.sessions)
+            self._follow_runners(nursery, batch.touched)
+
+    def _note(self, exc: BaseException) -> None:
+        """A batch the machine could not serve (no descriptor or memory left): one line
+        on stderr per kind of trouble, never an exit; anything else is a bug."""
+        found = exc if isinstance(exc, ActorsError) else resource_error(exc)
+        if found is None:
+            raise exc
+        line = str(found)
+        if line != self._trouble:
+            self._trouble = line
+            sys.stderr.write(f"actors dashboard: {line} (still serving)\n")
 
     def _refresh(self, touched: set[str], *, sessions: bool = False) -> None:
         changed = self.board.refresh(touched)
@@ -94,6 +125,7 @@ class Hub:
     def _follow_runners(self, nursery: trio.Nursery, names: set[str]) -> None:
         """Sleep on the runner of each active run (a pidfd, as the guardians do): a runner
         killed outright writes no file, and the page must still see the run end."""
+        names, self._unfollowed = names | self._unfollowed, set()
         for name in names - self._followed:
             row = self.board.get(name)
             if row is not None and row.get("status") in ACTIVE:
@@ -101,14 +133,21 @@ class Hub:
                 nursery.start_soon(self._follow, name)
 
     async def _follow(self, name: str) -> None:
+        ended = False
         try:
-            identity = await trio.to_thread.run_sync(self._identity, name)
-            if identity is None:
-                return  # no verified runner yet: its run.json write brings it back here
-            await _until_gone(identity, str(self.root.run(name).liveness))
-            self._refresh({name})
+            async with self._slots:  # past the budget: asleep until a followed run ends
+                identity = await trio.to_thread.run_sync(self._identity, name)
+                if identity is None:
+                    return  # no verified runner yet: its run.json write brings it back here
+                if not await _until_gone(identity, str(self.root.run(name).liveness)):
+                    self._unfollowed.add(name)  # no pidfd now: again at the next event
+                    return
+                ended = True
+                self._refresh({name})
         finally:
             self._followed.discard(name)
+            if ended and self._unfollowed and self._nursery is not None:
+                self._follow_runners(self._nursery, set())
 
     def _identity(self, name: str) -> dict[str, Any] | None:
         try:
@@ -152,16 +191,18 @@ class Hub:
             nursery.cancel_scope.cancel()
 
 
-async def _until_gone(identity: dict[str, Any], liveness: str) -> None:
-    """Return once the runner `identity` names has exited (its exit watch, opened before
-    the identity is verified again, so it pins that very process)."""
+async def _until_gone(identity: dict[str, Any], liveness: str) -> bool:
+    """Once the runner `identity` names has exited, True (its exit watch, opened before
+    the identity is verified again, so it pins that very process); False at once when no
+    watch can be opened now (no descriptor left) and it still runs: followed later."""
     from runtime.core.platform import ExitWatch
 
     watch = ExitWatch.open(identity["pid"], liveness)
     if watch is None:
-        return  # gone already, or not ours to watch: the refresh shows which
+        return verify(identity)[0] != "valid"
     try:
         if verify(identity)[0] == "valid":
             await trio.lowlevel.wait_readable(watch.fd)
     finally:
         watch.close()
+    return True

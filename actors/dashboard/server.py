@@ -89,10 +89,17 @@ def serve(host: str, port: int, *, allow_remote: bool, session: str | None) -> N
 
 
 def _user_error(group: BaseExceptionGroup) -> ActorsError | None:
-    """The one user-fixable error a start failed with (an untrusted run directory, say),
-    so the CLI prints its line and exits 2 instead of reporting a bug."""
+    """The one user-fixable error a start failed with (an untrusted run directory, no
+    inotify instance or descriptor left), so the CLI prints its line and exits 2 instead
+    of reporting a bug."""
+    from runtime.core.errors import resource_error
+
     errors = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
-    return errors[0] if len(errors) == 1 and isinstance(errors[0], ActorsError) else None
+    if len(errors) != 1:
+        return None
+    if isinstance(errors[0], ActorsError):
+        return errors[0]
+    return resource_error(errors[0])
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

@@ -18,7 +18,9 @@ Claude Code 2.1.331 reads (`{"type":"user","session_id":..,"message":{"role":"us
 socket path reused by another Claude session drop the frame instead of showing it
 there. The socket answers nothing, so the send is `triggered`; the inbox entry is
 marked read so the doorbell does not ring for it too. A socket that does not accept the
-connection leaves the doorbell path alone to do the delivery.
+connection, or whose listener is another user's (SO_PEERCRED, checked before the token
+is written: a socket path taken over after Claude exited), leaves the doorbell path
+alone to do the delivery.
 """
 
 from __future__ import annotations
@@ -106,8 +108,14 @@ class ClaudeCodeAdapter(FileAdapter):
             # the frame when the socket now belongs to another session
             frame["session_id"] = self.session["id"]
         lines.append(frame)
+        from runtime.core.listeners import foreign_peer
+
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(5)
             conn.connect(path)
+            owner = foreign_peer(conn)
+            if owner is not None:
+                # the socket is not our Claude's (gone, its path taken): the token stays here
+                raise PermissionError(f"the socket belongs to uid {owner}, not you")
             conn.sendall(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
             conn.shutdown(socket.SHUT_WR)

@@ -12,24 +12,27 @@ imports only what its own path needs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from runtime.core import config
+from runtime.core.errors import ActorsError
 from runtime.delivery.boundary import (
     Pick,
     doorbell_line,
     doorbell_unread,
     hand_over,
+    note_failure,
     pick_next_message,
     pick_next_tool_call,
+    pick_turn_end,
     session_of,
 )
 from runtime.delivery.sessions import session_paths
-from runtime.store.layout import SessionPaths
+from runtime.store.layout import SessionPaths, StateRoot
 
 HARNESS = "claude_code"
 CONTEXT = (
@@ -47,18 +50,63 @@ WATCHER_CONTEXT = (
 )
 
 
-def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
-    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file; the
-    hook's answer, or None when the input names no session (nothing to register)."""
-    from runtime.core.ids import is_valid_id, now_iso
-    from runtime.delivery.sessions import load_session, save_session
-    from runtime.store.layout import StateRoot
+def session_start(data: dict[str, Any], wake: str) -> None:
+    """SessionStart: register the session, export ACTORS_SESSION, arm the wake file, and
+    write the hook's answer (nothing when the input names no session).
+
+    The same Claude process serving another session before (`/clear`, `/resume` in a
+    running Claude) makes this one its successor (runtime.delivery.succession): it keeps
+    control of that session's runs, and their follow-ups come here. Follow-ups unread so
+    far (ones that arrived while the session was not running, or were moved here from
+    its predecessor) are handed over with the answer, once."""
+    from runtime.core.ids import is_valid_id
     from runtime.store.writes import ensure_dir
 
     session_id = str(data.get("session_id") or "")
     if not is_valid_id(session_id):
-        return None
+        return
     root = StateRoot.from_env()
+    _register(root, session_id, data)
+    _take_over(root, session_id)
+    paths = session_paths(root, session_id)
+    ensure_dir(paths.dir)
+    _touch_wake(paths.wake)
+    _export_session(session_id)
+    context = (WATCHER_CONTEXT if wake == "watcher" else CONTEXT).format(session=session_id)
+    armed = {} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}
+
+    def answer(handed: str | None) -> dict[str, Any]:
+        text = context if handed is None else f"{context}\n\n{handed}"
+        return {
+            "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
+            | armed
+        }
+
+    answered: list[bool] = []
+
+    def with_followups(text: str) -> dict[str, Any]:
+        answered.append(True)
+        return answer(text)
+
+    with contextlib.suppress(OSError, ActorsError, TimeoutError):
+        hand_over(
+            root,
+            session_id,
+            boundary="SessionStart",
+            harness=HARNESS,
+            pick=pick_turn_end,
+            answer=with_followups,
+        )
+    if not answered:  # nothing to hand over (or it could not be done now): the plain answer
+        sys.stdout.write(json.dumps(answer(None)) + "\n")
+        sys.stdout.flush()
+
+
+def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
+    """The session's record, as Claude Code started it (again)."""
+    from runtime.core.ids import now_iso
+    from runtime.delivery.sessions import load_session, save_session
+
     record = load_session(root, session_id)
     record.update(
         id=session_id,
@@ -68,6 +116,7 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
         cwd=data.get("cwd"),
         transcript_path=data.get("transcript_path"),
     )
+    record.pop("successor", None)  # running again: its own follow-ups come to it
     options = record.setdefault("options", {})
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
     if socket:
@@ -76,36 +125,58 @@ def session_start(data: dict[str, Any], wake: str) -> dict[str, Any] | None:
             options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
     record.setdefault("created_at", now_iso())
     save_session(root, record)
-    # the running `actors mcp` of this Claude process acts for this id from now on
-    # (a `/clear` starts a new session in the same process)
+
+
+def _take_over(root: StateRoot, session_id: str) -> None:
+    """Record that this Claude process serves `session_id` now (its running `actors mcp`
+    acts for it from the next call), and make it the successor of the session the same
+    process served before, if any; never fails the hook."""
     from runtime.delivery.harness_processes import record_harness_process
 
-    record_harness_process(root, session_id)
-    paths = session_paths(root, session_id)
-    ensure_dir(paths.dir)
-    _touch_wake(paths.wake)
+    try:
+        previous = record_harness_process(root, session_id)
+    except Exception as exc:  # the session is registered: answer anyway
+        note_failure("session-start", f"recording the harness process: {exc}")
+        return
+    if previous is None:
+        return
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.succession import succeed
+
+    try:
+        succeed(root, previous, session_id, DeliveryRunner(root))
+    except Exception as exc:  # the session starts anyway; the next start moves them
+        note_failure("session-start", f"taking over {previous}: {exc}")
+
+
+def _export_session(session_id: str) -> None:
+    """Append `export ACTORS_SESSION=...` to $CLAUDE_ENV_FILE (Claude Code sources it for
+    its Bash tool). Opened non-blocking, so a FIFO with no reader cannot hang the hook; a
+    file that cannot be written (a missing directory, no permission) is noted, and the
+    session start goes on: the MCP server and the hooks know the session without it."""
     env_file = os.environ.get("CLAUDE_ENV_FILE")
-    if env_file:
-        with open(env_file, "a") as handle:
-            handle.write(f"export {config.SESSION.name}={session_id}\n")
-    context = WATCHER_CONTEXT if wake == "watcher" else CONTEXT
-    return {
-        "hookSpecificOutput": {
-            "hookEventName": "SessionStart",
-            "additionalContext": context.format(session=session_id),
-            **({} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}),
-        }
-    }
+    if not env_file:
+        return
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(env_file, flags, 0o600)
+        try:
+            os.write(fd, f"export {config.SESSION.name}={session_id}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        note_failure("session-start", f"CLAUDE_ENV_FILE {env_file}: {exc.strerror or exc}")
 
 
 def _touch_wake(path: Path) -> None:
-    """Create the wake file the harness watches, never through a planted link (a link
-    there is left alone: a hook never fails a session start)."""
+    """Create the wake file the harness watches, never through a planted link, symbolic
+    or hard, and never waiting on a FIFO planted there (any of them is left alone: a hook
+    never fails a session start)."""
     from runtime.core.errors import ActorsError
-    from runtime.store.safe import open_file
+    from runtime.store.safe import open_regular
 
     try:
-        os.close(open_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+        os.close(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
     except (OSError, ActorsError):
         pass
 
@@ -119,12 +190,14 @@ def file_changed(data: dict[str, Any]) -> bool:
     session_id = str(data.get("session_id") or config.text(config.SESSION))
     if not is_valid_id(session_id):
         return False
-    unread = doorbell_unread(StateRoot.from_env(), session_id)
+    root = StateRoot.from_env()
+    unread = doorbell_unread(root, session_id)
     if not unread:
         return False  # coalesced or spurious event, or only boundary-held: nothing to wake for
+    paths = session_paths(root, session_id)
     sys.stderr.write(doorbell_line(session_id, unread) + "\n")
-    sys.stderr.flush()
-    _record_wake(session_paths(StateRoot.from_env(), session_id), unread)
+    sys.stderr.flush()  # raises when it cannot be written: then no wake (exit 0)
+    _record_wake(paths, unread)
     return True
 
 
@@ -135,7 +208,7 @@ def _record_wake(paths: SessionPaths, unread: list[dict[str, Any]], via: str = "
     from runtime.store.appends import append_jsonl
     from runtime.store.journals import LOG
 
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(Exception):  # a damaged or refused log: the ring stands
         append_jsonl(
             paths.wakes,
             {"ts": now_iso(), "ids": [e["id"] for e in unread], **({"via": via} if via else {})},
@@ -161,11 +234,6 @@ def _boundary(data: dict[str, Any], event: str, pick: Pick) -> None:
     )
 
 
-SOCKET_PROMPT = re.compile(r"^\[actors\] .*\nfrom .* · delivery (\S+)$", re.M)
-"""The head of the text the adapter sends through the messaging socket
-(`runtime.delivery.render.injected_text`): the delivery id it carries."""
-
-
 def user_prompt_submit(data: dict[str, Any]) -> None:
     """UserPromptSubmit: follow-ups held for the next message (or tool call) ride along
     with the user's prompt as additionalContext. A prompt that is a follow-up sent through
@@ -176,15 +244,18 @@ def user_prompt_submit(data: dict[str, Any]) -> None:
 
 
 def _note_socket_prompt(data: dict[str, Any]) -> None:
+    from runtime.delivery.render import delivery_ids
     from runtime.delivery.sessions import SessionInbox
     from runtime.store.layout import StateRoot
 
-    found = SOCKET_PROMPT.search(str(data.get("prompt") or ""))
+    # the header line runtime.delivery.render.injected_text starts each follow-up with;
+    # run-written text never starts a line there, so only our own headers count
+    found = delivery_ids(str(data.get("prompt") or "")[:1_000_000])
     session_id = session_of(data, "session_id", env_first=False)
     if not found or not session_id:
         return
     paths = session_paths(StateRoot.from_env(), session_id)
-    entry = next((e for e in SessionInbox(paths).entries() if e["id"] == found.group(1)), None)
+    entry = next((e for e in SessionInbox(paths).entries() if e["id"] == found[0]), None)
     if entry is not None:  # one of this session's own follow-ups, not a look-alike
         _record_wake(paths, [entry], via="messaging socket")
 

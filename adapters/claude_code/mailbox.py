@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from runtime.core.bounded_json import decode
+
 LOCK_STALE_S = 10.0
 """proper-lockfile's default `stale` (Claude's mailbox lock does not override it)."""
 LOCK_WAIT_S = 15.0
@@ -172,7 +174,7 @@ def parse_inbox(raw: bytes, inbox: Path) -> list[Any]:
     if not raw.strip():
         return []
     try:
-        entries = json.loads(raw)
+        entries = decode(raw)
     except ValueError as exc:
         raise InboxDamaged(f"{inbox} is not JSON ({exc}); left as it is") from None
     if not isinstance(entries, list):

@@ -8,8 +8,9 @@ Entry (Claude's `writeToMailbox` writes `{...message, msgV: 1, msg_id: randomUUI
 type: "message", read: false}` with `timestamp = new Date().toISOString()`):
 `{"from", "text", "summary", "timestamp", "msgV": 1, "msg_id", "type": "message",
 "read": false}`. `text` is `runtime.delivery.render.injected_text` (it names the delivery id);
-`msg_id` is a UUID derived from the delivery id (uuid5), which makes a second attempt with
-the same delivery id find its entry instead of appending another.
+`summary` is ours (the type and sender as plain tokens): Claude shows it outside the
+fenced text. `msg_id` is a UUID derived from the delivery id (uuid5), which makes a
+second attempt with the same delivery id find its entry instead of appending another.
 
 Reading: Claude 2.1.197's InboxPoller (every 1 s, interactive sessions of team members)
 takes the unread entries, submits them as a `<teammate-message>` turn when the session is
@@ -52,7 +53,7 @@ from runtime.delivery.contract import (
     Option,
     Receipt,
 )
-from runtime.delivery.render import injected_text
+from runtime.delivery.render import injected_text, token
 from runtime.store.writes import ensure_dir
 
 POLL_S = 0.05
@@ -121,11 +122,13 @@ class ClaudeTeamsAdapter:
                 retryable=False,
                 reason=f"no agent team at {team_dir} (Claude removes it when the team's session ends)",
             )
-        summary = " ".join(str(envelope.get("summary") or envelope.get("type")).split())
+        kind = token(envelope.get("type") or "message")
+        sender = token(envelope.get("from") or "actors")
         entry = {
-            "from": str(envelope.get("from") or "actors"),
+            "from": sender,
             "text": injected_text(envelope, context),
-            "summary": summary[:SUMMARY_CHARS],
+            # Claude shows it outside our fence: our words and tokens, no run-written text
+            "summary": f"actors follow-up {kind} from {sender}"[:SUMMARY_CHARS],
             "timestamp": now_iso(),  # the form of `new Date().toISOString()`
             "msgV": 1,
             "msg_id": msg_id_for(ident),

@@ -51,6 +51,8 @@ from runtime.delivery.render import injected_text
 
 _T = TypeVar("_T")
 _FINAL_ERRORS = ("thread not found", "invalid thread id", "thread not loaded", "no rollout found")
+_FOREIGN = "nothing was sent"
+"""The mark of adapters.codex.rpc's refusal of a socket another user holds: final too."""
 
 
 class CodexAdapter:
@@ -128,6 +130,7 @@ class CodexAdapter:
             text = str(exc)
             final = any(marker in text for marker in _FINAL_ERRORS)
             hint = " (resume the thread in Codex, then flush)" if final else ""
+            final = final or _FOREIGN in text
             return Refused(f"codex: {text}{hint}", retryable=not final).receipt(context.delivery_id)
 
     def _connect(self) -> Any:

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import trio
 
+from runtime.core.bounded_json import decode
+
 MAX_MESSAGE = 16 * 1024 * 1024  # the app-server's x-codex-websocket-max-unfragmented-message-bytes
 
 
@@ -105,7 +107,7 @@ class _WebSocket:
                     self._fragments.append(frame.data)
                     if frame.fin:
                         raw, self._fragments = b"".join(self._fragments), []
-                        return dict(json.loads(raw))
+                        return dict(decode(raw))
                 elif frame.opcode == Opcode.CLOSE:
                     return None
             events = await self._events()
@@ -140,7 +142,7 @@ class _Stdio:
                 return None
             self._buffer += data
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return dict(json.loads(line)) if line.strip() else await self.receive()
+        return dict(decode(line)) if line.strip() else await self.receive()
 
     async def aclose(self) -> None:
         with contextlib.suppress(Exception):
@@ -259,11 +261,10 @@ async def connect(
     transport: _Transport
     try:
         if socket is not None:
-            stream: trio.abc.Stream = await trio.open_unix_socket(socket)
-            transport = await _open_ws(stream)
+            transport = await _open_ws(await _ours(await trio.open_unix_socket(socket)))
         elif url is not None:
             host, port = _host_port(url)
-            transport = await _open_ws(await trio.open_tcp_stream(host, port))
+            transport = await _open_ws(await _ours(await trio.open_tcp_stream(host, port)))
         elif command is not None:
             import subprocess
 
@@ -295,6 +296,21 @@ async def connect(
     finally:
         with trio.CancelScope(shield=True):
             await transport.aclose()
+
+
+async def _ours(stream: trio.SocketStream) -> trio.SocketStream:
+    """`stream`, unless its far end is another user's process (a socket path or port taken
+    over after the app-server exited): then closed before anything is sent to it."""
+    from typing import cast
+
+    from runtime.core.listeners import foreign_peer
+
+    owner = foreign_peer(cast("Any", stream.socket))
+    if owner is None:
+        return stream
+    await stream.aclose()
+    whose = "a local socket the kernel does not name" if owner == -1 else f"uid {owner}"
+    raise CodexError(f"the app-server's socket is held by {whose}, not you; nothing was sent")
 
 
 async def _open_ws(stream: trio.abc.Stream) -> _WebSocket:

@@ -19,6 +19,17 @@ Modes: `immediate` and `on-idle` both queue behind a busy turn (the v1 API has n
 password) and 404 (no such session) are final; refused connections, timeouts and 5xx
 are retried by the delivery runner.
 
+Loopback is shared by every local user, so the adapter sends nothing (no password, no
+follow-up) to a local port held by someone else: once connected, before the first byte,
+it asks the kernel who owns the far end of the connection (runtime.core.listeners) and
+refuses, finally, unless it is this user. That is checked on every new connection, so a
+port another user took after our OpenCode exited never receives the password. A remote
+server (not a socket of this machine) is the user's own registration and is not checked;
+where /proc/net cannot be read (not Linux) nothing can be checked, and only sessions the
+user registered hold a password there (`actors mcp` cannot prove a URL without /proc and
+registers a `file` session instead). Proxies from the environment are never used for a
+loopback URL.
+
 Options: `url`, `session`, optional `password` / `username` (HTTP Basic, as
 OPENCODE_SERVER_PASSWORD / OPENCODE_SERVER_USERNAME; default user `opencode`), `model`
 (`provider/model`), `confirm_timeout` (s, default 5: a fresh server takes about a second
@@ -127,14 +138,42 @@ class OpenCodeAdapter:
 
         password = self.options.get("password")
         auth = (self.options.get("username", "opencode"), password) if password else None
-        return httpx.Client(base_url=self.options["url"].rstrip("/"), auth=auth, timeout=10.0)
+        base = self.options["url"].rstrip("/")
+        local = httpx.URL(base).host in ("localhost", "127.0.0.1", "::1")
+        return httpx.Client(base_url=base, auth=auth, timeout=10.0, trust_env=not local)
+
+    def _check_peer(self, event: str, info: dict[str, Any]) -> None:
+        """httpx trace hook: a new connection whose far end is another user's process is
+        refused (see the module docstring). Raised from here, the refusal comes before
+        any request byte is written."""
+        if event != "connection.connect_tcp.complete":
+            return
+        from runtime.core.listeners import foreign_peer
+
+        stream = info.get("return_value")
+        if stream is None or (sock := stream.get_extra_info("socket")) is None:
+            return
+        owner = foreign_peer(sock)
+        if owner is None:
+            return  # ours, another machine's, or nothing can tell (no /proc/net)
+        stream.close()
+        whose = "a local socket the kernel does not name" if owner == -1 else f"uid {owner}"
+        raise Refused(
+            f"opencode server {self.options['url']} is held by {whose}, not you; nothing was"
+            " sent (another local user may have taken the port: restart OpenCode and let"
+            " `actors mcp` register it again)",
+            retryable=False,
+        )
 
     def _call(self, client: Any, method: str, path: str, **kwargs: Any) -> Any:
-        """One request; failures become `Refused` with the server's own reason."""
+        """One request; failures become `Refused` with the server's own reason. Every
+        new connection is checked before the request is written (`_check_peer`)."""
         import httpx
 
         try:
-            response = client.request(method, path, **kwargs)
+            response = client.request(
+                method, path, extensions={"trace": self._check_peer}, **kwargs
+            )
         except httpx.TransportError as exc:
             raise Refused(
                 f"opencode server {self.options['url']} unreachable: {type(exc).__name__}",

@@ -5,8 +5,11 @@ user's `$XDG_CONFIG_HOME/opencode/opencode.json` (default `~/.config`), and the 
 OpenCode starts one MCP server per instance, before any session exists, and calls its
 tools with the arguments alone. The plugin hooks `tool.execute.before` (which OpenCode
 runs with the calling session's id, on the very arguments object it then sends) and
-adds `_actors_caller = {opencode_session, url}` to each call of our tools, so `actors
-mcp` acts for the session that called (actors.mcp_session).
+sets `_actors_caller = {opencode_session, url, ts, nonce, mac}` on each call of our
+tools, replacing whatever the model put there. `mac` is the HMAC-SHA256 of the other
+fields under the key `actors mcp` keeps in `$ACTORS_HOME/harness-processes/caller.key`
+(the plugin finds the state root as runtime.core.config does), so `actors mcp` acts for
+the session that called and for no session a model names (actors.mcp_session).
 """
 
 from __future__ import annotations
@@ -21,6 +24,52 @@ from runtime.core.errors import BadInput
 PLUGIN = """\
 // Written by `actors install opencode` (`actors uninstall opencode` removes it).
 // Tells the actors MCP server which OpenCode session calls its tools, so the runs a
+// session spawns report back to that session. The claim is signed with the key the
+// server keeps in its state root (0600): a model can write tool arguments, not this.
+import { createHmac, randomBytes } from "node:crypto"
+import { readFileSync } from "node:fs"
+import { homedir } from "node:os"
+import { join, resolve } from "node:path"
+
+const home = (path) => (path === "~" || path.startsWith("~/") ? homedir() + path.slice(1) : path)
+const stateRoot = () =>
+  resolve(
+    process.env.ACTORS_HOME
+      ? home(process.env.ACTORS_HOME)
+      : join(home(process.env.XDG_STATE_HOME || "~/.local/state"), "actors"),
+  )
+const callerKey = () => {
+  try {
+    const key = JSON.parse(readFileSync(join(stateRoot(), "harness-processes", "caller.key"), "utf8")).key
+    return typeof key === "string" ? Buffer.from(key, "hex") : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export const ActorsSession = async ({ serverUrl }) => ({
+  "tool.execute.before": async (input, output) => {
+    if (!input.tool.startsWith("actors_") || !output.args || typeof output.args !== "object") return
+    const claim = {
+      opencode_session: String(input.sessionID),
+      url: String(serverUrl),
+      ts: Date.now(),
+      nonce: randomBytes(16).toString("hex"),
+    }
+    const key = callerKey()
+    if (key) {
+      const signed = ["actors-caller-1", claim.opencode_session, claim.url, String(claim.ts), claim.nonce]
+      claim.mac = createHmac("sha256", key).update(signed.join("\\n")).digest("hex")
+    }
+    output.args._actors_caller = claim
+  },
+})
+"""
+
+EARLIER_PLUGINS = (
+    """\
+// Written by `actors install opencode` (`actors uninstall opencode` removes it).
+// Tells the actors MCP server which OpenCode session calls its tools, so the runs a
 // session spawns report back to that session.
 export const ActorsSession = async ({ serverUrl }) => ({
   "tool.execute.before": async (input, output) => {
@@ -28,7 +77,10 @@ export const ActorsSession = async ({ serverUrl }) => ({
     output.args._actors_caller = { opencode_session: input.sessionID, url: String(serverUrl) }
   },
 })
-"""
+""",
+)
+"""Plugins earlier versions wrote (unsigned claims, which `actors mcp` now ignores): still
+ours, so install replaces them and uninstall removes them."""
 
 
 def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
@@ -50,11 +102,13 @@ def whole_file(path: Path) -> Edit:
     """A file that is ours alone: written whole, taken out whole (uninstall removes it)."""
 
     def add(text: str | None) -> str:
-        if text and text != PLUGIN:
+        if text and text != PLUGIN and text not in EARLIER_PLUGINS:
             raise BadInput(f"{path} exists and is not ours; remove it first, nothing was changed")
         return PLUGIN
 
     def remove(text: str, added: object = None) -> str:
-        return "" if text == PLUGIN else text
+        return "" if text == PLUGIN or text in EARLIER_PLUGINS else text
 
-    return Edit(path, add, remove, what="plugin actors-session (the calling session for actors mcp)")
+    return Edit(
+        path, add, remove, what="plugin actors-session (the calling session for actors mcp)"
+    )

@@ -48,13 +48,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
+from runtime.core.bounded_json import decode
 from runtime.delivery.contract import (
     NO_CHECK,
     AdapterError,
@@ -68,7 +68,7 @@ from runtime.delivery.contract import (
     option_seconds,
     processed_timeout,
 )
-from runtime.delivery.render import injected_text
+from runtime.delivery.render import delivery_ids, injected_text
 
 SUN_PATH_MAX = 107
 REQUEST_TIMEOUT_S = 10.0
@@ -85,9 +85,14 @@ class _Connection:
     """One client connection to pi_host: commands with ids, and every event, in order."""
 
     def __init__(self, path: str) -> None:
+        from runtime.core.listeners import foreign_peer
+
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._sock.connect(path)
+            owner = foreign_peer(self._sock)
+            if owner is not None:  # a host path another user took: nothing goes to it
+                raise PermissionError(f"the pi host socket {path} belongs to uid {owner}")
         except OSError:
             self._sock.close()
             raise
@@ -113,7 +118,7 @@ class _Connection:
             self._buffer += data
         line = bytes(self._buffer[:cut])
         del self._buffer[: cut + 1]
-        message = json.loads(line)
+        message = decode(line)
         if not isinstance(message, dict):
             return self._read(deadline)
         if message.get("type") != "response":
@@ -163,8 +168,9 @@ def _text(message: Any) -> str:
 
 
 def _mentions(text: str, delivery_id: str) -> bool:
-    """The delivery id as a whole token (so `d-1` is not found inside `d-10`)."""
-    return re.search(rf"(?<![\w:.-]){re.escape(delivery_id)}(?![\w:.-])", text) is not None
+    """Whether `text` is this delivery's prompt: the delivery id on one of our own header
+    lines (runtime.delivery.render), never an id a run's text merely quotes."""
+    return delivery_id in delivery_ids(text)
 
 
 def _is_user_with(delivery_id: str, kind: str = "message_end") -> Callable[[Event], bool]:
@@ -258,6 +264,8 @@ class PiAdapter:
             return self._unreachable(ident, "does not exist")
         except ConnectionRefusedError:
             return self._unreachable(ident, "refuses connections")
+        except PermissionError as exc:  # another user's socket there: final, nothing sent
+            return Refused(f"{exc}; nothing was sent", retryable=False).receipt(ident)
         except OSError as exc:
             return self._unreachable(ident, f"cannot be reached ({exc.strerror or exc})")
         try:

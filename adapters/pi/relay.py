@@ -32,6 +32,8 @@ from typing import Any
 
 import trio
 
+from runtime.core.bounded_json import decode
+
 CLIENT_BUFFER_LINES = 10_000
 MAX_CLIENT_LINE_BYTES = 64 * 1024 * 1024
 """A client line longer than this (no newline yet) is refused: one client must not exhaust
@@ -122,7 +124,7 @@ class Relay:
 
     def _route(self, line: bytes) -> None:
         try:
-            message = json.loads(line)
+            message = decode(line)
         except ValueError:
             # not protocol: keep it visible to a person, out of every client's stream
             sys.stderr.buffer.write(b"pi_host: pi stdout (not JSON): " + line[:2000] + b"\n")
@@ -199,7 +201,7 @@ class Relay:
         if not line.strip():
             return
         try:
-            command = json.loads(line)
+            command = decode(line)
         except ValueError as exc:
             client.put(_error("parse", f"Failed to parse command: {exc}"))
             return

@@ -48,7 +48,7 @@ def _list(name: str, text: str) -> list[str]:
         return []
     try:
         items = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         items = [part.strip() for part in text.split(",") if part.strip()]
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise UserError(f'{name} must be a list of strings, e.g. \'["a","b"]\' or a,b')
@@ -112,7 +112,7 @@ def _events(stdout: str) -> list[dict[str, Any]]:
     for line in stdout.splitlines():
         try:
             event = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             continue
         if isinstance(event, dict):
             found.append(event)
@@ -124,7 +124,7 @@ def parse(harness: str, stdout: str) -> tuple[str, str, str | None]:
     if harness in ("claude", "gemini"):
         try:
             doc = json.loads(stdout)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             return "", "", f"{harness} printed no JSON result"
         if not isinstance(doc, dict):
             return "", "", f"{harness} printed no JSON object"

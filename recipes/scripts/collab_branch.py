@@ -37,7 +37,7 @@ def _slug(scope: str) -> str:
 def _scope_list(text: str) -> list[str]:
     try:
         scopes = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply
         scopes = [s.strip() for s in text.split(",") if s.strip()]
     if not isinstance(scopes, list) or not scopes:
         raise UserError('scopes must be a non-empty list, e.g. \'["api","ui"]\' or api,ui')
@@ -97,7 +97,7 @@ def _record_path(state: Path, scope: str) -> Path:
 def _load(state: Path, scope: str) -> dict[str, Any]:
     try:
         data = json.loads(_record_path(state, scope).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {"scope": scope, "attempts": 0, "resets": 0, "events": []}
     return dict(data)
 

@@ -40,18 +40,28 @@ class Refusal(Exception):
 
 
 def normalise(path: object) -> str:
-    """One spelling per path: `./src//a.py` and `src/a.py` are the same lease."""
+    """One spelling per path: `./src//a.py` and `src/a.py` are the same lease, and so
+    are `/lib/`, `//lib` and `/src/../lib` (POSIX keeps a leading `//` as it is; it
+    names the same directory here)."""
     if not isinstance(path, str) or not path.strip() or "\0" in path:
         raise Refusal(f"a path must be non-empty text, got {json.dumps(path)}")
     clean = posixpath.normpath(path.strip())
+    if clean.startswith("//"):
+        clean = "/" + clean.lstrip("/")
     if clean.startswith("../") or clean == "..":
         raise Refusal(f"path {path!r} leaves the tree; use paths inside the repository")
     return clean
 
 
 def overlaps(a: str, b: str) -> bool:
-    """Same path, or one is a directory above the other (`.` is the whole tree)."""
-    return a == b or "." in (a, b) or a.startswith(b + "/") or b.startswith(a + "/")
+    """Same path, or one is a directory above the other (`.` is the whole tree, `/` every
+    absolute path)."""
+    return a == b or "." in (a, b) or _below(a, b) or _below(b, a)
+
+
+def _below(path: str, top: str) -> bool:
+    """`path` lies under the directory `top` (both normalised)."""
+    return path.startswith(top if top.endswith("/") else top + "/")
 
 
 class Leases:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from runtime.core import config
+from runtime.core.bounded_json import INPUT_DEPTH, TooDeep, Undecodable, decode
 from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id
 from runtime.store import safe
@@ -61,25 +63,51 @@ def search_dirs() -> list[Path]:
 
 
 def _read_recipe_file(path: Path) -> dict[str, Any]:
+    data = recipe_bytes(path)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise NotFound(f"cannot read recipe {path}: {exc.strerror}") from exc
-    if size > MAX_RECIPE_BYTES:
-        raise BadInput(f"recipe {path} is {size} bytes; the limit is {MAX_RECIPE_BYTES}")
-    try:
-        raw = json.loads(path.read_bytes())
-    except json.JSONDecodeError as exc:
-        raise BadInput(
-            f"recipe {path} is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-    except UnicodeDecodeError:
-        raise BadInput(f"recipe {path} is not UTF-8 text") from None
-    except RecursionError:
+        raw = decode(data, max_bytes=MAX_RECIPE_BYTES, max_depth=INPUT_DEPTH)
+    except TooDeep:
         raise BadInput(f"recipe {path} is nested too deeply to be a recipe") from None
+    except Undecodable as exc:
+        raise BadInput(f"recipe {path} is not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise BadInput(f"recipe {path}: a recipe is a JSON object")
     return raw
+
+
+class _Unusable(Exception):
+    """A recipe file that is not read: too large, or not a regular file."""
+
+
+def recipe_bytes(path: Path) -> bytes:
+    """A recipe file's bytes (`_recipe_bytes`): NotFound when it cannot be read, BadInput
+    when it is too large or not a regular file."""
+    try:
+        return _recipe_bytes(path)
+    except OSError as exc:
+        raise NotFound(f"cannot read recipe {path}: {exc.strerror}") from exc
+    except _Unusable as exc:
+        raise BadInput(f"recipe {path} {exc}") from None
+
+
+def _recipe_bytes(path: Path) -> bytes:
+    """A recipe file's bytes, read only when it is a regular file within the size cap
+    (a FIFO in a recipe folder is never waited on, a huge file never read): a recipe
+    folder holds files anyone with access to the project could have put there."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Unusable("is not a regular file")
+        if st.st_size > MAX_RECIPE_BYTES:
+            raise _Unusable(f"is {st.st_size} bytes; the limit is {MAX_RECIPE_BYTES}")
+        chunks, size = [], 0
+        while size <= MAX_RECIPE_BYTES and (chunk := os.read(fd, MAX_RECIPE_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def find_recipe(ref: str) -> RecipeSource:
@@ -198,19 +226,17 @@ class RecipeEntry(NamedTuple):
 def load_recipe_file(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     """The parsed recipe, or None and one line saying why it cannot be used."""
     try:
-        st = path.stat()
+        data = _recipe_bytes(path)
     except OSError as exc:
         return None, f"cannot be read: {exc.strerror}"
-    if st.st_size > MAX_RECIPE_BYTES:
-        return None, f"too large: {st.st_size} bytes (the limit is {MAX_RECIPE_BYTES})"
+    except _Unusable as exc:
+        return None, str(exc)
     try:
-        raw = json.loads(path.read_bytes())
-    except OSError as exc:
-        return None, f"cannot be read: {exc.strerror}"
-    except json.JSONDecodeError as exc:
-        return None, f"not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}"
-    except UnicodeDecodeError:
-        return None, "not UTF-8 text"
+        raw = decode(data, max_bytes=MAX_RECIPE_BYTES, max_depth=INPUT_DEPTH)
+    except TooDeep:
+        return None, "nested too deeply to be a recipe"
+    except Undecodable as exc:
+        return None, f"not valid JSON: {exc}"
     if not isinstance(raw, dict):
         return None, f"a recipe is a JSON object, not {type(raw).__name__}"
     return raw, None

@@ -22,6 +22,7 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from runtime.core.bounded_json import INPUT_DEPTH, MAX_INPUT_BYTES, Undecodable, decode
 from runtime.core.errors import BadInput
 
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
@@ -229,8 +230,8 @@ def _as_list(name: str, value: Any) -> list[Any] | None:
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            parsed = decode(value, max_bytes=MAX_INPUT_BYTES, max_depth=INPUT_DEPTH)
+        except Undecodable:
             parsed = None
         if isinstance(parsed, list):
             return parsed

@@ -23,6 +23,7 @@ from runtime.compiler.library import (
     root_of,
 )
 from runtime.compiler.params import Param, parameters
+from runtime.core.bounded_json import INPUT_DEPTH, Undecodable, decode
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import is_valid_id
 from runtime.store.writes import ensure_dir, write_bytes_atomic
@@ -108,8 +109,6 @@ def register_tool(
     """Validate the recipe `data` and store it as `<root>/<name>.json` in the user or
     project root: a new file is created atomically (0600, directories 0700) and never
     replaces an existing one unless `update`. Returns `(path, replaced)`."""
-    import json
-
     if not is_valid_id(name) or name.endswith(".json"):
         raise BadInput(
             f"invalid tool name {name!r}", hint="use letters, digits and '._-' (e.g. git-log)"
@@ -117,8 +116,8 @@ def register_tool(
     if len(data) > MAX_RECIPE_BYTES:
         raise BadInput(f"{label}: the recipe is {len(data)} bytes; the limit is {MAX_RECIPE_BYTES}")
     try:
-        raw = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+        raw = decode(data, max_bytes=MAX_RECIPE_BYTES, max_depth=INPUT_DEPTH)
+    except Undecodable as exc:
         raise BadInput(f"{label}: not valid JSON: {exc}") from None
     if not isinstance(raw, dict):
         raise BadInput(f"{label}: a recipe is a JSON object, not {type(raw).__name__}")

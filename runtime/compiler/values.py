@@ -8,13 +8,13 @@ the parameter's name and what would fit.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from collections.abc import Mapping
 from typing import Any
 
+from runtime.core.bounded_json import INPUT_DEPTH, MAX_INPUT_BYTES, Undecodable, decode
 from runtime.core.errors import BadInput
 
 ARG_TYPES = ("string", "int", "number", "bool", "array", "enum", "path")
@@ -128,8 +128,8 @@ def _to_array(value: Any, _choices: tuple[str, ...], _cwd: str | None) -> list[A
     text = value.strip()
     if text.startswith("["):
         try:
-            parsed = json.loads(text)
-        except ValueError as exc:
+            parsed = decode(text, max_bytes=MAX_INPUT_BYTES, max_depth=INPUT_DEPTH)
+        except Undecodable as exc:
             raise ValueError(f"is not a valid JSON array: {exc}") from None
         if not isinstance(parsed, list):
             raise ValueError("expected a JSON array")

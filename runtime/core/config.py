@@ -141,8 +141,8 @@ HOOK_LOCK_WAIT = Setting(
     "ACTORS_HOOK_LOCK_WAIT",
     "seconds",
     "5",
-    "How long a boundary hook waits for the session's locks before leaving follow-ups "
-    "to the next boundary.",
+    "How long a hook waits for the session's locks before leaving follow-ups to the "
+    "next boundary, or for more of its input on stdin before giving up (exit 0).",
     USER,
 )
 DEBUG = Setting(

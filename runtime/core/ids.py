@@ -105,4 +105,7 @@ def parse_iso(value: str) -> float:
     """Seconds since the epoch for a timestamp written by `now_iso`."""
     from datetime import datetime
 
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except (OverflowError, OSError) as exc:  # a date no clock can hold: not a timestamp
+        raise ValueError(f"timestamp out of range: {value[:40]!r}") from exc

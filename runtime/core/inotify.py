@@ -16,6 +16,8 @@ import os
 import struct
 from typing import NamedTuple
 
+from runtime.core.errors import ResourceError
+
 IN_MODIFY = 0x002
 IN_ATTRIB = 0x004
 IN_CLOSE_WRITE = 0x008
@@ -36,6 +38,16 @@ _HEAD = struct.Struct("iIII")
 _NONBLOCK_CLOEXEC = os.O_NONBLOCK | os.O_CLOEXEC
 
 
+def unavailable(detail: str) -> ResourceError:
+    """No inotify to be had (EMFILE from inotify_init1: the user's instances are used
+    up, or this process's descriptors): the one line a watcher ends with."""
+    return ResourceError(
+        f"cannot watch the state root for changes: {detail}",
+        hint="raise fs.inotify.max_user_instances (sysctl), or the open-file limit "
+        "(`ulimit -n`), or stop other programs that watch files",
+    )
+
+
 class Event(NamedTuple):
     wd: int
     mask: int
@@ -50,7 +62,8 @@ class Inotify:
         self._libc.inotify_add_watch.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32]
         fd = self._libc.inotify_init1(_NONBLOCK_CLOEXEC)
         if fd < 0:
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+            code = ctypes.get_errno()
+            raise unavailable(os.strerror(code)) from OSError(code, os.strerror(code))
         self.fd: int = fd
 
     def add(self, path: str, mask: int = CHANGES) -> int | None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeGuard
 
 _PROC = Path("/proc")
 HAVE_PROC = _PROC.joinpath("self", "stat").exists()
@@ -160,9 +160,16 @@ def capture(
         return None
 
 
+def plausible_pid(value: Any) -> TypeGuard[int]:
+    """Whether a recorded value can be a process id at all: an int (not a bool) in the
+    range of pid_t above 0. A state file is data a run could have written: a pid of 0,
+    -1 or 10**4000 must never reach kill(2) or pidfd_open(2)."""
+    return type(value) is int and 0 < value < 1 << 31
+
+
 def verify(identity: dict[str, Any] | None) -> tuple[Verdict, str]:
     """Does the recorded process still exist and is it still the same process?"""
-    if not identity or not isinstance(identity.get("pid"), int):
+    if not identity or not plausible_pid(identity.get("pid")):
         return "unverifiable", "no process identity recorded"
     pid = identity["pid"]
     current = capture(pid)
@@ -187,7 +194,7 @@ def verify(identity: dict[str, Any] | None) -> tuple[Verdict, str]:
 def pidfd_open(pid: int) -> int | None:
     """A pidfd pinning this exact process, or None where unsupported or gone."""
     opener = getattr(os, "pidfd_open", None)
-    if opener is None:
+    if opener is None or not plausible_pid(pid):
         return None
     try:
         fd: int = opener(pid)
@@ -199,7 +206,7 @@ def pidfd_open(pid: int) -> int | None:
 def send_verified(identity: dict[str, Any], sig: int) -> tuple[Verdict, str]:
     """Signal the recorded process only if it is still that process."""
     pid = identity.get("pid")
-    if not isinstance(pid, int):
+    if not plausible_pid(pid):
         return "unverifiable", "no pid recorded"
     fd = pidfd_open(pid)
     try:

@@ -10,8 +10,10 @@ and zero-width characters make what is shown differ from what is there.
 keeps them), DEL, every C1 control (U+0080-U+009F: the code points a UTF-8 terminal
 decodes from the bytes C2 80-C2 9F), the Unicode line and paragraph separators, bidi
 controls, zero-width and other invisible format characters, and lone surrogates (the
-bytes of invalid UTF-8) are replaced by a visible escape (`\\x1b`, `\\u202e`). Nothing
-else changes. `TerminalStream` applies it to everything written to a terminal.
+bytes of invalid UTF-8) are replaced by a visible escape (`\\x1b`, `\\u202e`; `\\n`, `\\t`
+and `\\r` for those three). Nothing else changes. `TerminalStream` applies it to
+everything written to a terminal; `cell` to every field of a listing's row, on a
+terminal or not.
 """
 
 from __future__ import annotations
@@ -43,8 +45,15 @@ def _pattern(keep: str) -> re.Pattern[str]:
     return pattern
 
 
+_SHORT = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
 def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
+    char = match.group()
+    short = _SHORT.get(char)
+    if short is not None:
+        return short
+    code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
@@ -52,6 +61,18 @@ def inert(text: str, *, keep: str = "") -> str:
     """`text` with every control, invisible or direction-changing character escaped
     (those in `keep`, e.g. "\\n\\t" for multi-line output, left as they are)."""
     return _pattern(keep).sub(_escape, text)
+
+
+def cell(value: object) -> str:
+    """One field of a line of text output (a run id, a recipe or file name, a command, a
+    reason, a summary): every control, newline, tab and invisible character escaped
+    (`\\n`, `\\x1b`, `\\u202e`) whether or not the output is a terminal, so no field can
+    forge a row of a listing or act on a terminal, and a pipe reads one row per line.
+    Printable ASCII (nearly every field) is returned as it is, without a regex."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isascii() and text.isprintable():
+        return text
+    return inert(text)
 
 
 def one_line(text: str, limit: int | None = None) -> str:

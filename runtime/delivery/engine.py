@@ -22,7 +22,6 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config
@@ -30,20 +29,23 @@ from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.delivery.registry import make_adapter
+from runtime.delivery.render import write_body
 from runtime.delivery.sessions import SessionInbox, load_session, session_paths
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
 from runtime.store.layout import SessionPaths, StateRoot
 from runtime.store.reads import read_jsonl
-from runtime.store.writes import ensure_dir, write_bytes_atomic
+from runtime.store.writes import ensure_dir
 
 if TYPE_CHECKING:
     from runtime.delivery.records import DeliveryRecord
     from runtime.messaging.envelope import Envelope
 
 HELD_MODES = ("manual", "next-message", "next-tool-call")
-FINAL = ("delivered", "accepted", "failed-final")
-"""`accepted` is final too: the harness took responsibility; retrying could duplicate it."""
+FINAL = ("delivered", "accepted", "failed-final", "moved")
+"""`accepted` is final too: the harness took responsibility; retrying could duplicate it.
+`moved`: handed on to the session's successor (runtime.delivery.succession), whose own
+journal carries it from there."""
 BACKOFF_CAP_S = 300.0
 MAX_ATTEMPTS = 12
 
@@ -109,26 +111,47 @@ class DeliveryRunner:
 
         A session registered with `-o mode=<mode>` delivers everything in that mode
         (e.g. `manual`: held until `actors flush`), unless `exact_mode` (the doctor's probe).
+        A session that goes on under another id (runtime.delivery.succession) hands the
+        follow-up to its live successor, except in `exact_mode`.
         """
-        paths = session_paths(self.root, owner)
         if not exact_mode:
+            from runtime.delivery.succession import live_session
+
+            owner = live_session(self.root, owner)
             mode = (load_session(self.root, owner).get("options") or {}).get("mode") or mode
+        paths = session_paths(self.root, owner)
         if SessionInbox(paths).append(delivery_id, envelope, mode):
             pause_point("delivery.submit.after_inbox")
-            self._journal(
-                paths,
-                {
-                    "id": delivery_id,
-                    "event": "created",
-                    "state": "queued",
-                    "mode": mode,
-                    "type": envelope.get("type"),
-                },
-            )
+            self.journal_created(owner, delivery_id, envelope, mode)
+            if not exact_mode:
+                from runtime.delivery.succession import settle
+
+                # a succession written while we appended: the entry goes on with the rest
+                owner = settle(self.root, owner, delivery_id, self)
         self.process(owner, budget_s=budget_s)
         return cast(
             "DeliveryRecord",
             self.states(owner).get(delivery_id, {"id": delivery_id, "state": "queued"}),
+        )
+
+    def journal_created(self, owner: str, delivery_id: str, envelope: Envelope, mode: str) -> None:
+        """The journal's first line for a follow-up just appended to the session's inbox."""
+        self._journal(
+            session_paths(self.root, owner),
+            {
+                "id": delivery_id,
+                "event": "created",
+                "state": "queued",
+                "mode": mode,
+                "type": envelope.get("type"),
+            },
+        )
+
+    def journal_moved(self, owner: str, delivery_id: str, to: str) -> None:
+        """Ends a follow-up here: it went on to session `to` (runtime.delivery.succession)."""
+        self._journal(
+            session_paths(self.root, owner),
+            {"id": delivery_id, "event": "moved", "state": "moved", "to": to},
         )
 
     def process(
@@ -173,6 +196,8 @@ class DeliveryRunner:
             state = states.get(ident, {})
             if state.get("state") in FINAL or (only is not None and ident != only):
                 continue
+            if entry.get("state") == "moved":
+                continue  # went on to the successor, whose journal takes it from there
             if entry.get("mode") in HELD_MODES and not flush:
                 continue
             due = state.get("next_attempt_at")
@@ -318,31 +343,64 @@ class DeliveryRunner:
         ]
 
 
-def read_inbox(root: StateRoot, owner: str, *, peek: bool, boundary: str) -> list[dict[str, Any]]:
-    """Every unread follow-up of the session at once. Unless `peek`, they are marked read in
-    one locked step (two readers never get the same one) and journaled delivered where the
-    journal had not finished them, so no later flush or retry shows them again."""
-    inbox = SessionInbox(session_paths(root, owner))
+def read_inbox(
+    root: StateRoot,
+    owner: str,
+    *,
+    peek: bool,
+    boundary: str,
+    show: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Every unread follow-up of the session at once. Unless `peek`, they are taken in
+    one locked step (two readers never get the same one), handed to `show` (which
+    writes them out), and only once it returned are they marked read and journaled
+    delivered where the journal had not finished them, so no later flush or retry shows
+    them again. When `show` raises (stdout is full, the pipe is gone) they are given
+    back unread and the error goes on. Without `show` they are marked read at once
+    (a caller that has shown them already; `settle_inbox` is for one that shows them later)."""
     if peek:
-        return inbox.unread()
-    unread = inbox.drain()
-    if unread:
-        DeliveryRunner(root).record_surfaced(
-            owner, [e["id"] for e in unread], harness="inbox", boundary=boundary
-        )
-    return unread
+        _forward(root, owner)
+        return SessionInbox(session_paths(root, owner)).unread()
+    inbox = SessionInbox(session_paths(root, owner))
+    taken = take_inbox(root, owner)
+    if show is not None:
+        try:
+            show(taken)
+        except BaseException:
+            with contextlib.suppress(Exception):  # else they are unread once we exit
+                inbox.give_back([e["id"] for e in taken])
+            raise
+    settle_inbox(root, owner, taken, boundary=boundary, shown=True)
+    return taken
 
 
-def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
-    """The full follow-up as a file an agent can read: adapters that type a pointer, and
-    boundary hooks that hand a follow-up over, name it in the text they give the model."""
-    import json
+def take_inbox(root: StateRoot, owner: str) -> list[dict[str, Any]]:
+    """Take every unread follow-up of the session (runtime.delivery.sessions, `take`),
+    its predecessors' forwarded first; `settle_inbox` finishes them."""
+    _forward(root, owner)
+    return SessionInbox(session_paths(root, owner)).take()
 
-    path = paths.body(delivery_id)
-    ensure_dir(path.parent)
-    text = f"# {envelope.get('summary')}\n\n```json\n{json.dumps(envelope, indent=2, ensure_ascii=False)}\n```\n"
-    write_bytes_atomic(path, text.encode(), fsync=False)
-    return path
+
+def _forward(root: StateRoot, owner: str) -> None:
+    """A session that went on under another id: its unread follow-ups come here first."""
+    from runtime.delivery.succession import forward
+
+    forward(root, owner, DeliveryRunner(root))
+
+
+def settle_inbox(
+    root: StateRoot, owner: str, taken: list[dict[str, Any]], *, boundary: str, shown: bool
+) -> None:
+    """Entries taken by `SessionInbox.take`: marked read and journaled delivered when
+    they were `shown`, else given back unread."""
+    inbox = SessionInbox(session_paths(root, owner))
+    ids = [e["id"] for e in taken]
+    if not shown:
+        inbox.give_back(ids)
+        return
+    inbox.mark_read(ids)
+    if ids:
+        DeliveryRunner(root).record_surfaced(owner, ids, harness="inbox", boundary=boundary)
 
 
 def _split(value: Any) -> list[str]:

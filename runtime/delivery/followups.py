@@ -225,7 +225,7 @@ def deliver(
 
 
 def _to_parent_run(root: StateRoot, parent: str, envelope: Envelope, delivery_id: str) -> Handover:
-    from runtime.core.errors import ActorsError
+    from runtime.core.errors import TRANSIENT, ActorsError, os_errno
     from runtime.messaging.boxes import run_mailbox
 
     try:
@@ -235,6 +235,8 @@ def _to_parent_run(root: StateRoot, parent: str, envelope: Envelope, delivery_id
             return {"id": delivery_id, "state": "queued", "duplicate": True}
         box.deliver({**envelope, "id": delivery_id, "to": f"run:{parent}"})
     except (ActorsError, OSError) as exc:
+        if os_errno(exc) in TRANSIENT:
+            raise  # a full disk: the caller may wait it out (a runner's end does)
         return {"id": delivery_id, "state": "failed", "reason": str(exc)}
     return {"id": delivery_id, "state": "queued", "route": f"run:{parent}"}
 

@@ -5,12 +5,15 @@ The SessionStart hook records "harness process (pid + start time) -> current ses
 under `<root>/harness-processes/`; `actors mcp`, a child of that process, walks its own
 parent chain and takes the nearest record. The start time in the key means a recycled
 pid never inherits a record; records of processes that are gone are removed whenever a
-new one is written.
+new one is written. The record a SessionStart replaces names the session the same
+process served before: the one proof that the new session goes on from it
+(runtime.delivery.succession).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from runtime.core.ids import is_valid_id
 from runtime.store.layout import StateRoot
@@ -55,9 +58,11 @@ def harness_process() -> int | None:
     return None
 
 
-def record_harness_process(root: StateRoot, session_id: str, pid: int | None = None) -> None:
+def record_harness_process(root: StateRoot, session_id: str, pid: int | None = None) -> str | None:
     """Note that harness process `pid` (default: the one running this hook) now serves
-    `session_id` (the SessionStart hook, again after `/clear`); never fails the hook."""
+    `session_id` (the SessionStart hook, again after `/clear`); never fails the hook.
+    Returns the session the same process served before, if another one: the proof that
+    `session_id` succeeds it (runtime.delivery.succession)."""
     import contextlib
 
     from runtime.core.errors import ActorsError
@@ -66,8 +71,9 @@ def record_harness_process(root: StateRoot, session_id: str, pid: int | None = N
     pid = harness_process() if pid is None else pid
     key = None if pid is None else _identity(pid)
     if key is None:
-        return
+        return None
     directory = root.harness_processes
+    before = _session_in(directory / key)
     with contextlib.suppress(OSError, ActorsError):
         ensure_dir(directory)
         write_json_atomic(directory / key, {"session": session_id}, fsync=False)
@@ -76,25 +82,30 @@ def record_harness_process(root: StateRoot, session_id: str, pid: int | None = N
             if pid_text.isdigit() and _identity(int(pid_text)) != name:
                 with contextlib.suppress(OSError):
                     os.unlink(directory / name)
+    return before if before != session_id else None
+
+
+def _session_in(path: Path) -> str | None:
+    """The session a harness-process record names, if it is readable and valid."""
+    from runtime.core.errors import ActorsError
+    from runtime.store.reads import read_json
+
+    try:
+        record = read_json(path)
+    except (OSError, ActorsError):
+        return None
+    session = record.get("session") if isinstance(record, dict) else None
+    return session if isinstance(session, str) and is_valid_id(session) else None
 
 
 def session_of_ancestors(root: StateRoot) -> str | None:
     """The session the nearest recorded harness ancestor of this process serves."""
-    from runtime.core.errors import ActorsError
-    from runtime.store.reads import read_json
-
     directory = root.harness_processes
     if not directory.is_dir():
         return None
     for pid in ancestors(os.getpid()):
         key = _identity(pid)
-        if key is None:
-            continue
-        try:
-            record = read_json(directory / key)
-        except (OSError, ActorsError):
-            continue
-        session = record.get("session") if isinstance(record, dict) else None
-        if isinstance(session, str) and is_valid_id(session):
+        session = None if key is None else _session_in(directory / key)
+        if session is not None:
             return session
     return None

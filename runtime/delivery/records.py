@@ -33,6 +33,11 @@ class SessionRecord(TypedDict, total=False):
     last_seen: str
     transcript_path: str | None
     damaged: str
+    registered_by: str
+    predecessors: list[str]
+    """Sessions the same harness process served before this one (runtime.delivery.succession)."""
+    successor: str
+    """The session the harness process went on to (a `/clear`); gone once this one starts again."""
 
 
 class SessionEntry(TypedDict, total=False):
@@ -45,6 +50,9 @@ class SessionEntry(TypedDict, total=False):
     mode: str
     queued_at: str
     read_at: str
+    moved_at: str
+    to: str
+    """With state `moved`: the successor session the entry went on to."""
     envelope: Envelope
 
 
@@ -69,6 +77,8 @@ class DeliveryRecord(TypedDict, total=False):
     metadata: dict[str, Any]
     observed: list[str]
     next_attempt_at: str | None
+    to: str
+    """With state `moved`: the successor session the follow-up went on to."""
 
 
 class ParentHandover(TypedDict, total=False):

@@ -11,10 +11,11 @@ try to surface what is already durable there.
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from runtime.core.errors import BadInput, NotFound, StateDamaged
+from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
@@ -74,9 +75,18 @@ def load_session(root: StateRoot, owner: str) -> dict[str, Any]:
 
 
 def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
+    """Write session.json; a session whose record cannot be written (a full disk) leaves
+    no directory behind: what this call created is removed again, if still empty."""
     paths = session_paths(root, record["id"])
+    made = [d for d in (root.sessions, paths.dir) if not os.path.lexists(d)]
     ensure_dir(paths.dir)
-    write_json_atomic(paths.record, record)
+    try:
+        write_json_atomic(paths.record, record)
+    except BaseException:
+        for directory in reversed(made):
+            with contextlib.suppress(OSError):  # not empty: someone else uses it now
+                safe.rmdir(directory)
+        raise
     return record
 
 
@@ -150,27 +160,37 @@ class SessionInbox:
         """Append unless this delivery id is already there; True when appended."""
         ensure_dir(self.paths.dir)
         with locked(self.paths.inbox_lock):
-            for record in read_jsonl(self.paths.inbox).records:
-                if record.get("id") == delivery_id:
-                    return False
-            entry: SessionEntry = {
-                "id": delivery_id,
-                "state": "unread",
-                "mode": mode,
-                "queued_at": now_iso(),
-                "envelope": envelope,
-            }
-            from runtime.messaging.doorbells import ring
+            appended = self.append_locked(delivery_id, envelope, mode)
+        if appended:
+            self.ring_wake(delivery_id)
+        return appended
 
-            # Rung inside the lock and before the append, as a run's mailbox does
-            # (docs/messaging.md, Doorbells): a waiter reads after `read_barrier`, so an
-            # appender killed after its write has already rung, and one killed before
-            # it appended nothing. No timer stands behind the doorbell.
-            ring(self.paths.doorbells)
-            append_jsonl(self.paths.inbox, entry, fsync=True)
-        with contextlib.suppress(OSError):
-            append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
+    def append_locked(self, delivery_id: str, envelope: Envelope, mode: str) -> bool:
+        """`append` for a caller that holds the inbox lock (and rings `ring_wake` after)."""
+        for record in read_jsonl(self.paths.inbox).records:
+            if record.get("id") == delivery_id:
+                return False
+        entry: SessionEntry = {
+            "id": delivery_id,
+            "state": "unread",
+            "mode": mode,
+            "queued_at": now_iso(),
+            "envelope": envelope,
+        }
+        from runtime.messaging.doorbells import ring
+
+        # Rung inside the lock and before the append, as a run's mailbox does
+        # (docs/messaging.md, Doorbells): a waiter reads after `read_barrier`, so an
+        # appender killed after its write has already rung, and one killed before
+        # it appended nothing. No timer stands behind the doorbell.
+        ring(self.paths.doorbells)
+        append_jsonl(self.paths.inbox, entry, fsync=True)
         return True
+
+    def ring_wake(self, delivery_id: str) -> None:
+        """The advisory wake-file line a harness watches (Claude Code's FileChanged)."""
+        with contextlib.suppress(OSError, ActorsError):  # advisory: the entry is durable
+            append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
 
     def read_barrier(self) -> None:
         """Return once no append is in progress: an appender that rang a waiter before
@@ -188,25 +208,61 @@ class SessionInbox:
         ]
 
     def unread(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries() if e.get("state") == "unread"]
+        return [e for e in self.entries() if _unread(e)]
 
-    def drain(self) -> list[dict[str, Any]]:
-        """Every unread entry, marked read in the same locked step (two readers never
-        print the same follow-up)."""
-        ensure_dir(self.paths.dir)
+    def take(self) -> list[dict[str, Any]]:
+        """Every unread entry, taken by this process in one locked step: no other reader
+        gets them while this one writes them out. Then `mark_read` once they are out,
+        or `give_back` when they could not be; a reader that dies in between leaves
+        them unread again (a taker is a process identity, verified on every read)."""
+        from runtime.core.process import capture
+
+        if not self.paths.inbox.exists():
+            return []  # nothing was ever delivered: a reader creates nothing
         with locked(self.paths.inbox_lock):
             unread = self.unread()
-            self.mark_read([e["id"] for e in unread])
+            if unread:
+                self._journal(
+                    [e["id"] for e in unread],
+                    {"state": "taken", "taken_by": capture(os.getpid()), "taken_at": now_iso()},
+                )
+        return unread
+
+    def give_back(self, ids: list[str]) -> None:
+        """Entries taken but not written out (the output failed): unread again."""
+        self._journal(ids, {"state": "unread"})
+
+    def drain(self) -> list[dict[str, Any]]:
+        """Every unread entry, taken and marked read at once (for a caller that has
+        already shown them)."""
+        unread = self.take()
+        self.mark_read([e["id"] for e in unread])
         return unread
 
     def mark_read(self, ids: list[str]) -> None:
+        self._journal(ids, {"state": "read", "read_at": now_iso()}, fsync=True)
+
+    def mark(self, ids: list[str], state: str, stamp_field: str, **extra: str) -> None:
+        """One state line per id (`moved`, with the session it went to), fsynced."""
+        self._journal(ids, {"state": state, stamp_field: now_iso(), **extra}, fsync=True)
+
+    def _journal(self, ids: list[str], change: dict[str, Any], *, fsync: bool = False) -> None:
+        """One state change of several entries, appended as one write."""
         if not ids:
             return
         from runtime.store.appends import append_line, encode_line
 
-        stamp = now_iso()
         append_line(
-            self.paths.inbox,
-            b"".join(encode_line({"id": i, "state": "read", "read_at": stamp}) for i in ids),
-            fsync=True,
+            self.paths.inbox, b"".join(encode_line({"id": i, **change}) for i in ids), fsync=fsync
         )
+
+
+def _unread(entry: dict[str, Any]) -> bool:
+    """Unread, or taken by a reader that is gone (it died before writing them out)."""
+    state = entry.get("state")
+    if state != "taken":
+        return state == "unread"
+    from runtime.core.process import verify
+
+    taker = entry.get("taken_by")
+    return not isinstance(taker, dict) or verify(taker)[0] != "valid"

@@ -7,10 +7,10 @@ must call these same functions.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
+from runtime.core.bounded_json import INPUT_DEPTH, TooDeep, Undecodable, decode, too_deep
 from runtime.core.errors import BadInput
 from runtime.core.ids import new_id, now_iso
 from runtime.messaging.addresses import parse_address
@@ -18,9 +18,10 @@ from runtime.store.appends import compact_json
 
 MAX_ENVELOPE_BYTES = 64 * 1024
 """Envelope cap (documented): larger payloads go to a file whose path is the body."""
-MAX_BODY_DEPTH = 64
-"""Nesting cap for bodies (arrays and objects): far below the JSON codec's recursion
-limit, so every stored envelope can be encoded and parsed again by any reader."""
+MAX_BODY_DEPTH = INPUT_DEPTH
+"""Nesting cap for bodies (arrays and objects): below the depth every reader of a
+journal accepts (runtime.core.bounded_json), so every stored envelope can be encoded and
+parsed again by any reader."""
 MAX_SUMMARY_CHARS = 500
 LEVELS = ("info", "warning", "error")
 MODES = ("immediate", "next-message", "next-tool-call", "on-idle", "manual")
@@ -69,7 +70,7 @@ def check_type(value: str) -> str:
 
 def check_body(body: Any) -> None:
     """Refuse a body nested deeper than any reader could parse again."""
-    if isinstance(body, (dict, list, tuple)) and _too_deep(body, MAX_BODY_DEPTH):
+    if isinstance(body, (dict, list, tuple)) and too_deep(body, MAX_BODY_DEPTH):
         raise BadInput(
             f"message body is nested more than {MAX_BODY_DEPTH} levels deep",
             hint="flatten it, or write it to a file and send the path",
@@ -170,24 +171,6 @@ def encode_envelope(envelope: Envelope) -> str:
     return text
 
 
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether arrays / objects nest deeper than `limit` (iterative: no recursion, and a
-    structure that contains itself counts as infinitely deep)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def _encoded(envelope: Envelope) -> tuple[str, int]:
     """The envelope as stored and its size in bytes; BadInput for what cannot be stored."""
     try:
@@ -213,13 +196,14 @@ def parse_body(text: str | None, *, as_json: bool) -> Any:
     if not as_json:
         return text
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        return decode(text, max_depth=MAX_BODY_DEPTH)
+    except TooDeep:
         raise BadInput(
-            f"body is not valid JSON: {exc.msg} at column {exc.colno}",
-            hint="quote it for the shell, or drop --body-json to send it as text",
+            f"body is nested too deeply (more than {MAX_BODY_DEPTH} levels)",
+            hint="flatten it, or send a file path",
         ) from None
-    except RecursionError:
+    except Undecodable as exc:
         raise BadInput(
-            "body is nested too deeply to parse", hint="flatten it, or send a file path"
+            f"body is not valid JSON: {exc}",
+            hint="quote it for the shell, or drop --body-json to send it as text",
         ) from None

@@ -17,9 +17,14 @@ from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import accepted_types, branch_mailbox, run_mailbox
 from runtime.runs.index import list_runs
 from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
-from runtime.store import safe
 from runtime.store.layout import DOORBELLS, FOLLOWERS, GUARDIANS, RunPaths, StateRoot
-from runtime.store.reads import read_json, read_text_tail, tail_jsonl
+from runtime.store.reads import (
+    MAX_JOURNAL_BYTES,
+    open_nofollow,
+    read_json,
+    read_text_tail,
+    tail_jsonl,
+)
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -180,11 +185,20 @@ def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]
 
 
 def _count_lines(path: Any) -> int:
+    """The lines of a room's timeline, counted a block at a time (never a whole line in
+    memory) and no further than any journal holds."""
     try:
-        with os.fdopen(safe.open_file(path, os.O_RDONLY), "rb") as handle:
-            return sum(1 for _ in handle)
+        fd = open_nofollow(path)
     except (FileNotFoundError, StateDamaged):
         return 0
+    try:
+        count, position = 0, 0
+        while position < MAX_JOURNAL_BYTES and (block := os.pread(fd, 1 << 20, position)):
+            count += block.count(b"\n")
+            position += len(block)
+        return count
+    finally:
+        os.close(fd)
 
 
 def _roster(run: RunRecord, recent: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -257,8 +271,12 @@ _SINGULAR = {
 def compact_lines(data: Mapping[str, object]) -> list[str]:
     """A view as text for a reader with little room (the CLI without `--json`, and the
     MCP `inspect` result): its scalars as `key=value` on the first line, then one line
-    per record, `key: a, b` for lists of names and `key.sub: value` for mappings."""
+    per record, `key: a, b` for lists of names and `key.sub: value` for mappings. Each
+    line is escaped (runtime.core.terminal.cell): a newline in a run-written summary or
+    value shows as `\\n` and cannot forge a record."""
     import json
+
+    from runtime.core.terminal import cell
 
     def show(v: object) -> str:
         return json.dumps(v, default=str) if isinstance(v, (dict, list)) else str(v)
@@ -284,4 +302,4 @@ def compact_lines(data: Mapping[str, object]) -> list[str]:
         elif isinstance(value, dict):
             for k, v in value.items():
                 out.append(f"  {key}.{k}: {show(v)}")
-    return out
+    return [cell(line) for line in out]

@@ -97,7 +97,7 @@ def send(
     envelope = make_envelope(
         to=to, type=kind, body=body, sender=principal.id, summary=summary, reply_to=reply_to
     )
-    check_control(run, principal, force=force, action="message")
+    check_control(run, principal, force=force, action="message", root=root)
     if address.kind == "room":
         from runtime.routing.rooms import post_room  # deferred: rooms are the rare case
 

@@ -65,7 +65,7 @@ class Sender:
         self.root, self.to, self.principal, self.force = root, to, principal, force
         self.fsync, self.recheck_s = fsync, recheck_s
         self.paths, self.run = find_run(root, address.target)
-        check_control(self.run, principal, force=force, action="message")
+        check_control(self.run, principal, force=force, action="message", root=root)
         self._fd = -1
         self._bells: dict[str, int] = {}
         self._checked = 0.0

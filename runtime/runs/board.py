@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NotRequired
 
-from runtime.core.errors import ActorsError
+from runtime.core.errors import ActorsError, ResourceError, resource_error
 from runtime.runs.index import list_runs, listed_one
 from runtime.runs.status import ACTIVE, read_progress
 from runtime.store.layout import StateRoot
@@ -41,10 +41,13 @@ class RunBoard:
         self._runs: dict[str, BoardRun] = {}
         self._ordered: list[BoardRun] | None = None
         self.version = 0
+        """Bumped on every change: a reader can tell whether it has seen the latest."""
         self.refused: dict[str, str] = {}
         """Run directories refused on a refresh (not trusted), with why: left off the
         board, where `actors ls` would refuse the whole listing."""
-        """Bumped on every change: a reader can tell whether it has seen the latest."""
+        self.behind: set[str] = set()
+        """Runs a refresh could not read (the machine ran out of descriptors or memory):
+        their rows stay as they were and are read again with the next refresh."""
 
     def load(self) -> None:
         """List every run afresh (at start; and when the watcher lost track)."""
@@ -56,13 +59,23 @@ class RunBoard:
         """Re-derive the named runs (a run gone from disk leaves the board); returns the
         names whose row changed."""
         changed: set[str] = set()
-        for name in set(names):
+        names = set(names) | self.behind
+        self.behind = set()
+        for name in names:
             try:
                 listed = listed_one(self.root, name)
+                row = None if listed is None else self._with_progress(listed)
+            except (ResourceError, OSError) as exc:
+                if not isinstance(exc, ResourceError) and resource_error(exc) is None:
+                    raise
+                self.behind.add(name)  # not the run's fault: keep its row, read it next time
+                continue
             except ActorsError as exc:  # another user's directory, or one others can write
                 self.refused[name] = exc.message
-                listed = None
-            row = None if listed is None else self._with_progress(listed)
+                row = None
+            except Exception as exc:  # an unforeseen error in one run's files: left off
+                self.refused[name] = f"run {name}: {type(exc).__name__}: {exc}"[:300]
+                row = None
             if row != self._runs.get(name):
                 changed.add(name)
                 if row is None:

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runtime.compiler.redact import redact_text
+from runtime.core.errors import TRANSIENT, os_errno
 from runtime.runs.events import preview_text, write_progress
-from runtime.runs.output import LOG_CAP_BYTES, LogFile
+from runtime.runs.output import LOG_CAP_BYTES, Held, LogFile
 from runtime.store.layout import RunPaths
+from runtime.store.writes import DiskWriteError
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]
@@ -132,6 +134,15 @@ class RunContext:
         return f"command-{self._commands:03d}"
 
     def progress(self) -> None:
+        """progress.json now. Advisory (status never depends on it), so a disk that
+        takes no more leaves the last one in place; the run's end writes it patiently."""
+        try:
+            self._write_progress()
+        except DiskWriteError as exc:
+            if os_errno(exc) not in TRANSIENT:
+                raise
+
+    def _write_progress(self) -> None:
         write_progress(
             self.paths.progress,
             self.instance,
@@ -177,6 +188,10 @@ class RunContext:
         for name, (fd, size) in saved["logs"].items():
             path = self.paths.stdout if name == "stdout" else self.paths.stderr
             self._logs[name] = LogFile.adopt(path, LOG_CAP_BYTES, fd, size)
+
+    def held(self) -> list[Held]:
+        """The logs' output a full disk did not take yet (runtime.runs.output.Held)."""
+        return [log.held for log in self._logs.values()]
 
     def fds_kept(self) -> list[int]:
         return [log.fd for log in self._logs.values()]

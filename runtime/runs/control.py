@@ -71,7 +71,7 @@ def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, act
             ) from None
         run = None
     if run is not None:
-        check_control(run, principal, force=force, action=action)
+        check_control(run, principal, force=force, action=action, root=root)
     recorded = run.get("cgroup") if run is not None else None
     groups = [
         g

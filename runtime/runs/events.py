@@ -51,14 +51,42 @@ def record_event(
     *,
     fsync: bool = False,
     wait_s: float | None = None,
+    ident: str | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
     """Append one lifecycle event (every field a bounded preview) and return it. With
-    `wait_s`, a journal locked longer than that raises LockBusy instead of waiting."""
-    record = {"id": new_id(), "ts": now_iso(), "event": event, "run_instance_id": instance}
+    `wait_s`, a journal locked longer than that raises LockBusy instead of waiting.
+    `ident`: the record's id, chosen by a caller that may repeat the append (see
+    `has_event`)."""
+    record = {
+        "id": ident or new_id(),
+        "ts": now_iso(),
+        "event": event,
+        "run_instance_id": instance,
+    }
     record.update(preview_fields(fields))
     append_jsonl(events_file, record, fsync=fsync, compactor=LOG, wait_s=wait_s)
     return record
+
+
+def record_advisory(events_file: Path, instance: str, event: str, **fields: Any) -> None:
+    """`record_event` for a line nothing depends on (a signal noted): a disk that takes
+    nothing more (runtime.core.errors.TRANSIENT) skips it, and what it notes goes on."""
+    from runtime.core.errors import TRANSIENT, ActorsError, os_errno
+
+    try:
+        record_event(events_file, instance, event, **fields)
+    except ActorsError as exc:
+        if os_errno(exc) not in TRANSIENT:
+            raise
+
+
+def has_event(events_file: Path, ident: str) -> bool:
+    """Whether the event `ident` is among the journal's last records: a repeated append
+    (its first try failed only at the fsync, the line already written) is not doubled."""
+    from runtime.store.reads import tail_jsonl
+
+    return any(e.get("id") == ident for e in tail_jsonl(events_file, 20))
 
 
 def write_progress(progress_file: Path, instance: str, **fields: Any) -> None:

@@ -5,7 +5,9 @@ Semantics (docs/recipes.md has the user-facing version):
   group (runtime.runs.command);
 - a sequence feeds each step the previous step's complete stdout on stdin; a parallel
   node gives every branch the same stdin (at most `concurrency` at once) and joins their
-  outputs in order under `--- branch: <label> status: <s> ---` headers;
+  outputs in order under `--- branch: <label> status: <s> ---` headers, which no branch
+  output can forge (a line of it that starts like one is quoted,
+  runtime.runs.output.HeaderQuote);
 - `when` skips a node whose condition renders false; `repeat` makes a node a sequence
   (or, with `parallel`, a parallel group) of instances with their index variables;
   `delay` waits before the node starts;
@@ -39,7 +41,7 @@ from runtime.core.errors import BadInput
 from runtime.runs.command import Command
 from runtime.runs.context import Escalation, Outcome, RunContext
 from runtime.runs.leaf import begin_leaf
-from runtime.runs.output import LOG_CAP_BYTES, Capture, trim
+from runtime.runs.output import LOG_CAP_BYTES, Capture, quoted_copy, trim
 from runtime.store import safe
 from runtime.store.writes import ensure_dir
 
@@ -720,20 +722,9 @@ def _join_outputs(
         for label, result in zip(labels, results, strict=True):
             out.write(f"--- branch: {label} status: {result.status} ---\n".encode())
             if result.output and result.output.exists():
-                _copy_into(out, result.output)
+                quoted_copy(out, result.output)  # no branch output can pass for a header
                 if result.output != stdin:  # a skipped branch passes the stdin through
                     trim(result.output)
     finally:
         out.close()
     return path
-
-
-def _copy_into(out: Capture, source: Path) -> None:
-    """Append a file, ending it with a newline when it has none (never whole in memory)."""
-    last = b"\n"
-    with open(source, "rb") as src:
-        while block := src.read(1024 * 1024):
-            out.write(block)
-            last = block[-1:]
-    if last != b"\n":
-        out.write(b"\n")

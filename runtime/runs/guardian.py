@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from runtime.core.errors import ActorsError
+from runtime.core.errors import ActorsError, resource_error
 from runtime.core.platform import ExitWatch
 from runtime.core.process import verify
 from runtime.messaging.doorbells import Bell
@@ -51,7 +51,9 @@ pidfds, so a session with thousands of live runs never starves the server they r
 _pidfds_held = 0
 
 
-def _pidfd_budget() -> int:
+def pidfd_budget() -> int:
+    """How many pidfds the watchers of one process may hold (1/PIDFD_SHARE of its
+    descriptor limit)."""
     import resource
 
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -145,19 +147,23 @@ class Guard:
                 return True
         return False
 
-    def scan(self) -> None:
-        """Plan the owner's runs again: watch the live ones, fold the dead ones now."""
+    def scan(self, *, fail_fast: bool = False) -> None:
+        """Plan the owner's runs again: watch the live ones, fold the dead ones now. With
+        `fail_fast` (the first scan of a command that can end with one line instead:
+        `inbox wait`), a scan the machine cannot make (no descriptor left) raises."""
         global _pidfds_held
         try:
             plans = plan(self.root, self.owner, frozenset(self.watches))
         except Exception as exc:  # an untrusted runs/ directory, say: the next ring retries
+            if fail_fast and resource_error(exc, str(self.root.path)) is not None:
+                raise
             log(self.owner, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
             return
         for run_id, action, identity in plans:
             watch = None
             if action == WATCH:
                 liveness = str(self.root.run(run_id).liveness)
-                pidfd_ok = _pidfds_held < _pidfd_budget()
+                pidfd_ok = _pidfds_held < pidfd_budget()
                 watch = ExitWatch.open(identity["pid"], liveness, prefer_pidfd=pidfd_ok)
             # verified after the watch was opened: it pins the runner, not a successor
             if watch is not None and verify(identity)[0] == "valid":
@@ -182,6 +188,12 @@ class Guard:
         for run_id in list(self.watches):
             self._unwatch(run_id)
         self.bell.close()
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
 
 
 @contextlib.contextmanager

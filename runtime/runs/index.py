@@ -13,9 +13,9 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from runtime.core.errors import NotFound, StateDamaged
+from runtime.core.errors import ActorsError, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
-from runtime.runs.status import TERMINAL, derive, load_run
+from runtime.runs.status import TERMINAL, damaged_file, derive, load_run
 from runtime.store import safe
 from runtime.store.appends import locked
 from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
@@ -24,15 +24,18 @@ from runtime.store.trust import trusted_dir
 from runtime.store.writes import write_json_atomic
 
 if TYPE_CHECKING:
-    from runtime.store.records import ListedRun
+    from runtime.store.records import ListedRun, RunStatus
 
 INDEX_VERSION = 3
+INDEX_MAX_BYTES = 64 * 1024 * 1024
+"""An index.json larger than this (some 200,000 runs) is not read: it is rebuilt."""
 _STATIC = ("created_at", "recipe", "tool", "command", "owner_id", "parent")
 _FINAL = ("pid", "status", "code", "degraded", "ended_at", "reason")
 """What result.json settles: cached with the static facts once the run has a result."""
 LISTED = ("run", "address", "state_dir", *_STATIC, *_FINAL)
 """The keys of every listed run, in this order, whether it came from the index or was
-derived live (a run whose state is damaged also has `damaged`)."""
+derived live (a run whose state is damaged also has `damaged`, what is wrong, and
+`damaged_file`, the file named relative to its directory)."""
 
 
 def _listed(name: str, run_dir: str, facts: Mapping[str, Any]) -> ListedRun:
@@ -40,12 +43,25 @@ def _listed(name: str, run_dir: str, facts: Mapping[str, Any]) -> ListedRun:
     summary.update({k: facts.get(k) for k in LISTED[3:]})
     if "damaged" in facts:
         summary["damaged"] = facts["damaged"]
-    return cast("ListedRun", summary)  # the keys of LISTED, which ListedRun declares
+        summary["damaged_file"] = facts.get("damaged_file") or "run.json"
+    return cast("ListedRun", summary)
+
+
+def _damaged(name: str, run_dir: str, paths: RunPaths, exc: StateDamaged) -> ListedRun:
+    """A run whose run.json (or directory) cannot be used: listed as `damaged`, naming
+    the file, so one run's damage never stops a listing of the others."""
+    facts = {
+        "status": "damaged",
+        "reason": exc.message,
+        "damaged": exc.message,
+        "damaged_file": damaged_file(exc, paths),
+    }
+    return _listed(name, run_dir, facts)  # the keys of LISTED, which ListedRun declares
 
 
 def _load(root: StateRoot) -> dict[str, dict[str, Any]]:
     try:
-        data = read_json(root.index_file)
+        data = read_json(root.index_file, max_bytes=INDEX_MAX_BYTES)
     except StateDamaged:
         return {}
     if not isinstance(data, dict) or data.get("version") != INDEX_VERSION:
@@ -65,7 +81,19 @@ def _usable(entry: Any) -> bool:
         value = entry.get(key)
         if value is not None and not isinstance(value, str):
             return False
+    for key, types in _FINAL_TYPES.items():  # noqa: SIM110 (a loop: see above)
+        if not isinstance(terminal.get(key), types):
+            return False
     return True
+
+
+_FINAL_TYPES: dict[str, tuple[type, ...]] = {
+    "pid": (int, type(None)),
+    "code": (int, type(None)),
+    "degraded": (bool, type(None)),
+    "ended_at": (str, type(None)),
+    "reason": (str, type(None)),
+}
 
 
 def _stamp(run_dir: str) -> str | None:
@@ -97,19 +125,18 @@ def list_runs(root: StateRoot) -> list[ListedRun]:
         run_dir = f"{runs_dir}/{name}"
         stamp = _stamp(run_dir)
         entry = cached.get(name)
-        if stamp and entry is not None and entry.get("stamp") == stamp and _usable(entry):
+        if stamp and entry is not None and _usable(entry) and entry.get("stamp") == stamp:
             fresh[name] = entry
             summaries.append(_listed(name, run_dir, {**entry, **entry["terminal"]}))
             continue
         paths = RunPaths(root.runs / name)
         try:
-            run = load_run(paths)
+            summary = derived(paths)
         except NotFound:
             continue  # archived or pruned since the scan
         except StateDamaged as exc:
-            summaries.append(_listed(name, run_dir, {"status": "damaged", "reason": exc.message}))
+            summaries.append(_damaged(name, run_dir, paths, exc))
             continue
-        summary = derive(paths, run)
         summaries.append(_listed(name, run_dir, summary))
         new_entry: dict[str, Any] = {k: summary.get(k) for k in _STATIC}
         new_entry["stamp"] = stamp
@@ -130,8 +157,8 @@ def _save(root: StateRoot, runs: dict[str, dict[str, Any]]) -> None:
                 {"version": INDEX_VERSION, "rebuilt_at": now_iso(), "runs": runs},
                 fsync=False,
             )
-    except OSError:
-        pass  # a cache we could not write is rebuilt by the next listing
+    except (OSError, ActorsError):
+        pass  # a cache we could not write (a full disk) is rebuilt by the next listing
 
 
 def forget(root: StateRoot, run_id: str) -> None:
@@ -149,9 +176,28 @@ def listed_one(root: StateRoot, name: str) -> ListedRun | None:
         return None
     paths = root.run(name)  # a planted link is refused here
     try:
-        run = load_run(paths)
+        summary = derived(paths)
     except NotFound:
         return None
     except StateDamaged as exc:
-        return _listed(name, str(paths.dir), {"status": "damaged", "reason": exc.message})
-    return _listed(name, str(paths.dir), derive(paths, run))
+        return _damaged(name, str(paths.dir), paths, exc)
+    return _listed(name, str(paths.dir), summary)
+
+
+def derived(paths: RunPaths) -> RunStatus:
+    """A run's status from its files, for a view of many runs: NotFound when it is gone,
+    StateDamaged for its damage, an unforeseen kind included (an error no reader expected
+    is still this one run's, listed as damaged; ACTORS_DEBUG=1 raises it as it is)."""
+    try:
+        return derive(paths, load_run(paths))
+    except ActorsError:
+        raise
+    except Exception as exc:
+        from runtime.core import config
+
+        if config.flag(config.DEBUG):
+            raise
+        what = f"{type(exc).__name__}: {exc}"[:200]
+        raise StateDamaged(
+            f"run {paths.run_id}: its files cannot be read ({what})", path=paths.run_json
+        ) from exc

@@ -24,7 +24,7 @@ from runtime.core.ids import new_id, new_token, now_iso, token_verifier
 from runtime.runs.events import record_event, write_progress
 from runtime.store import safe
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
-from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
+from runtime.store.writes import disk_error, ensure_dir, write_bytes_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -58,6 +58,8 @@ def claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
         try:
             safe.rename(stage.dir, paths.dir)
         except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):  # a full or read-only disk
+                raise disk_error("move the new run into", paths.dir, exc) from exc
             raise Conflict(
                 f"run id {paths.run_id} is already in use",
                 hint="choose another --as, or archive/prune the old run first",
@@ -118,7 +120,7 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
     # directory keeps its verifier (runtime.core.ids.token_verifier).
     env[config.RUN_TOKEN.name] = token
     # POSIX_SPAWN_OPEN would follow a link planted at runner.log: open it ourselves
-    log_fd = safe.open_file(paths.runner_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    log_fd = safe.open_regular(paths.runner_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, log_fd, 1),

@@ -22,7 +22,7 @@ from runtime.runs.context import Outcome, RunContext, Status
 from runtime.runs.events import preview_fields, preview_text, record_event
 from runtime.runs.output import LOG_CAP_BYTES as LOG_CAP, Capture, concatenate, trim
 from runtime.store.layout import CapturePaths
-from runtime.store.writes import ensure_dir
+from runtime.store.writes import ensure_dir, patiently
 
 
 class Exit:
@@ -94,18 +94,24 @@ def begin_leaf(
         return Outcome("failed", 2, None, reason=preview_text(exc.message))
     command_id = ctx.next_command_id()
     capture = ctx.paths.capture(command_id)
-    ensure_dir(capture.dir)
+    # a full disk makes the command wait to start, never fails the run (patiently)
+    patiently(lambda: ensure_dir(capture.dir), f"create {capture.dir}")
     kind = node.get("output") or "stdout"
-    out = Capture(capture.stdout, None if feeds and kind in ("stdout", "both") else LOG_CAP)
-    err = Capture(capture.stderr, None if feeds and kind in ("stderr", "both") else LOG_CAP)
+    out_cap = None if feeds and kind in ("stdout", "both") else LOG_CAP
+    err_cap = None if feeds and kind in ("stderr", "both") else LOG_CAP
+    out = patiently(lambda: Capture(capture.stdout, out_cap), f"open {capture.stdout}")
+    err = patiently(lambda: Capture(capture.stderr, err_cap), f"open {capture.stderr}")
     common = {"command_id": command_id, "node": node["id"], "label": node.get("label")}
-    record_event(
-        ctx.paths.events,
-        ctx.instance,
-        "command.start",
-        command=ctx.display(argv),
-        attempt=attempt,
-        **common,
+    patiently(
+        lambda: record_event(
+            ctx.paths.events,
+            ctx.instance,
+            "command.start",
+            command=ctx.display(argv),
+            attempt=attempt,
+            **common,
+        ),
+        "record command.start in events.jsonl",
     )
     ctx.active += 1
     ctx.progress()
@@ -169,7 +175,12 @@ def _command_done(
         "stderr_bytes": err.total,
         **preview_fields(common),
     }
-    record_event(ctx.paths.events, ctx.instance, "command.done", **done)
+    # how the command ended is known only here: a full disk is waited out (patiently),
+    # and a runner that dies after this line leaves a run `reconcile` can fold from it
+    patiently(
+        lambda: record_event(ctx.paths.events, ctx.instance, "command.done", **done),
+        "record command.done in events.jsonl",
+    )
     if ended.status != "done":  # failed, or cancelled by its node's timeout
         ctx.failed_commands[common["node"]] = done  # the last failed try, for result.json
     ctx.progress()

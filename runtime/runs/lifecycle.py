@@ -21,15 +21,17 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runtime.compiler.redact import redact_deep, secret_texts
 from runtime.core import cgroups, config, platform
+from runtime.core.errors import log_exception
 from runtime.core.faults import pause_point
-from runtime.core.ids import now_iso
+from runtime.core.ids import new_id, now_iso
 from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, verify
-from runtime.runs.events import record_event, write_progress
+from runtime.runs.events import has_event, record_event, write_progress
 from runtime.runs.launch import ring_guardians
+from runtime.runs.output import output_preview
 from runtime.store.appends import locked
 from runtime.store.layout import RunPaths, StateRoot
-from runtime.store.reads import read_bytes, read_json
-from runtime.store.writes import publish_json_once
+from runtime.store.reads import read_json
+from runtime.store.writes import patiently, publish_json_once
 
 if TYPE_CHECKING:
     from runtime.runs.context import Outcome, RunContext
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
 
 KILL_GRACE_S = config.seconds(config.KILL_GRACE)
 DELIVERY_BUDGET_S = config.seconds(config.DELIVERY_BUDGET)
-OUTPUT_PREVIEW_CHARS = 4000
 FAILURE_TAIL_LINES = 10
 FAILURE_TAIL_BYTES = 2048
 FAILURES_EXPLAINED = 20
@@ -70,14 +71,6 @@ def _child_env(paths: RunPaths, run: RunRecord) -> dict[str, str]:
         }
     )
     return env
-
-
-def _preview(path: Path | None) -> str | None:
-    if path is None or not path.exists():
-        return None
-    return read_bytes(path, limit=OUTPUT_PREVIEW_CHARS * 4).decode(errors="replace")[
-        :OUTPUT_PREVIEW_CHARS
-    ]
 
 
 def new_context(paths: RunPaths, run: RunRecord) -> RunContext:
@@ -160,7 +153,7 @@ def _add_artifacts_and_output(
     output = outcome.output if outcome is not None else None
     result.update(
         output_file=str(output) if output else None,
-        output=_preview(output),
+        output=output_preview(output),
         artifacts=artifacts,
         nodes=ctx.nodes,
         failures=ctx.failures,
@@ -229,9 +222,7 @@ def crash(paths: RunPaths, run: RunRecord, exc: BaseException) -> int:
 
 
 def crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
-    import traceback  # deferred: ~4 ms of every runner's start (linecache, tokenize)
-
-    traceback.print_exc()
+    log_exception(exc)  # runner.log, if it can still be written
     return {
         "run": run["run"],
         "run_instance_id": run["run_instance_id"],
@@ -245,64 +236,86 @@ def crash_result(run: RunRecord, exc: BaseException) -> ResultRecord:
 
 
 def finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
-    """Terminal progress, then the terminal event, then result.json (published once)."""
+    """Terminal progress, then the terminal event, then result.json (published once):
+    the one place a run's end is written, by either runner. Each write waits out a full
+    disk (or no descriptor left) until it lands (runtime.store.writes `patiently`): the
+    outcome is in this process's memory alone, so giving up would lose it. Meanwhile the
+    run is `running` (its runner verifies) and runner.log says what it waits for."""
+    pause_point("runner.before_finish")
     instance = run["run_instance_id"]
-    write_progress(
-        paths.progress,
-        instance,
-        phase=result["status"],
-        active=0,
-        completed=result.get("completed", 0),
-        failed=result.get("failed", 0),
-        degraded=result.get("degraded", False),
+    patiently(
+        lambda: write_progress(
+            paths.progress,
+            instance,
+            phase=result["status"],
+            active=0,
+            completed=result.get("completed", 0),
+            failed=result.get("failed", 0),
+            degraded=result.get("degraded", False),
+        ),
+        "write progress.json",
     )
     event = {"done": "run.done", "cancelled": "run.cancelled", "killed": "run.killed"}.get(
         result["status"], "run.failed"
     )
-    record_event(
-        paths.events,
-        instance,
-        event,
-        fsync=True,
-        code=result["code"],
-        degraded=result.get("degraded", False),
-        reason=result.get("reason"),
-    )
+    ident = new_id()
+
+    def terminal_event() -> None:
+        if not has_event(paths.events, ident):  # a try that failed only at its fsync
+            record_event(
+                paths.events,
+                instance,
+                event,
+                fsync=True,
+                ident=ident,
+                code=result["code"],
+                degraded=result.get("degraded", False),
+                reason=result.get("reason"),
+            )
+
+    patiently(terminal_event, f"record {event} in events.jsonl")
     pause_point("runner.before_result")
-    publish_json_once(paths.result, result)
+    patiently(lambda: publish_json_once(paths.result, result), "publish result.json")
     pause_point("runner.after_result")
 
 
 def end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     """Deliver the terminal follow-up (retrying within a budget; the reconciler does the
     rest), unless the caller that spawned the run still waits for its result; then stop
-    whatever of the run's session is still alive."""
+    whatever of the run's session is still alive. Handing it over waits out a full disk
+    as `finish` does: its whole step is repeated (locks released in between), and the
+    session's inbox keeps one copy whatever the number of tries (its delivery id)."""
+    skipped = new_id()  # the id of a `followup.skipped` event, recorded once whatever the tries
+    try:
+        patiently(lambda: _follow_up(paths, run, result, skipped), "hand over the follow-up")
+    except Exception as exc:
+        log_exception(exc)  # runner.log; `actors reconcile` will deliver it
+    sweep(paths, run)
+
+
+def _follow_up(paths: RunPaths, run: RunRecord, result: ResultRecord, skipped: str) -> None:
     from runtime.delivery.followups import (  # deferred: see main
         FOLLOW_STATUSES,
         follow_up_terminal,
         skip_waited,
     )
 
-    try:
-        with locked(paths.fold_lock):  # one submitter at a time (runtime.runs.reconcile)
-            waiter = _live_waiter(run) if result.get("status") in FOLLOW_STATUSES else None
-            if waiter is not None:
+    with locked(paths.fold_lock):  # one submitter at a time (runtime.runs.reconcile)
+        waiter = _live_waiter(run) if result.get("status") in FOLLOW_STATUSES else None
+        if waiter is not None:
+            if not has_event(paths.events, skipped):  # an earlier try got this far
                 record_event(
                     paths.events,
                     run["run_instance_id"],
                     "followup.skipped",
                     fsync=True,
+                    ident=skipped,
                     reason="the caller waited for the result",
                     waiter_pid=waiter,
                 )
-                skip_waited(paths, waiter)
-            else:
-                follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
-    except Exception:
-        import traceback
-
-        traceback.print_exc()  # runner.log; `actors reconcile` will deliver it
-    sweep(paths, run)
+            skip_waited(paths, waiter)
+        else:
+            follow_up_terminal(StateRoot.from_env(), paths, run, budget_s=DELIVERY_BUDGET_S)
 
 
 def run_cgroup(paths: RunPaths, run: RunRecord) -> Path | None:
@@ -368,14 +381,18 @@ def begin(
     liveness = platform.hold_liveness(str(paths.liveness))  # before the identity is public
     group = run_cgroup(paths, run)
     joined = group is not None and cgroups.join(group)
-    record_event(
-        paths.events,
-        run["run_instance_id"],
-        "run.runner.start",
-        pid=os.getpid(),
-        process_identity=capture(os.getpid()),
-        mode=mode(run) if mode is not None else "poll",
-        cgroup=str(group) if joined else None,
+    identity = capture(os.getpid())
+    patiently(  # a full disk: wait, rather than leave a run that never says it started
+        lambda: record_event(
+            paths.events,
+            run["run_instance_id"],
+            "run.runner.start",
+            pid=os.getpid(),
+            process_identity=identity,
+            mode=mode(run) if mode is not None else "poll",
+            cgroup=str(group) if joined else None,
+        ),
+        "record run.runner.start in events.jsonl",
     )
     ring_guardians(str(run.get("owner_id")))  # the owner's guardians watch us from now
     return paths, run

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core import platform
 from runtime.core.process import replay_early_stops
-from runtime.runs.events import record_event
+from runtime.runs.events import record_advisory, record_event
 from runtime.runs.graph import Graph
 
 if TYPE_CHECKING:
@@ -54,6 +54,9 @@ RETIRE_SETTLE_S = 1.0
 """Children spawned within this long after the others ended still count (a supervisor
 may be between two spawns when its first child ends)."""
 CONTROL_BATCH = 16
+HOLDING_RETRY_S = 2.0
+"""While output is held for a full disk (runtime.runs.output.Held), how often an idle
+runner tries to write it, instead of parking (the held bytes are in its memory)."""
 
 
 def stop_signals() -> tuple[int, ...]:
@@ -139,7 +142,9 @@ class Runner:
                 for fd in ready:
                     self.handle(fd)
             elif parking is not None and now >= parking and self.park is not None:
-                self.park(self)  # exec(): returns only when it could not
+                if not self.holding():
+                    self.park(self)  # exec(): returns only when it could not
+                self.last_event = now
             graph.tick(now)
             self.tick_retire(now)
             self.tell_followers()
@@ -154,6 +159,8 @@ class Runner:
 
     def park_at(self) -> float | None:
         """When to park, or None while something needs this image up."""
+        if self.holding():  # output a full disk did not take lives in this image only
+            return self.last_event + HOLDING_RETRY_S
         if self.park is None or self.stopped or self.graph.busy():
             return None
         if self.guard is not None and not self.guard.crosses_exec():
@@ -161,6 +168,13 @@ class Runner:
         if self.deliveries is not None and self.deliveries.pending():
             return None
         return self.last_event + self.linger
+
+    def holding(self) -> bool:
+        """Write what the disk did not take yet; True while some is still held
+        (runtime.runs.output.Held)."""
+        held = [s.capture.held for c in self.graph.commands() for s in c.streams]
+        held += self.ctx.held()
+        return any(not h.retry() for h in held if h.holding)
 
     def fds(self) -> list[int]:
         bells = [bell.read for bell in self.bells.values()]
@@ -193,7 +207,7 @@ class Runner:
             if signum == signal.SIGCHLD:
                 self.graph.reaped()
                 continue
-            record_event(
+            record_advisory(
                 self.paths.events,
                 self.ctx.instance,
                 "run.signal",
@@ -209,8 +223,13 @@ class Runner:
         if box is None:
             return
         from runtime.messaging.boxes import CONTROL_TYPES
+        from runtime.store.writes import patiently
 
-        for entry in box.claim(types=CONTROL_TYPES, limit=CONTROL_BATCH, consumer="runner"):
+        claimed = patiently(  # the claim is journaled: a full disk is waited out
+            lambda: box.claim(types=CONTROL_TYPES, limit=CONTROL_BATCH, consumer="runner"),
+            "claim control messages",
+        )
+        for entry in claimed:
             apply_control(self.ctx, box, entry)
 
     def guard_children(self) -> None:
@@ -270,16 +289,19 @@ class Runner:
 def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
     """`control.stop` (graceful) and `control.kill` (no grace) stop the run; any other
     control type applies to finished runs only."""
+    from runtime.store.writes import patiently  # each mark waits out a full disk
+
     kind = entry["envelope"]["type"]
     if kind == "control.stop":
-        box.mark(entry["id"], "handled")
+        patiently(lambda: box.mark(entry["id"], "handled"), "mark control.stop handled")
         ctx.stop("stopped")
     elif kind == "control.kill":
-        box.mark(entry["id"], "handled")
+        patiently(lambda: box.mark(entry["id"], "handled"), "mark control.kill handled")
         ctx.grace = 0.0
         ctx.stop("killed")
     else:
-        box.mark(entry["id"], "failed", error=f"{kind} applies to finished runs only")
+        why = f"{kind} applies to finished runs only"
+        patiently(lambda: box.mark(entry["id"], "failed", error=why), f"mark {kind} failed")
 
 
 def control_box(paths: RunPaths) -> Mailbox | None:

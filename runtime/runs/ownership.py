@@ -5,7 +5,10 @@ for a plain shell) or a run acting through its capability token (`$ACTORS_RUN_ID
 `$ACTORS_RUN_TOKEN`, set by the runner for every child it starts; the run's `token` file
 holds only its verifier, sha256, so reading the file does not give the token). Children never borrow
 a session id, so a process inside one run cannot act on a sibling run. A run belongs to
-the principal that spawned it; others are refused unless they pass `--force`.
+the principal that spawned it; others are refused unless they pass `--force`. A session
+that succeeded another in the same harness process (Claude Code's `/clear`, proven by the
+harness-process record, never by a caller's word: runtime.delivery.succession) is the
+same principal as its predecessors.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
         if not is_valid_id(run_id) or not token:
             raise Refused("ACTORS_RUN_ID is set without a valid ACTORS_RUN_TOKEN")
         try:
-            stored = read_bytes(root.run(run_id).token).decode(errors="replace").strip()
+            token_file = root.run(run_id).token  # a verifier: 4 KiB is plenty
+            stored = read_bytes(token_file, limit=4096).decode(errors="replace").strip()
         except OSError:
             raise Refused(
                 f"ACTORS_RUN_ID={run_id} names no run in {root.path}",
@@ -85,13 +89,30 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
     return Principal(chosen)
 
 
-def check_control(run: RunRecord, principal: Principal, *, force: bool, action: str) -> None:
+def check_control(
+    run: RunRecord, principal: Principal, *, force: bool, action: str, root: StateRoot
+) -> None:
     """Raise Refused unless `principal` may `action` this run."""
     owner = run.get("owner_id")
     run_id = run.get("run")
     if force or principal.id == owner or principal.id == f"run:{run_id}":
         return
+    if isinstance(owner, str) and _succeeded(root, principal, owner):
+        return
     raise Refused(
         f"run {run_id} belongs to {owner}, not {principal.id}; refusing to {action} it",
         hint="pass --force to act on another session's run",
     )
+
+
+def _succeeded(root: StateRoot, principal: Principal, owner: str) -> bool:
+    """Whether session `principal` goes on from `owner` (its lineage holds it)."""
+    if principal.via_run_token or not is_valid_id(principal.id):
+        return False
+    from runtime.core.errors import ActorsError
+    from runtime.delivery.succession import lineage
+
+    try:
+        return owner in lineage(root, principal.id)
+    except (ActorsError, OSError):
+        return False

@@ -13,6 +13,7 @@ across each exec, so none is lost) or the graph's next deadline.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -44,10 +45,15 @@ def first(args: list[str]) -> int:
         return begun
     paths, run = begun
     runner = _runner(paths, run)
-    runner.listen()
-    runner.watch_signals()
-    runner.ctx.progress()
-    runner.graph.start()
+    try:
+        runner.listen()
+        runner.watch_signals()
+        runner.ctx.progress()
+        runner.graph.start()
+    except BaseException as exc:  # no descriptor left, say: it still ends with a result
+        with contextlib.suppress(Exception):  # what it holds is released at exit anyway
+            runner.close()
+        return crash(paths, run, exc)
     return supervise(runner)
 
 
@@ -84,7 +90,8 @@ def supervise(runner: Runner) -> int:
     try:
         outcome = runner.supervise()
     except BaseException as exc:  # the run must still end with a result
-        runner.close()
+        with contextlib.suppress(Exception):  # what it holds is released at exit anyway
+            runner.close()
         return crash(runner.paths, runner.run, exc)
     runner.close()
     return conclude(

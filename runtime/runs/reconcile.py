@@ -5,7 +5,8 @@ the guardians (runtime.runs.guardian) fold the runs of their session as their ru
 die. For each run whose runner is gone without a result and without a stop request: stop the
 survivors of its session that are proven to be the run's now (runtime.core.members: their
 environment carries the run's instance and state directory; the dead runner's recorded
-session id alone proves nothing), publish `exited` once, and follow up. For each terminal
+session id alone proves nothing), publish once what its events.jsonl proves of its
+outcome (runtime.runs.status.proven_end), else `exited`, and follow up. For each terminal
 run without a follow-up marker: follow up (deduplicated by delivery id). Then retry due
 deliveries of every session. Safe to run from any number of processes at once.
 """
@@ -23,7 +24,14 @@ from runtime.core.members import kill_orphans, run_marks
 from runtime.core.process import is_gone, verify
 from runtime.runs.events import record_event, write_progress
 from runtime.runs.index import list_runs
-from runtime.runs.status import TERMINAL, derive, load_run, runner_identity
+from runtime.runs.status import (
+    TERMINAL,
+    derive,
+    load_run,
+    proven_end,
+    proven_reason,
+    runner_identity,
+)
 from runtime.store import safe
 from runtime.store.appends import locked
 from runtime.store.layout import RunPaths, StateRoot
@@ -65,8 +73,10 @@ def _kill_orphans(run_dir: Path, run: Any, identity: dict[str, Any]) -> int:
 
 
 def _exited(paths: RunPaths, run: RunRecord) -> bool:
-    """Publish `exited` for a run whose runner is gone without a result (and without a
-    stop request), after stopping its proven orphans. True when this call published it."""
+    """Publish the end of a run whose runner is gone without a result (and without a
+    stop request), after stopping its proven orphans: what events.jsonl proves of its
+    outcome (runtime.runs.status.proven_end), else `exited`. True when this call
+    published it."""
     identity = runner_identity(paths, run)
     verdict, reason = verify(identity) if identity else ("unverifiable", "no identity")
     if verdict in ("dead", "mismatch") and identity is not None:
@@ -74,7 +84,8 @@ def _exited(paths: RunPaths, run: RunRecord) -> bool:
         # members carrying the run's marks are stopped, never the pid's new owner
         _kill_orphans(paths.dir, run, identity)
     instance = run["run_instance_id"]
-    result = {
+    proven = proven_end(paths, run)
+    result: dict[str, Any] = {
         "run": run["run"],
         "run_instance_id": instance,
         "status": "exited",
@@ -84,11 +95,48 @@ def _exited(paths: RunPaths, run: RunRecord) -> bool:
         "reason": f"runner gone without a result ({reason})",
         "ended_at": now_iso(),
     }
+    if proven is not None:
+        result.update(
+            status=proven["status"],
+            code=proven["code"],
+            killed=proven["status"] == "killed",
+            degraded=proven["degraded"],
+            reason=proven_reason(proven, reason),
+            ended_at=proven["ended_at"] or result["ended_at"],
+            folded="events.jsonl",
+        )
+        _add_command_output(run, proven, result)
     if not publish_json_once(paths.result, result):
         return False
-    write_progress(paths.progress, instance, phase="exited", active=0)
-    record_event(paths.events, instance, "run.exited", fsync=True, reason=result["reason"])
+    event = "run.exited" if proven is None else "run.folded"
+    write_progress(paths.progress, instance, phase=result["status"], active=0)
+    record_event(
+        paths.events, instance, event, fsync=True, status=result["status"], reason=result["reason"]
+    )
     return True
+
+
+def _add_command_output(run: RunRecord, proven: dict[str, Any], result: dict[str, Any]) -> None:
+    """A run folded from its one command's `command.done`: that command's output (the
+    capture of the stream its template names), and its declared artifacts, as the
+    runner would have published them (a required one missing fails a done run)."""
+    from runtime.runs.artifacts import manifest, missing_required
+    from runtime.runs.output import output_preview
+
+    done = proven.get("command") or {}
+    kind = (run.get("template") or {}).get("output") or "stdout"
+    output = done.get(f"{kind}_file") if kind in ("stdout", "stderr") else None
+    if isinstance(output, str):
+        with contextlib.suppress(OSError, ActorsError):
+            result.update(output_file=output, output=output_preview(Path(output)))
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        artifacts = manifest(run.get("artifacts") or {})
+        result["artifacts"] = artifacts
+        missing = missing_required(artifacts)
+        if missing and result["status"] == "done":
+            result.update(
+                status="failed", code=1, reason=f"required artifact missing: {missing[0]}"
+            )
 
 
 def fold_run(root: StateRoot, paths: RunPaths, *, deliver: bool = True) -> dict[str, Any]:
@@ -106,7 +154,8 @@ def fold_run(root: StateRoot, paths: RunPaths, *, deliver: bool = True) -> dict[
     with locked(paths.fold_lock):
         if paths.followup.exists():
             return report  # another watcher folded it while we waited
-        if not paths.result.exists() and derive(paths, run).get("status") == "exited":
+        summary = derive(paths, run) if not paths.result.exists() else None
+        if summary is not None and (summary.get("status") == "exited" or summary.get("proven")):
             report["exited"] = _exited(paths, run)
         if paths.result.exists():
             _sweep_dead_writers(paths.dir)

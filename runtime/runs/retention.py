@@ -29,6 +29,8 @@ TMP_MAX_AGE_S = 24 * 3600
 
 
 CACHE_MAX_AGE_S = 30 * 86400
+PRESERVE_MAX_BYTES = 256 * 1024 * 1024
+"""The largest artifact `prune --preserve-artifacts` copies (it is read whole)."""
 
 
 def cleanup_tmp(root: StateRoot, *, max_age_s: float = TMP_MAX_AGE_S) -> int:
@@ -102,9 +104,10 @@ def prune_run(root: StateRoot, run_id: str, *, preserve_artifacts: bool = False)
     preserved: dict[str, str] = {}
     if preserve_artifacts:
         for name, spec in (run.get("artifacts") or {}).items():
-            src = Path(spec["path"])
-            if not src.is_file():
-                continue
+            where = spec.get("path") if isinstance(spec, dict) else None
+            src = Path(where) if isinstance(where, str) and "\0" not in where else None
+            if src is None or not src.is_file() or src.stat().st_size > PRESERVE_MAX_BYTES:
+                continue  # run.json names it: a run could aim it at anything, of any size
             data = src.read_bytes()
             digest = hashlib.sha256(data).hexdigest()[:8]
             dest_dir = ensure_dir(root.preserved / run_id)

@@ -24,6 +24,7 @@ from runtime.compiler.placeholders import (
 from runtime.compiler.redact import check_declared_secrets
 from runtime.compiler.values import apply_args
 from runtime.core import config
+from runtime.core.bounded_json import INPUT_DEPTH, too_deep
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import (
     is_valid_name,
@@ -101,9 +102,13 @@ def _walk_leaves(
 def _check_text(values: dict[str, Any], root: dict[str, Any]) -> None:
     """Every value and template word must be UTF-8 text without NUL: a NUL cannot be part of
     a command argument, and a lone surrogate (from a `\\udcff` escape or undecodable
-    command-line bytes) cannot be written to run.json."""
+    command-line bytes) cannot be written to run.json. Nor can a value nest deeper than
+    input may (runtime.core.bounded_json), or hold NaN or Infinity: every reader of
+    run.json would find it damaged."""
 
     def walk(item: Any, where: str) -> None:
+        if isinstance(item, float) and item - item != 0.0:
+            raise BadInput(f"{where} holds {item}, which is not a JSON number")
         if isinstance(item, str):
             if "\x00" in item:
                 raise BadInput(f"{where} contains a NUL character", hint="remove it")
@@ -123,7 +128,14 @@ def _check_text(values: dict[str, Any], root: dict[str, Any]) -> None:
                 walk(value, where)
 
     for name, value in values.items():
+        if too_deep(value, INPUT_DEPTH):
+            raise BadInput(
+                f"value {name} is nested more than {INPUT_DEPTH} levels deep",
+                hint="flatten it, or pass a file path",
+            )
         walk(value, f"value {name}")
+    if too_deep(root, INPUT_DEPTH):
+        raise BadInput(f"the template is nested more than {INPUT_DEPTH} levels deep")
     walk(root, "the template")
 
 

@@ -2,9 +2,10 @@
 
 Order of evidence: result.json (written once, by whoever ends the run) is final; else a
 runner whose recorded identity still verifies is `running`; else the last stop request in
-events.jsonl says `killed` or `cancelled`; else the runner vanished without a word and the
-run is `exited`. A pid that now belongs to another process, or one we cannot verify, is
-never reported as running.
+events.jsonl says `killed` or `cancelled`; else what events.jsonl proves of the outcome
+(`proven_end`: the runner died after journaling it); else the runner vanished without a
+word and the run is `exited`. A pid that now belongs to another process, or one we
+cannot verify, is never reported as running.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import parse_iso
-from runtime.core.process import verify
+from runtime.core.process import plausible_pid, verify
 from runtime.runs.events import STOP_EVENTS
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
@@ -66,9 +67,11 @@ def _shape_problem(record: dict[str, Any]) -> str | None:
             isinstance(item, dict) and isinstance(item.get("type"), str)
         ):
             return 'a mailbox type is neither a string nor {"type": ...}'
+    if record.get("pid") is not None and not plausible_pid(record.get("pid")):
+        return "field 'pid' is not a process id"
     identity = record.get("process_identity")
-    if identity is not None and not isinstance(identity.get("pid"), int):
-        return "field 'process_identity.pid' is not an integer"
+    if identity is not None and not plausible_pid(identity.get("pid")):
+        return "field 'process_identity.pid' is not a process id"
     return None
 
 
@@ -77,13 +80,16 @@ def load_run(paths: RunPaths) -> RunRecord:
     if not paths.dir.is_dir():
         raise NotFound(f"no run {paths.run_id}", hint="`actors ls` lists the runs")
     record = read_json(paths.run_json)
+    where = paths.run_json
     if not isinstance(record, dict):
         if record is None:
-            raise StateDamaged(f"run {paths.run_id} has no run.json", hint="it may be starting")
-        raise StateDamaged(f"run {paths.run_id}: run.json is not an object")
+            raise StateDamaged(
+                f"run {paths.run_id} has no run.json", hint="it may be starting", path=where
+            )
+        raise StateDamaged(f"run {paths.run_id}: run.json is not an object", path=where)
     problem = _shape_problem(record)
     if problem:
-        raise StateDamaged(f"run {paths.run_id}: run.json is damaged ({problem})")
+        raise StateDamaged(f"run {paths.run_id}: run.json is damaged ({problem})", path=where)
     return cast("RunRecord", record)  # the fields readers rely on are checked above
 
 
@@ -103,18 +109,35 @@ def read_result(paths: RunPaths) -> ResultRecord | None:
     if result is None:
         return None
     where = f"run {paths.run_id}: result.json"
+    problem = _result_problem(result)
+    if problem is not None:
+        raise StateDamaged(f"{where} {problem}", hint="the file is kept", path=paths.result)
+    return cast("ResultRecord", result)
+
+
+def _result_problem(result: Any) -> str | None:
+    """What makes a parsed result.json unusable by its readers, or None."""
     if not isinstance(result, dict):
-        raise StateDamaged(f"{where} is not an object", hint="the file is kept")
+        return "is not an object"
     if result.get("status") not in TERMINAL:
-        raise StateDamaged(f"{where} has no final status", hint="the file is kept")
+        return "has no final status"
     for key, types in _RESULT_FIELDS.items():
-        if not isinstance(result.get(key), types):
-            kind = type(result.get(key)).__name__
-            raise StateDamaged(f"{where} is damaged (field {key!r} is {kind})")
+        value = result.get(key)
+        if not isinstance(value, types):
+            return f"is damaged (field {key!r} is {type(value).__name__})"
+    if not _exit_code(result.get("code")):
+        return "is damaged (field 'code' is not an exit code)"
     artifacts = list((result.get("artifacts") or {}).values())
     if not all(isinstance(a, dict) for a in [*artifacts, *(result.get("failures") or [])]):
-        raise StateDamaged(f"{where} is damaged (artifacts or failures are not objects)")
-    return cast("ResultRecord", result)
+        return "is damaged (artifacts or failures are not objects)"
+    if not isinstance(result.get("failure"), (dict, _NONE)):
+        return "is damaged (field 'failure' is not an object)"
+    return None
+
+
+def _exit_code(code: Any) -> bool:
+    """None, or an int a process could have exited with (a signal's negative included)."""
+    return code is None or (not isinstance(code, bool) and -256 < code < 65536)
 
 
 _PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
@@ -126,22 +149,42 @@ _PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
 }
 
 
+MAX_COUNT = (1 << 31) - 1
+"""The largest step counter believed: more steps than any run could start is damage."""
+PROGRESS_BYTES = 1024 * 1024
+"""progress.json is a few counters and branch states, read for every active run a
+listing shows: a larger one is damage, refused unread."""
+
+
 def read_progress(paths: RunPaths) -> ProgressRecord:
-    """The usable counters of progress.json; {} when it is missing or damaged (it is
-    advisory: the status itself never depends on it)."""
+    """The usable counters of progress.json; without them when it is missing or damaged
+    (it is advisory: the status itself never depends on it). A damaged file, or counters
+    of the wrong type or out of range, is said in `damaged` (the view shows it)."""
     try:
-        progress = read_json(paths.progress)
-    except StateDamaged:
+        progress = read_json(paths.progress, max_bytes=PROGRESS_BYTES)
+    except StateDamaged as exc:
+        return {"damaged": exc.message}
+    if progress is None:
         return {}
     if not isinstance(progress, dict):
-        return {}
-    usable = {
-        key: value
-        for key, value in progress.items()
-        if key not in _PROGRESS_FIELDS
-        or (isinstance(value, _PROGRESS_FIELDS[key]) and not isinstance(value, bool))
-    }
+        return {"damaged": f"run {paths.run_id}: progress.json is not an object"}
+    usable: dict[str, Any] = {}
+    for key, value in progress.items():
+        if key in _PROGRESS_FIELDS and not _usable_progress(key, value):
+            usable["damaged"] = f"run {paths.run_id}: progress.json is damaged (field {key!r})"
+        elif key != "damaged":
+            usable[key] = value
     return cast("ProgressRecord", usable)
+
+
+def _usable_progress(key: str, value: Any) -> bool:
+    if not isinstance(value, _PROGRESS_FIELDS[key]) or isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return 0 <= value <= MAX_COUNT
+    if isinstance(value, dict):  # branches: label -> state
+        return all(isinstance(state, str) for state in value.values())
+    return True
 
 
 def find_run(root: StateRoot, run_id: str) -> tuple[RunPaths, RunRecord]:
@@ -154,15 +197,24 @@ def runner_identity(paths: RunPaths, run: RunRecord) -> dict[str, Any] | None:
     identity = run.get("process_identity")
     if isinstance(identity, dict) and identity:
         return dict(identity)
-    try:
-        events = tail_jsonl(paths.events, 50)
-    except StateDamaged:
-        return None
-    for event in reversed(events):
+    for event in reversed(_events(paths, 50)):
         found = event.get("process_identity")
-        if event.get("event") == "run.runner.start" and isinstance(found, dict) and found:
+        if (
+            event.get("event") == "run.runner.start"
+            and isinstance(found, dict)
+            and plausible_pid(found.get("pid"))
+        ):
             return dict(found)
     return None
+
+
+def _events(paths: RunPaths, count: int) -> list[dict[str, Any]]:
+    """The last events, none when events.jsonl is damaged (a FIFO, a directory, a link
+    planted there): the status is then derived from the other evidence."""
+    try:
+        return tail_jsonl(paths.events, count)
+    except StateDamaged:
+        return []
 
 
 def _stop_request(paths: RunPaths, run: RunRecord) -> str | None:
@@ -179,11 +231,7 @@ def _stop_request(paths: RunPaths, run: RunRecord) -> str | None:
         status = STOP_EVENTS.get(f"run.{intent.get('action')}")
         if status:
             return status
-    try:
-        events = tail_jsonl(paths.events, 200)
-    except StateDamaged:
-        return None
-    for event in reversed(events):
+    for event in reversed(_events(paths, 200)):
         status = STOP_EVENTS.get(str(event.get("event")))
         if status:
             return status
@@ -207,6 +255,89 @@ def command_text(run: Mapping[str, Any]) -> str | None:
     return " ".join(shown)
 
 
+_PLAIN = {
+    "timeout_ms",
+    "failure",
+    "output",
+    "kind",
+    "words",
+    "id",
+    "label",
+    "scope_defaults",
+    "scope",
+}
+_UNSET = {
+    "retry": (None, 1),
+    "recover": (None,),
+    "when": (None,),
+    "repeat": (None,),
+    "delay_ms": (None, 0),
+    "repeat_parallel": (None, False),
+}
+
+
+def plain_command(node: Mapping[str, Any]) -> bool:
+    """Is this template one command, run once (a timeout, an output choice and a
+    failure policy allowed; no retry, recovery, condition or repetition)? Its
+    `command.done` is then the run's outcome (runtime.runs.lean runs exactly these)."""
+    if node.get("kind") != "leaf":
+        return False
+    return all(k in _PLAIN or node.get(k) in _UNSET.get(k, (None,)) for k in node)
+
+
+PROVEN_BY_RUNNER = {
+    "run.done": "done",
+    "run.failed": "failed",
+    "run.cancelled": "cancelled",
+    "run.killed": "killed",
+}
+"""The runner's own terminal events (written just before result.json) and their status."""
+
+
+def proven_end(paths: RunPaths, run: RunRecord) -> dict[str, Any] | None:
+    """What events.jsonl proves about the end of a run whose runner is gone without a
+    result.json (docs/state-files.md, *How status is derived*), or None:
+    - the runner's own terminal event (`run.done`, `run.failed`, ...): it decided the
+      outcome and died between that line and result.json;
+    - else, for a template of one plain command (`plain_command`), that command's
+      `command.done` with status `done` or `failed`: the command's exit is the run's
+      outcome (a required artifact missing still fails a done run). A `cancelled` one
+      (a timeout or a stop) proves nothing, nor does any step of a larger graph."""
+    instance = run.get("run_instance_id")
+    root = run.get("template")
+    plain = isinstance(root, dict) and plain_command(root)
+    for event in reversed(tail_jsonl(paths.events, 200)):
+        if event.get("run_instance_id") != instance:
+            continue
+        name = event.get("event")
+        code = event.get("code")
+        if name in PROVEN_BY_RUNNER and (isinstance(code, int) or code is None):
+            return {
+                "status": PROVEN_BY_RUNNER[str(name)],
+                "code": code if isinstance(code, int) else 1,
+                "degraded": bool(event.get("degraded")),
+                "reason": event.get("reason") if isinstance(event.get("reason"), str) else None,
+                "ended_at": event.get("ts"),
+            }
+        if (
+            plain
+            and name == "command.done"
+            and event.get("node") == root.get("id")
+            and event.get("status") in ("done", "failed")
+            and isinstance(code, int)
+        ):
+            status = "done" if event["status"] == "done" and code == 0 else "failed"
+            return {
+                "status": status,
+                "code": code if status == "failed" else 0,
+                "degraded": False,
+                "reason": None if status == "done" else f"exit code {code}",
+                "ended_at": event.get("ts"),
+                "command": event,
+            }
+    return None
+
+
 def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     """Status summary of one run (no side effects)."""
     out: RunStatus = {
@@ -227,7 +358,8 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     try:
         result = read_result(paths)
     except StateDamaged as exc:
-        result, out["damaged"] = None, exc.message
+        result = None
+        out["damaged"], out["damaged_file"] = exc.message, damaged_file(exc, paths)
     if result is not None:
         out.update(
             {
@@ -247,11 +379,37 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     elif identity is None and _young(run):
         out["status"] = "starting"
     else:
-        out["status"] = _stop_request(paths, run) or "exited"
-        out["code"] = {"killed": 137, "cancelled": 143}.get(out["status"])
-        out["reason"] = reason
+        stopped = _stop_request(paths, run)
+        proven = None if stopped else proven_end(paths, run)
+        if proven is not None:  # the runner died after its outcome was journaled
+            out["status"], out["code"] = proven["status"], proven["code"]
+            out["degraded"], out["ended_at"] = proven["degraded"], proven["ended_at"]
+            out["reason"] = proven_reason(proven, reason)
+            out["proven"] = True
+        else:
+            out["status"] = stopped or "exited"
+            out["code"] = {"killed": 137, "cancelled": 143}.get(out["status"])
+            out["reason"] = reason
     out["process"] = verdict
     return out
+
+
+def proven_reason(proven: dict[str, Any], why_gone: str) -> str:
+    """The reason of a status folded from events.jsonl: the outcome's own, then how it
+    was known."""
+    own = proven.get("reason")
+    source = "its command.done" if proven.get("command") else "its terminal event"
+    told = f"the runner died before result.json ({why_gone}); the outcome is {source}"
+    return f"{own}; {told}" if own else told
+
+
+def damaged_file(exc: StateDamaged, paths: RunPaths) -> str:
+    """The damaged file a view names, relative to the run's directory (`run.json` when
+    the error does not say)."""
+    if exc.path is None:
+        return "run.json"
+    prefix = f"{paths.dir}/"
+    return exc.path[len(prefix) :] if exc.path.startswith(prefix) else exc.path
 
 
 def _young(run: RunRecord) -> bool:
@@ -273,4 +431,6 @@ def full_status(paths: RunPaths, run: RunRecord) -> RunStatus:
     for key in ("phase", "active", "completed", "failed", "branches"):
         if key in progress:
             out[key] = progress[key]
+    if "damaged" in progress and "damaged" not in out:
+        out["damaged"], out["damaged_file"] = progress["damaged"], "progress.json"
     return out

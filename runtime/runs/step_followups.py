@@ -13,16 +13,17 @@ from __future__ import annotations
 
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.errors import log_exception
 from runtime.delivery.followups import deliver
 from runtime.messaging.envelope import build_envelope
 from runtime.runs.context import RunContext
 from runtime.store.appends import append_jsonl
 from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths, StateRoot
+from runtime.store.writes import patiently
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -86,13 +87,17 @@ def command_done(
             "delivery": "followup" if bubbles else "log",
         },
     )
-    append_jsonl(paths.outbox, envelope, compactor=LOG)
+    # a full disk is waited out: a step's record never ends the run it belongs to
+    patiently(
+        lambda: append_jsonl(paths.outbox, envelope, compactor=LOG),
+        "journal command.done in outbox.jsonl",
+    )
     if envelope["delivery"] == "followup" and done["status"] != "cancelled":
 
         def send() -> None:
             try:
                 deliver(StateRoot.from_env(), run, envelope)
-            except Exception:
-                traceback.print_exc()  # runner.log
+            except Exception as exc:
+                log_exception(exc)  # runner.log
 
         deliveries.submit(send, f"followup-{done['command_id']}")

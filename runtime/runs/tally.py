@@ -23,13 +23,13 @@ stops the tally.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from runtime.core.bounded_json import Undecodable, decode
 from runtime.core.errors import ActorsError
 from runtime.core.ids import is_valid_id, parse_iso
 from runtime.runs.status import ACTIVE, TERMINAL
@@ -54,7 +54,7 @@ HEAD_BYTES = 4096
 DELIVERED = ("delivered", "accepted")
 """Receipt states that end a follow-up's trip (runtime.delivery.engine.FINAL, minus the
 final failure)."""
-_FINAL = (*DELIVERED, "failed-final")
+_FINAL = (*DELIVERED, "failed-final", "moved")
 _START = b'"run.runner.start"'
 CACHE_VERSION = 1
 HEAD_PROBE = 256
@@ -212,8 +212,8 @@ def _read_head(run_dir: Path, created: str) -> _Head:
         if number and _START not in line:
             continue  # parsed: the first line (its instance) and the start event's
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = decode(line)
+        except Undecodable:
             continue
         if not isinstance(record, dict):
             continue

@@ -13,19 +13,22 @@ import errno
 import fcntl
 import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from runtime.core import config
-from runtime.core.errors import ActorsError, StateDamaged
+from runtime.core.errors import ActorsError, BadInput, StateDamaged
 from runtime.core.faults import pause_point
 from runtime.store import safe
+from runtime.store.reads import MAX_JOURNAL_BYTES
 from runtime.store.writes import (
     FILE_MODE,
     O_CLOEXEC,
     O_NOFOLLOW,
     DiskWriteError,
+    disk_error,
     write_all,
     write_bytes_atomic,
 )
@@ -34,14 +37,20 @@ MAX_LINE_BYTES = 1024 * 1024
 """The largest JSONL record we write; bigger payloads belong in an artifact file."""
 
 
-compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str).encode
+compact_json = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False
+).encode
 """The one JSON form of every journal line and envelope (built once: `json.dumps` with
-options builds a new encoder per call, a third of the cost of a small record)."""
+options builds a new encoder per call, a third of the cost of a small record). NaN and
+Infinity are refused (ValueError): no reader takes them back (runtime.core.bounded_json)."""
 
 
 def encode_line(record: Mapping[str, Any]) -> bytes:
     """One compact JSON object plus a newline; JSON escapes keep it a single line."""
-    data = compact_json(record)
+    try:
+        data = compact_json(record)
+    except ValueError as exc:  # NaN, Infinity or a cycle: no reader could take it back
+        raise BadInput(f"a record is not JSON data: {exc}") from None
     line = (data + "\n").encode("utf-8")
     if len(line) > MAX_LINE_BYTES:
         raise DiskWriteError(
@@ -79,7 +88,7 @@ def lock_current(path: Path, fd: int | None = None, *, wait_s: float | None = No
         try:
             parent, name = safe.open_parent(path)
         except OSError as exc:
-            raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+            raise disk_error("open", path, exc) from exc
         try:
             if fd is None:
                 fd = _open_journal(parent, name, path, flags)
@@ -101,12 +110,28 @@ def lock_current(path: Path, fd: int | None = None, *, wait_s: float | None = No
 
 
 def _open_journal(parent: int, name: str, path: Path, flags: int) -> int:
+    """The journal open for appending: never through a link, symbolic or hard (a hard
+    link planted here would have every record appended to a file elsewhere), and only a
+    regular file."""
     try:
-        return os.open(name, flags, FILE_MODE, dir_fd=parent)
+        fd = os.open(name, flags, FILE_MODE, dir_fd=parent)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise StateDamaged(f"{path} is a symlink; refusing to write through it") from exc
-        raise DiskWriteError(f"cannot open {path}: {exc.strerror}") from exc
+            raise StateDamaged(
+                f"{path} is a symlink; refusing to write through it", path=path
+            ) from exc
+        raise disk_error("open", path, exc) from exc
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        if st.st_nlink > 1 and stat.S_ISREG(st.st_mode):
+            raise safe.refused_hard_link(path, st.st_nlink)
+        raise StateDamaged(
+            f"{path} is not a regular file; refusing to write to it",
+            hint="nothing else belongs where a journal lives; remove it",
+            path=path,
+        )
+    return fd
 
 
 def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None = None) -> int:
@@ -119,9 +144,12 @@ def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None =
     try:
         write_all(fd, line, path)
     except DiskWriteError:
-        # Never leave a partial record: cut the file back to where we began.
-        with contextlib.suppress(OSError):
+        # Never leave a partial record: cut the file back to where we began, and a
+        # journal this line would have begun is not left behind empty.
+        with contextlib.suppress(OSError, ActorsError):
             os.ftruncate(fd, start)
+            if start == 0:
+                _drop_if_empty(fd, path)
         raise
     pause_point("files.append.after_write")
     end = start + len(line)
@@ -133,8 +161,24 @@ def write_locked(fd: int, path: Path, line: bytes, compactor: Compactor | None =
     return end
 
 
+def _drop_if_empty(fd: int, path: Path) -> None:
+    """Remove the journal `fd` (locked by us) if it is empty and still at `path`. A
+    writer waiting for the lock then finds its descriptor stale and makes the journal
+    afresh (`lock_current`), so no line goes to the removed file."""
+    if os.fstat(fd).st_size:
+        return
+    parent, name = safe.open_parent(path)
+    try:
+        if os.stat(name, dir_fd=parent, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+            os.unlink(name, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
 def _compact_locked(fd: int, path: Path, compactor: Compactor) -> None:
     size = os.fstat(fd).st_size
+    if size > MAX_JOURNAL_BYTES:  # damage (its readers say so): not read whole here
+        raise StateDamaged(f"{path} is {size} bytes; not compacted", path=path)
     data = os.pread(fd, size, 0)
     pause_point("files.compact.before_replace")
     write_bytes_atomic(path, compactor.rewrite(data))
@@ -165,7 +209,10 @@ def append_line(
             unlock(fd)
         pause_point("files.append.after_unlock")
         if fsync:
-            os.fsync(fd)
+            try:
+                os.fsync(fd)
+            except OSError as exc:  # the line is written whole; only its sync failed
+                raise disk_error("sync", path, exc) from exc
         return end
     finally:
         os.close(fd)
@@ -189,7 +236,12 @@ def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
 
     With `timeout_s`, give up with LockBusy after that long (a hook must not hang on a
     lock some other process holds too long)."""
-    fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    try:
+        fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except ActorsError:
+        raise
+    except OSError as exc:
+        raise disk_error("open the lock", path, exc) from exc
     try:
         take_lock(fd, path, timeout_s)
         yield
@@ -197,8 +249,9 @@ def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
         os.close(fd)
 
 
-class LockBusy(ActorsError):
-    """A lock stayed held past the caller's bound (its holder is stopped or stuck)."""
+class LockBusy(ActorsError, TimeoutError):
+    """A lock stayed held past the caller's bound (its holder is stopped or stuck): a
+    timeout, so a caller that leaves the work for later on TimeoutError still does."""
 
 
 _BOUND = config.seconds(config.LOCK_BOUND) if config.text(config.LOCK_BOUND) else None

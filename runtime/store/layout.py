@@ -161,7 +161,7 @@ class StateRoot(_Place):
 
     @property
     def harness_processes(self) -> Path:
-        """`<pid>-<start ticks>` -> the session that harness process serves now."""
+        """`<pid>-<start ticks>` -> its session now; `caller.key` (actors.mcp_session)."""
         return self.path / "harness-processes"
 
     @property

@@ -1,31 +1,52 @@
-"""Readers of state files: never through a symlink, never a half-written record.
+"""Readers of state files: never through a symlink, never a half-written record, never
+more than a file of its kind can hold.
 
 A last line without its newline is a torn tail (a write in progress, or a crash
-mid-append) and is left unread; lines that are not JSON objects are skipped; a
+mid-append) and is left unread; lines that are not bounded JSON objects are skipped; a
 journal's compaction marker is reported apart from its records (docs/state-files.md).
+Every parse goes through runtime.core.bounded_json, and every file is size-capped before
+it is read, so a file a run wrote over its own state (nested a million deep, a sparse
+file of a terabyte, a FIFO) is reported as damage naming it, never a crash or a hang.
 """
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from runtime.core.errors import StateDamaged
+from runtime.core.bounded_json import MAX_DEPTH, Undecodable, decode
+from runtime.core.errors import (
+    RESOURCE_FIXES,
+    TRANSIENT,
+    ActorsError,
+    ResourceError,
+    StateDamaged,
+)
 from runtime.store import safe
 from runtime.store.layout import rotated
 
+MAX_JSON_BYTES = 16 * 1024 * 1024
+"""The largest whole-JSON state file read (run.json, result.json, session.json, ...):
+far above any record actors writes, so a bigger one is damage, refused unread."""
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024
+"""The largest journal read: a run's journals are compacted at their cap (4 MiB by
+default) and a session's grow by a few KiB a follow-up, so one past this (a run writing
+its own, a sparse file of any size) is damage, refused unread."""
+
 
 def open_nofollow(path: Path) -> int:
-    """Open for reading without following a planted symlink (refused as damage)."""
+    """Open a state file for reading: never through a planted symlink, and only a regular
+    file (a FIFO or directory there is refused as damage, never waited on)."""
     try:
-        return safe.open_file(path, os.O_RDONLY)
+        return safe.open_regular(path, os.O_RDONLY)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise StateDamaged(f"{path} is a symlink; refusing to read through it") from None
+            raise StateDamaged(
+                f"{path} is a symlink; refusing to read through it", path=path
+            ) from None
         raise
 
 
@@ -49,20 +70,45 @@ def read_bytes(path: Path, *, offset: int = 0, limit: int | None = None) -> byte
         os.close(fd)
 
 
-def read_json(path: Path) -> Any | None:
-    """The parsed file, None when it does not exist, StateDamaged when unreadable."""
+def unreadable(path: Path, exc: OSError) -> ActorsError:
+    """A state file that could not be read: the machine's lack (no descriptor or memory
+    left, an I/O error) is a ResourceError, anything else damage (the file is kept)."""
+    if exc.errno in TRANSIENT or exc.errno == errno.EIO:
+        return ResourceError(
+            f"cannot read {path}: {exc.strerror}", hint=RESOURCE_FIXES.get(exc.errno or 0)
+        )
+    return StateDamaged(f"cannot read {path}: {exc.strerror}", path=path)
+
+
+def read_json(path: Path, *, max_bytes: int = MAX_JSON_BYTES) -> Any | None:
+    """The parsed file, None when it does not exist, StateDamaged naming the file when it
+    cannot be used: not a regular file, larger than `max_bytes`, or not bounded JSON
+    (runtime.core.bounded_json: no deep nesting, NaN, or undecodable text)."""
     try:
-        data = read_bytes(path)
+        fd = open_nofollow(path)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise StateDamaged(f"{path} is a symlink; refusing to follow it") from exc
-        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+        raise unreadable(path, exc) from exc
     try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise StateDamaged(f"{path} is not valid JSON ({exc})", hint="the file is kept") from exc
+        size = os.fstat(fd).st_size
+        if size > max_bytes:
+            raise StateDamaged(
+                f"{path} is {size} bytes, more than any such file holds ({max_bytes})",
+                hint="the file is kept",
+                path=path,
+            )
+        data = os.read(fd, max_bytes + 1)
+    except OSError as exc:
+        raise unreadable(path, exc) from exc
+    finally:
+        os.close(fd)
+    try:
+        return decode(data, max_bytes=max_bytes)
+    except Undecodable as exc:
+        raise StateDamaged(
+            f"{path} is not valid JSON ({exc})", hint="the file is kept", path=path
+        ) from None
 
 
 class JsonlChunk:
@@ -139,14 +185,14 @@ def parse_lines(data: bytes) -> list[tuple[bytes, Any]]:
 
 
 def _each_line(lines: list[bytes]) -> list[tuple[bytes, Any]]:
-    """Judge each non-blank line alone: its value, or None when it is not JSON (a JSON
-    `null` line is None too; no journal record is one, so both count as bad)."""
+    """Judge each non-blank line alone: its value, or None when it is not bounded JSON (a
+    JSON `null` line is None too; no journal record is one, so both count as bad)."""
     out: list[tuple[bytes, Any]] = []
     for line in lines:
         if line.strip():
             try:
-                out.append((line, json.loads(line)))
-            except (ValueError, UnicodeDecodeError):
+                out.append((line, decode(line)))
+            except Undecodable:
                 out.append((line, None))
     return out
 
@@ -154,12 +200,12 @@ def _each_line(lines: list[bytes]) -> list[tuple[bytes, Any]]:
 def _parse_whole(body: bytes) -> list[Any] | None:
     """Every line of `body` (complete lines, last newline cut) as one JSON array (one
     decoder call instead of one per line: 2-3x faster), or None when any line is blank,
-    torn or not one value (the line-by-line path then judges each). JSON text never holds
-    a raw newline, so each line is one array item unless a damaged line holds a top-level
-    comma: the count catches that."""
+    torn, not one value, or not bounded (too deep, NaN, ...): the line-by-line path then
+    judges each. JSON text never holds a raw newline, so each line is one array item
+    unless a damaged line holds a top-level comma: the count catches that."""
     try:
-        values = json.loads(b"[" + body.replace(b"\n", b",") + b"]")
-    except (ValueError, UnicodeDecodeError):
+        values = decode(b"[" + body.replace(b"\n", b",") + b"]", max_depth=MAX_DEPTH + 1)
+    except Undecodable:
         return None
     return values if len(values) == body.count(b"\n") + 1 else None
 
@@ -180,9 +226,10 @@ def marker_of(head: bytes) -> dict[str, Any]:
         return {}
     end = head.find(b"\n")
     try:
-        marker = json.loads(head[: end if end >= 0 else len(head)]).get("compaction")
-    except ValueError:
+        found = decode(head[: end if end >= 0 else len(head)])
+    except Undecodable:
         return {}
+    marker = found.get("compaction") if isinstance(found, dict) else None
     return marker if isinstance(marker, dict) else {}
 
 
@@ -207,6 +254,7 @@ def read_jsonl(
     has been replaced by a compaction since, it is read again from the start (`reset`).
     With a `limit`, about that many bytes are read (whole lines; one longer line whole)
     and `more` says whether the journal goes on, so a reader's memory stays bounded.
+    A journal larger than `MAX_JOURNAL_BYTES` is damage (StateDamaged naming it).
     """
     try:
         fd = open_nofollow(path)
@@ -214,8 +262,15 @@ def read_jsonl(
         known = identity is not None
         return JsonlChunk(next_offset=0 if known else offset, reset=known)
     except OSError as exc:
-        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+        raise unreadable(path, exc) from exc
     try:
+        size = os.fstat(fd).st_size
+        if size > MAX_JOURNAL_BYTES:
+            raise StateDamaged(
+                f"{path} is {size} bytes, more than any journal holds ({MAX_JOURNAL_BYTES})",
+                hint="the file is kept",
+                path=path,
+            )
         current = _identity(fd)
         reset = identity is not None and current != identity
         if reset:
@@ -223,7 +278,7 @@ def read_jsonl(
         chunks = []
         position = offset
         more = False
-        while True:
+        while position < MAX_JOURNAL_BYTES:  # (it may grow while it is read)
             chunk = os.pread(fd, 1 << 20, position)
             if not chunk:
                 break
@@ -233,10 +288,13 @@ def read_jsonl(
                 more = True
                 break
     except OSError as exc:
-        raise StateDamaged(f"cannot read {path}: {exc.strerror}") from exc
+        raise unreadable(path, exc) from exc
     finally:
         os.close(fd)
-    out = parse_jsonl(b"".join(chunks), base_offset=offset)
+    try:
+        out = parse_jsonl(b"".join(chunks), base_offset=offset)
+    except MemoryError:
+        raise StateDamaged(f"{path} is too large to read here", path=path) from None
     out.identity, out.reset, out.more = current, reset, more
     return out
 
@@ -250,7 +308,7 @@ def tail_jsonl(path: Path, count: int, *, window: int = 256 * 1024) -> list[dict
     except FileNotFoundError:
         return []
     start = max(0, size - window)
-    data = read_bytes(path, offset=start)
+    data = read_bytes(path, offset=start, limit=size - start)
     if start:
         cut = data.find(b"\n")
         data = data[cut + 1 :] if cut >= 0 else b""
@@ -294,7 +352,7 @@ def _tail_lines(path: Path, window: int) -> tuple[list[str], bool]:
     except FileNotFoundError:
         return [], True
     start = max(0, size - window)
-    text = read_bytes(path, offset=start).decode("utf-8", errors="replace")
+    text = read_bytes(path, offset=start, limit=size - start).decode("utf-8", errors="replace")
     parts = text.splitlines()
     if start and parts:
         parts = parts[1:]

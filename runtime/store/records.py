@@ -144,6 +144,8 @@ class ProgressRecord(TypedDict, total=False):
     failed: int
     degraded: bool
     branches: dict[str, str]
+    damaged: str
+    """Never in the file: what `read_progress` found wrong with it, for the views."""
 
 
 class RunStatus(TypedDict, total=False):
@@ -166,8 +168,12 @@ class RunStatus(TypedDict, total=False):
     status: str
     reason: str | None
     from_result: bool
+    proven: bool
+    """The status is what events.jsonl proves (the runner died before result.json)."""
     process: str
     damaged: str
+    damaged_file: str
+    """The damaged file, relative to the run's directory (with `damaged`)."""
     phase: str
     active: int
     completed: int
@@ -195,6 +201,7 @@ class ListedRun(TypedDict):
     ended_at: str | None
     reason: str | None
     damaged: NotRequired[str]
+    damaged_file: NotRequired[str]
 
 
 __all__ = [

@@ -5,6 +5,9 @@ The root itself is resolved once (it may sit under a legitimately linked parent,
 root's descriptor, each directory opened with O_NOFOLLOW | O_DIRECTORY and the final
 name opened, renamed, linked or unlinked relative to its directory's descriptor. A link
 at any step is refused as damage, naming the path (docs/state-files.md, *Permissions*).
+A state file is opened only when it is a regular file, and written only when it has one
+name (`open_regular`): a FIFO planted where a file lives would block its reader, and a
+hard link would have the write land in a file elsewhere, as a symlink would.
 
 A path outside every known root (a harness's own config, a test's scratch file) keeps
 the older rule: its parents are followed, its final component is not.
@@ -67,6 +70,7 @@ def refused(path: Path | str, what: str = "a symlink") -> StateDamaged:
     return StateDamaged(
         f"{os.fspath(path)} is {what}; refusing to follow it",
         hint="nothing under the state root is ever a link; remove it",
+        path=path,
     )
 
 
@@ -173,6 +177,58 @@ def open_file(path: Path | str, flags: int, mode: int = 0o600, *, create_dirs: b
         os.close(parent)
 
 
+_WRITE = os.O_WRONLY | os.O_RDWR
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFDIR: "a directory", stat.S_IFSOCK: "a socket"}
+
+
+def open_regular(
+    path: Path | str, flags: int, mode: int = 0o600, *, create_dirs: bool = False
+) -> int:
+    """`open_file` for a state file: only a regular file, and none written through a
+    hard link. A FIFO, directory or device planted where a file lives is refused as
+    damage instead of blocking the open or the read (the open never waits: O_NONBLOCK
+    until the file is known to be regular). Opened for writing, a file with another name
+    (st_nlink > 1, a hard link to a file elsewhere, like a planted symlink) is refused
+    before a byte is written or truncated (O_TRUNC is applied only after the check)."""
+    truncate = flags & os.O_TRUNC
+    try:
+        fd = open_file(path, (flags & ~os.O_TRUNC) | os.O_NONBLOCK, mode, create_dirs=create_dirs)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise _not_regular(path, "a FIFO") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_regular(path, _KINDS.get(stat.S_IFMT(st.st_mode), "a special file"))
+        if flags & _WRITE and st.st_nlink > 1:
+            raise refused_hard_link(path, st.st_nlink)
+        if flags & _WRITE and not flags & os.O_NONBLOCK:
+            os.set_blocking(fd, True)  # (a reader keeps it: no effect on a regular file)
+        if truncate:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _not_regular(path: Path | str, kind: str) -> StateDamaged:
+    return StateDamaged(
+        f"{os.fspath(path)} is {kind}, not a regular file",
+        hint="nothing else belongs where a state file lives; remove it",
+        path=path,
+    )
+
+
+def refused_hard_link(path: Path | str, links: int) -> StateDamaged:
+    return StateDamaged(
+        f"{os.fspath(path)} is a hard link ({links} names); refusing to write through it",
+        hint="nothing under the state root is ever a link; remove it",
+        path=path,
+    )
+
+
 def lstat(path: Path | str) -> os.stat_result:
     """The entry at `path` itself (a link is reported as a link), reached link-safely."""
     parent, name = open_parent(path)
@@ -187,6 +243,16 @@ def unlink(path: Path | str) -> None:
     parent, name = open_parent(path)
     try:
         os.unlink(name, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def rmdir(path: Path | str) -> None:
+    """Remove an empty directory (OSError when it is not empty), by its name in its
+    parent, reached link-safely."""
+    parent, name = open_parent(path)
+    try:
+        os.rmdir(name, dir_fd=parent)
     finally:
         os.close(parent)
 

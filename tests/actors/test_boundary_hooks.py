@@ -111,8 +111,8 @@ def test_user_prompt_submit_hands_over_boundary_follow_ups_once(home: StateRoot)
     assert specific["hookEventName"] == "UserPromptSubmit"
     context = specific["additionalContext"]
     assert context.startswith(f"[actors] 2 follow-up(s) for session {SESSION}")
-    assert "[actors] Run TOKEN-NM done" in context and "delivery d-TOKEN-NM" in context
-    assert "[actors] Run TOKEN-NTC done" in context
+    assert "| Run TOKEN-NM done" in context and "delivery d-TOKEN-NM" in context
+    assert "| Run TOKEN-NTC done" in context
     assert context.index("TOKEN-NM") < context.index("TOKEN-NTC")  # inbox order
     # immediate belongs to the doorbell + `actors inbox read`; manual waits for a flush
     assert "TOKEN-IMM" not in context and "TOKEN-MAN" not in context

@@ -119,6 +119,19 @@ def test_a_plugin_file_not_ours_is_refused_and_nothing_is_written(
     assert not (tmp_path / "opencode.json").exists()
 
 
+def test_a_plugin_an_earlier_version_wrote_is_replaced_by_the_signing_one(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """Its claims are unsigned, which `actors mcp` now ignores: install again upgrades it."""
+    from adapters.opencode.install import EARLIER_PLUGINS, PLUGIN
+
+    written = tmp_path / ".opencode" / "plugins" / "actors-session.js"
+    _write(written, EARLIER_PLUGINS[0])
+    done = cli("install", "opencode", "--project")
+    assert done.returncode == 0, done.stderr
+    assert written.read_text() == PLUGIN and "createHmac" in PLUGIN
+
+
 def test_dry_run_changes_nothing_and_bad_json_is_refused(home: StateRoot, tmp_path: Path) -> None:
     dry = cli("install", "claude-code", "--project", "--dry-run")
     assert dry.returncode == 0 and '"actors"' in dry.stdout

@@ -266,7 +266,7 @@ def inbox_read(tour: Tour, results: list[Result]) -> None:
     ok(out)
     match = re.match(r"(\d+) unread follow-up\(s\)\n", out.stdout)
     assert match and int(match.group(1)) >= 1, out.stdout
-    headers = re.findall(r"^- (\S+) from run:([^\s:]+):", out.stdout, re.M)
+    headers = re.findall(r"^\[actors\] follow-up (\S+) from run:(\S+) · delivery", out.stdout, re.M)
     assert len(headers) == int(match.group(1)), out.stdout
     finished = {tour.runs[name] for name in ("hello", "fanout", "template")}
     assert {run for _, run in headers} <= finished, headers

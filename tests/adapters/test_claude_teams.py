@@ -187,11 +187,12 @@ def test_entry_has_claudes_shape_and_private_modes(claude_home: Path) -> None:
     [entry] = entries(claude_home)
     assert set(entry) == {"from", "text", "summary", "timestamp", "msgV", "msg_id", "type", "read"}
     assert entry["from"] == "run-r1"
-    assert entry["summary"] == "Run r1 finished"
+    assert entry["summary"] == "actors follow-up run.done from run-r1"  # ours, no run text
     assert entry["read"] is False and entry["type"] == "message" and entry["msgV"] == 1
     assert entry["msg_id"] == msg_id_for("d-1")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["timestamp"])
-    assert entry["text"].startswith("[actors] Run r1 finished")
+    assert entry["text"].startswith("[actors] follow-up run.done from run-r1 · delivery d-1")
+    assert "\n| Run r1 finished\n" in entry["text"]  # run-written: fenced
     assert "delivery d-1" in entry["text"] and '"ok": 1' in entry["text"]
     inbox = inbox_of(claude_home)
     assert stat.S_IMODE(inbox.stat().st_mode) == 0o600

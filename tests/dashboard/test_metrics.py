@@ -239,8 +239,11 @@ def test_hostile_recipe_and_harness_names_stay_inside_their_label(
     journal = home.sessions / SESSION / "deliveries.jsonl"
     journal.parent.mkdir(parents=True, mode=0o700)
     line = {"ts": "2026-01-01T00:00:00.000Z", "id": "x", "event": "delivered"}
-    line.update(harness=HOSTILE + "\udcff", status="delivered", state="delivered")
-    journal.write_text(json.dumps(line) + "\n")  # what a third-party adapter could be named
+    line.update(harness=HOSTILE, status="delivered", state="delivered")
+    # what a third-party adapter could be named; and a line no writer of actors writes (an
+    # unpaired surrogate escape is not UTF-8 text): skipped as damaged, never raised
+    foreign = {**line, "id": "y", "harness": HOSTILE + "\udcff"}
+    journal.write_text(json.dumps(line) + "\n" + json.dumps(foreign) + "\n")
 
     text = render_metrics(home)
     series = parse(text)
@@ -248,7 +251,7 @@ def test_hostile_recipe_and_harness_names_stay_inside_their_label(
     shown = HOSTILE.replace("\r", "\ufffd").replace("\x07", "\ufffd").replace("\x1b", "\ufffd")
     assert value(series, "actors_runs_by_recipe", recipe=shown, status="done") == 1
     receipts = "actors_delivery_receipts_total"
-    assert value(series, receipts, status="delivered", harness=shown + "\ufffd") == 1
+    assert value(series, receipts, status="delivered", harness=shown) == 1
     assert not any(c in text for c in "\r\x07\x1b")
     text.encode("utf-8")  # no lone surrogate reaches the wire
 

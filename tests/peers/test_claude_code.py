@@ -192,7 +192,8 @@ def test_a_runs_follow_up_wakes_the_idle_session_with_a_doorbell(
     read = cli("inbox", "read", "--session", session_id)
     assert read.returncode == 0, read.stderr
     assert read.stdout.startswith("1 unread follow-up(s)\n")
-    assert f"- run.done from run:{run_id}: Run {run_id} done" in read.stdout
+    assert f"[actors] follow-up run.done from run:{run_id} · delivery" in read.stdout
+    assert f"\n| Run {run_id} done" in read.stdout  # run-written: fenced
     assert read.stdout.count("TOKEN-RUN-B") == 1
     again = cli("inbox", "read", "--session", session_id)
     assert again.stdout == "0 unread follow-up(s)\n"

@@ -79,13 +79,14 @@ def test_a_runs_follow_up_through_the_socket_wakes_the_idle_session_with_its_bod
 
     # No typing, no doorbell: the frame itself starts a turn whose prompt is the body.
     request = fake_llm.wait_request(
-        lambda r: f"[actors] Run {run_id} done" in last_user_text(r["body"]),
+        lambda r: f"\n| Run {run_id} done" in last_user_text(r["body"]),
         requests_before,
         timeout=30,
     )
     prompt = last_user_text(request["body"])
     assert prompt.startswith(PEER_FRAMING), prompt[:200]
-    assert "TOKEN-RUN-SOCK" in prompt and f"from run:{run_id} · run.done · delivery" in prompt
+    assert "TOKEN-RUN-SOCK" in prompt
+    assert f"[actors] follow-up run.done from run:{run_id} · delivery" in prompt
     woken = claude.next_result(timeout=30, after=mark)
     assert woken["is_error"] is False and woken["session_id"] == session_id  # same session
     assert woken["result"] == "ACK TOKEN-RUN-SOCK"

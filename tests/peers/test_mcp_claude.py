@@ -10,6 +10,7 @@ sent), so the tests assert on what the model actually received.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,11 @@ import pytest
 
 import actors
 from runtime.store.layout import StateRoot
-from tests.conftest import finished
+from tests.conftest import cli, finished
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_claude import ClaudeSession, claude_session
+from tests.reliability._attack import gated_run, release
 
 
 @pytest.fixture
@@ -135,3 +137,73 @@ def test_after_clear_runs_belong_to_the_new_session_and_wake_it(
     assert "Run after-clear" in wait_wake(fake_llm, new, start)
     seen = call_tool(claude, fake_llm, "inbox_read", {})
     assert "after-clear" in seen and "before-clear" not in seen, seen
+
+
+@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
+def test_after_clear_the_same_claude_stops_and_is_woken_by_runs_it_started_before(
+    pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
+) -> None:
+    """Issue 26: `/clear` gives the conversation a new id in the same process (both pins);
+    the runs it started before stay its own (stopped through MCP, which has no --force)
+    and one that ends after the clear wakes the live process instead of waiting in the
+    old inbox."""
+    binary, allow = peer_bin("claude", pin), ("--allowedTools", "mcp__actors")
+    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=allow) as claude:
+        _clear_keeps_runs(claude, fake_llm, tmp_path)
+
+
+def _clear_keeps_runs(claude: ClaudeSession, fake_llm: FakeLLM, tmp_path: Path) -> None:
+    old = first_turn(claude)
+    call_tool(claude, fake_llm, "spawn", {"template": "sleep 300", "as": "run:held"})
+    assert actors.status("held")["owner_id"] == old
+    late, go = gated_run(tmp_path, "late", "echo TOKEN-LATE-RUN", session=old)
+
+    mark = claude.mark()
+    claude.send_user("/clear")
+    new = str(claude.next_result(timeout=60, after=mark)["session_id"])
+    assert new != old
+
+    seen = call_tool(claude, fake_llm, "message", {"to": "run:held", "type": "control.stop"})
+    assert "belongs to" not in seen and ("queued" in seen or "delivered" in seen), seen
+    assert actors.wait("held", timeout=60)["status"] != "running"
+
+    start = len(fake_llm.requests)
+    release(go)
+    assert finished(late)["status"] == "done"
+    woken = wait_wake(fake_llm, new, start)  # the live process, under its new id
+    assert f"Run {late['run']}" in woken, woken
+    seen = call_tool(claude, fake_llm, "inbox_read", {})
+    assert late["run"] in seen, seen
+    assert cli("inbox", "read", "--session", old).stdout == "0 unread follow-up(s)\n"
+
+
+@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
+def test_resume_surfaces_a_follow_up_that_arrived_while_the_session_was_dead(
+    pin: str, home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """`claude --resume` brings the same id back in a new process: what arrived while no
+    process served it comes with the SessionStart answer, once."""
+    binary = peer_bin("claude", pin)
+    session = str(uuid.UUID("0b5e55ed-0000-4000-8000-0000000026aa"))
+    first = ("--session-id", session)
+    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=first) as live:
+        live.send_user("hello TOKEN-FIRST")
+        assert live.next_result(timeout=90)["session_id"] == session
+    run = finished(actors.spawn(template="echo TOKEN-WHILE-DEAD", session=session))
+    assert cli("inbox", "read", "--session", session, "--peek").stdout.startswith("1 unread")
+
+    again = ("--resume", session)
+    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=again) as back:
+        start = len(fake_llm.requests)
+        back.send_user("back TOKEN-BACK")
+        result = back.next_result(timeout=90)
+        assert result["session_id"] == session and result["is_error"] is False, result
+        (request,) = fake_llm.requests[start:]
+        text = json.dumps(request["body"])
+        assert f"Run {run['run']}" in text and "SessionStart hook additional context" in text
+        mark, start = back.mark(), len(fake_llm.requests)
+        back.send_user("later TOKEN-LATER")
+        back.next_result(timeout=90, after=mark)
+        (later,) = fake_llm.requests[start:]
+        assert json.dumps(later["body"]).count(f"Run {run['run']}") == 1  # once, not again
+    assert cli("inbox", "read", "--session", session).stdout == "0 unread follow-up(s)\n"

@@ -470,7 +470,10 @@ RUNNER_POINTS = {
     # point: status before and after `actors reconcile`
     "files.atomic.after_tmp": "exited",  # its first progress.json: temp written, not renamed
     "files.atomic.after_rename": "exited",
-    "runner.before_result": "exited",
+    # the outcome is journaled (command.done, then run.done), result.json is not: the
+    # run is what events.jsonl proves (runtime.runs.status.proven_end), never `exited`
+    "runner.before_finish": "done",
+    "runner.before_result": "done",
     "runner.after_result": "done",  # result published, follow-up not yet delivered
     "delivery.submit.after_inbox": "done",  # follow-up durable, `created` not journaled
     "delivery.attempt.before_receipt": "done",  # adapter returned, receipt not journaled

@@ -96,7 +96,8 @@ def test_the_pointer_line_with_everything_at_once() -> None:
     line = pointer_line({"summary": EVERYTHING}, _context(None))
     assert _raw(line) == []
     assert not line.endswith(";")  # tmux would read a trailing `;` as a separator
-    assert pointer_line({"summary": "ends in;"}, _context(None)).endswith("; .")
+    assert not pointer_line({"summary": "ends in;"}, _context(None)).endswith(";")
+    assert pointer_line({"summary": "x"}, _context("/tmp/odd;")).endswith("; .")
 
 
 SHELL_FORMS = [f"{pre}{name}{post}" for name in SHELLS for pre, post in (("", ""), ("-", ""))]

@@ -366,8 +366,9 @@ def test_a_pid_now_owned_by_another_process_is_not_watched_nor_signalled(
         done = cli("inbox", "wait", "--session", run["owner_id"], "--timeout", "10")
         assert done.returncode == 0, done.stderr
         # folded at the guardian's start (the run's old `done` follow-up, which has the
-        # same delivery id, is what the wait reports)
-        assert _events(home, "reused", "run.exited") == 1
+        # same delivery id, is what the wait reports); its events.jsonl holds the
+        # runner's own run.done, so it is folded as that (run.folded), not `exited`
+        assert _events(home, "reused", "run.folded") == 1
         assert home.run("reused").followup.exists()
         assert victim.alive(), "the guardian signalled the process that took the pid"
         assert "another process" in str(actors.status("reused").get("reason"))
