@@ -629,7 +629,7 @@ def test_a_run_ending_on_a_full_disk_waits_and_ends_done(
     assert journals_parse(disk.path)
     record(
         SUITE,
-        f"disk full for 3 s while a one-command run ends ({runner} runner)",
+        f"disk full for 3 s while a run ends (its graph: {graph})",
         1,
         f"`running` on {seen} looks meanwhile (never `exited`); then `done` with all its "
         "output, one run.done follow-up, runner.log says what it waited for",
