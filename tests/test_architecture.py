@@ -1,5 +1,7 @@
 """The layout's rules, held by tests: layers point downward, no module imports itself back
-through others, and modules and functions stay small enough to read.
+through others, and functions stay small enough to read. A module has no line budget: it
+is one concept, and a concept is never split to fit a size (the project's style rule; a
+400-line cap here once pushed helpers to put a file's path outside the layout module).
 
 The import graph is built by grimp (import-linter's engine) from the source. It counts
 imports made inside functions as well: a function-level import may save start-up time,
@@ -19,7 +21,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("actors", "runtime", "adapters", "recipes")
-MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 
 
@@ -101,9 +102,7 @@ def _function_lengths(path: Path) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(REPO)))
-def test_modules_and_functions_stay_readable(path: Path) -> None:
-    lines = len(path.read_text().splitlines())
-    assert lines <= MAX_MODULE_LINES, f"{lines} lines: split it along a real seam"
+def test_functions_stay_readable(path: Path) -> None:
     long = [(name, n) for name, n in _function_lengths(path) if n > MAX_FUNCTION_LINES]
     assert long == [], f"functions over {MAX_FUNCTION_LINES} lines: {long}"
 
