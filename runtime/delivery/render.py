@@ -32,6 +32,8 @@ encoder's depth, a non-string summary) renders as text instead of raising.
 
 from __future__ import annotations
 
+import os
+
 import json
 import re
 import secrets
@@ -200,12 +202,16 @@ def injected_text(
 def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) -> Path:
     """The body file (`bodies/<id>.md`) an adapter or a cut rendering points a model at:
     the whole follow-up, fenced like any other rendering (bounded only against a forged
-    inbox entry), written atomically."""
+    inbox entry), written atomically, once: a delivery's envelope never changes, so a
+    file already there is the one to point at (a reader whose output then fails has
+    changed nothing)."""
     from runtime.store.writes import ensure_dir, write_bytes_atomic
 
+    path = paths.body(delivery_id)
+    if os.path.isfile(path) and not os.path.islink(path):
+        return path
     context = DeliveryContext(delivery_id=delivery_id)
     text = injected_text(envelope, context, max_bytes=FILE_MAX_BYTES, max_lines=FILE_MAX_LINES)
-    path = paths.body(delivery_id)
     ensure_dir(path.parent)
     write_bytes_atomic(path, (text + "\n").encode("utf-8", "surrogatepass"), fsync=False)
     return path

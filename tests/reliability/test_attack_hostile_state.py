@@ -573,9 +573,12 @@ def test_a_newline_or_escape_in_a_field_cannot_forge_a_row(
     assert len(plain[("ls",)].stdout.splitlines()) == 3  # the header and the two runs
     assert len(plain[("ls", "--tree")].stdout.splitlines()) == 2
     assert "\\x1b" in plain[("ls", "--tree")].stdout  # shown, escaped
-    assert (
-        f"a\\n{FORGED}\\x1b[31m" in plain[("inbox", "read", "--peek", "--session", SESSION)].stdout
-    )
+    # follow-ups are fenced for an agent (runtime.delivery.render): every run-written line
+    # sits behind the `| ` gutter, so none can start a row, and no control byte is raw
+    fenced = plain[("inbox", "read", "--peek", "--session", SESSION)].stdout
+    assert FORGED in fenced.replace("\n| ", "\n")  # shown, not dropped
+    assert not [ln for ln in fenced.splitlines() if ln.startswith(FORGED.split()[0])], fenced
+    assert "\x1b" not in fenced
     # on a terminal too (there actors' own colours are the only escapes)
     for args in (["ls"], ["recipes", "ls"]):
         shown = _pty_run(*args)
