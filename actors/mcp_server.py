@@ -373,7 +373,9 @@ def serve(root: StateRoot, session: str, *, explicit: bool = False) -> None:
 
     async def main() -> None:
         wire = Wire(fd_in, fd_out)
-        server = build_server(root, session, explicit=explicit, on_session=guard_session)
+        server = build_server(
+            root, session, explicit=explicit, on_session=guard_session, answered=wire.answered
+        )
         async with stdio_server(cast(Any, wire), cast(Any, wire)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
