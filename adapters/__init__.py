@@ -15,9 +15,11 @@ from runtime.core.lazy import lazy_getattr
 
 _EXPORTS = {
     "Adapter": "runtime.delivery.contract",
+    "AdapterBase": "runtime.delivery.contract",
     "AdapterError": "runtime.delivery.contract",
     "Capabilities": "runtime.delivery.contract",
     "DeliveryContext": "runtime.delivery.contract",
+    "Option": "runtime.delivery.contract",
     "Receipt": "runtime.delivery.contract",
     "DeliveryRunner": "runtime.delivery.engine",
     "on_event": "runtime.delivery.engine",
@@ -36,9 +38,11 @@ if TYPE_CHECKING:
     )
     from runtime.delivery.contract import (
         Adapter as Adapter,
+        AdapterBase as AdapterBase,
         AdapterError as AdapterError,
         Capabilities as Capabilities,
         DeliveryContext as DeliveryContext,
+        Option as Option,
         Receipt as Receipt,
     )
     from runtime.delivery.engine import DeliveryRunner as DeliveryRunner, on_event as on_event

@@ -9,9 +9,9 @@ process that has it (the envelope is durable in the session inbox meanwhile).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from runtime.delivery.contract import Capabilities, DeliveryContext, Option, Receipt
+from runtime.delivery.contract import AdapterBase, Capabilities, DeliveryContext, Option, Receipt
 
 Callback = Callable[[dict[str, Any], DeliveryContext], Receipt | None]
 _callbacks: dict[str, Callback] = {}
@@ -25,18 +25,15 @@ def unregister_callback(session_id: str) -> None:
     _callbacks.pop(session_id, None)
 
 
-class CallbackAdapter:
+class CallbackAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="in-process call", level="D5", notes="the callable sees the whole envelope"
     )
-    OPTIONS: tuple[Option, ...] = ()
+    OPTIONS: ClassVar[tuple[Option, ...]] = ()
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
+        super().__init__(session, options)
         self.session_id = str(session.get("id"))
-
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
-        return options
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         fn = _callbacks.get(self.session_id)

@@ -8,25 +8,18 @@ harness hook or background watcher can wake on the wake file (see the harness ad
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from runtime.delivery.contract import Capabilities, DeliveryContext, Option, Receipt
+from runtime.delivery.contract import AdapterBase, Capabilities, DeliveryContext, Option, Receipt
 
 
-class FileAdapter:
+class FileAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="wake file (sessions/<id>/wake) and per-consumer doorbell FIFOs",
         level="D3",
         notes="addressed durable enqueue; waking an agent needs a hook or a watcher",
     )
-    OPTIONS: tuple[Option, ...] = ()
-
-    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.session = session
-
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
-        return options
+    OPTIONS: ClassVar[tuple[Option, ...]] = ()
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         return Receipt(

@@ -21,11 +21,12 @@ import re
 import shutil
 import subprocess
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from runtime.core.terminal import one_line
 from runtime.delivery.contract import (
     NO_CHECK,
+    AdapterBase,
     AdapterError,
     Capabilities,
     DeliveryContext,
@@ -56,14 +57,14 @@ def executing_program(command: str) -> str | None:
     return name if name in SHELLS else None
 
 
-class TmuxAdapter:
+class TmuxAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="pty keystrokes into a tmux pane",
         level="D4",
         modes=("immediate", "on-idle", "manual"),
         notes="wakes an idle TUI by typing; not a native channel (D1 not claimed)",
     )
-    OPTIONS = (
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("target", "the pane: SESSION:WINDOW.PANE or a %pane id"),
         Option("socket", "the tmux server's -L socket name"),
         Option("socket_path", "the tmux server's -S socket path (recorded at registration)"),

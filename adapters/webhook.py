@@ -15,10 +15,11 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from runtime.delivery.contract import (
+    AdapterBase,
     AdapterError,
     Capabilities,
     DeliveryContext,
@@ -62,14 +63,14 @@ def verify(
     return hmac.compare_digest(expected, fields.get("v1", ""))
 
 
-class WebhookAdapter:
+class WebhookAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="HTTP POST per delivery",
         level="D3",
         modes=("immediate", "on-idle", "manual"),
         notes="delivered = the receiver answered 2xx; what it does next is its own business",
     )
-    OPTIONS = (
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("url", "where to POST: http(s)://host[:port]/path"),
         Option("secret", "signs each request (X-Actors-Signature)"),
         Option("timeout", "seconds per request (default 5)", "seconds"),

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import re
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from adapters.file import FileAdapter
 from runtime.delivery.contract import Capabilities, DeliveryContext, Option, Receipt
@@ -50,7 +50,7 @@ class ClaudeCodeAdapter(FileAdapter):
         notes="doorbell wake, body self-fetched with `actors inbox read`; proven by tests/peers",
         native=True,
     )
-    OPTIONS = (
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option(
             "messaging",
             "socket: also send the body through Claude Code's messaging socket (2.1.224+)",
@@ -65,12 +65,8 @@ class ClaudeCodeAdapter(FileAdapter):
         ),
     )
 
-    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        super().__init__(session, options)
-        self.options = options
-
-    @staticmethod
-    def judge_probe(probe: Probe) -> None:
+    @classmethod
+    def judge_probe(cls, probe: Probe) -> None:
         """`actors doctor delivery`: judged from the wake log of our FileChanged hook."""
         from adapters.claude_code.doctor import judge
 

@@ -34,7 +34,7 @@ import time
 import unicodedata
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from adapters.claude_code.mailbox import (
     InboxDamaged,
@@ -47,6 +47,7 @@ from adapters.claude_code.mailbox import (
 )
 from runtime.core.ids import now_iso
 from runtime.delivery.contract import (
+    AdapterBase,
     AdapterError,
     Capabilities,
     DeliveryContext,
@@ -66,7 +67,7 @@ def msg_id_for(delivery_id: str) -> str:
     return str(uuid.uuid5(MSG_ID_NAMESPACE, delivery_id))
 
 
-class ClaudeTeamsAdapter:
+class ClaudeTeamsAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="entry in the Claude agent-team inbox teams/<team>/inboxes/<name>.json",
         level="D3",
@@ -84,7 +85,7 @@ class ClaudeTeamsAdapter:
         native=True,
         injects=True,
     )
-    OPTIONS = (
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("team", "the agent team's name, as in ~/.claude/teams/TEAM"),
         Option("name", "the recipient: team-lead or a teammate's name"),
         Option("home", "Claude's config dir (default $CLAUDE_CONFIG_DIR or ~/.claude)"),

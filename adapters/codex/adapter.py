@@ -31,10 +31,11 @@ import shutil
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from runtime.delivery.contract import (
     NO_CHECK,
+    AdapterBase,
     AdapterError,
     Capabilities,
     DeliveryContext,
@@ -55,7 +56,7 @@ _FOREIGN = "nothing was sent"
 """The mark of adapters.codex.rpc's refusal of a socket another user holds: final too."""
 
 
-class CodexAdapter:
+class CodexAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="JSON-RPC turn/start into the live thread via its app-server",
         level="D7",
@@ -65,7 +66,7 @@ class CodexAdapter:
         injects=True,
         completion=True,
     )
-    OPTIONS = (
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("socket", "the app-server's --listen unix://PATH"),
         Option("url", "the app-server's ws://127.0.0.1:PORT"),
         Option("command", "an app-server to start on stdio, e.g. 'codex app-server'"),

@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 from runtime.delivery.contract import (
     NO_CHECK,
+    AdapterBase,
     AdapterError,
     Capabilities,
     DeliveryContext,
@@ -76,7 +77,7 @@ def ascending_message_id() -> str:
     return f"msg_{stamp:012x}{tail}"
 
 
-class OpenCodeAdapter:
+class OpenCodeAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="HTTP prompt_async into the live OpenCode session",
         level="D7",
@@ -86,7 +87,7 @@ class OpenCodeAdapter:
         injects=True,
         completion=True,
     )
-    OPTIONS = (
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("url", "the server: http://HOST:PORT (opencode serve, or the TUI's --port)"),
         Option("session", "the OpenCode session id (ses_...)"),
         Option("password", "HTTP Basic password (OPENCODE_SERVER_PASSWORD)"),

@@ -52,11 +52,12 @@ import select
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from runtime.core.bounded_json import decode
 from runtime.delivery.contract import (
     NO_CHECK,
+    AdapterBase,
     AdapterError,
     Capabilities,
     DeliveryContext,
@@ -206,7 +207,7 @@ def _stop_reason(event: Event) -> str | None:
     return None
 
 
-class PiAdapter:
+class PiAdapter(AdapterBase):
     capabilities = Capabilities(
         wake_mode="user message over pi RPC (prompt, or steer/follow-up while busy) via pi_host",
         level="D7",
@@ -216,7 +217,7 @@ class PiAdapter:
         injects=True,
         completion=True,
     )
-    OPTIONS = (
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
         Option("socket", "the absolute path of the pi host's socket"),
         Option("confirm_timeout", "seconds to see the message in pi (default 5)", "seconds"),
         Option("processed_timeout", "seconds to watch the turn finish (default 3)", "seconds"),

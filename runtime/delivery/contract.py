@@ -1,26 +1,34 @@
 """The adapter contract: how a harness receives one message and says what happened.
 
-`receive_message(envelope, context) -> Receipt` and `check_options(options)`; on the
-class `OPTIONS`, the typed `-o KEY=VALUE` keys it takes (registration refuses any other,
-see `runtime.delivery.registry.check_registration`); optional `flush` and `cancel`, and
-on the class `pin_options(options)` (what registration records from the registering
+`Adapter` is the one definition of what an adapter is, a typed Protocol the type checker
+holds every built-in adapter to (each derives from `AdapterBase`, which declares it):
+`receive_message(envelope, context) -> Receipt`, built as `Class(session, options)` for
+every attempt; on the class, its `capabilities` (the wake mode it uses, the highest
+delivery level D0-D8 it can reach, the delivery modes it supports), its `OPTIONS` (the
+typed `-o KEY=VALUE` keys it takes: registration refuses any other, see
+`runtime.delivery.registry.check_registration`), `check_options(options)` (the rules
+between keys), `pin_options(options)` (what registration records from the registering
 environment, e.g. the tmux server's socket), `check_reachable(options)` (registration
-refuses a target that is not there now) and `judge_probe(probe)` (the
-adapter writes `actors doctor delivery`'s levels itself, from a
-`runtime.delivery.doctor.Probe`), so callers need not single a harness out by name. Each
-adapter declares its capabilities: the wake mode it uses, the highest delivery level
-(D0-D8) it can reach, and the delivery modes it supports. The envelope is already
+refuses a target that is not there now) and `judge_probe(probe)` (the levels of `actors
+doctor delivery`, written from a `runtime.delivery.doctor.Probe`), so callers need not
+single a harness out by name. `AdapterBase` holds the defaults of all but
+`receive_message`; the registry mixes it into a third-party class that does not derive
+from it, so nothing ever asks a class whether it has a part. The envelope is already
 durable in the session inbox when an adapter is called, so an adapter that fails loses
 nothing: the receipt says whether and when to try again.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from runtime.messaging.envelope import MODES
+
+if TYPE_CHECKING:
+    from runtime.delivery.doctor import Probe
 
 ReceiptStatus = Literal["accepted", "delivered", "deferred", "failed"]
 Mode = Literal["immediate", "next-message", "next-tool-call", "on-idle", "manual"]
@@ -79,16 +87,6 @@ class Capabilities:
     """D7: the adapter can observe the turn the message started finishing (`processed`)."""
 
 
-class Adapter(Protocol):
-    capabilities: Capabilities
-
-    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt: ...
-
-
-class FlushableAdapter(Adapter, Protocol):
-    def flush(self, delivery_id: str | None = None) -> list[Receipt]: ...
-
-
 class AdapterError(Exception):
     """Adapter options are wrong (raised at registration, where it can be known)."""
 
@@ -105,7 +103,87 @@ class Option:
     choices: tuple[str, ...] = ()
 
 
-def common_options(cls: Any) -> tuple[Option, ...]:
+@runtime_checkable
+class Adapter(Protocol):
+    """What the delivery engine, registration and `actors doctor delivery` rely on an
+    adapter class for. Registration and the doctor use the class parts without an
+    instance, so they are class attributes and static or class methods."""
+
+    capabilities: ClassVar[Capabilities]
+    OPTIONS: ClassVar[tuple[Option, ...] | None]
+    """The `-o` keys it takes; None: not declared (an adapter older than `OPTIONS`), its
+    keys are left unchecked (only `mode` and `fallback` are)."""
+
+    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None: ...
+
+    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
+        """Surface one message; the receipt says what happened (never raise for a harness
+        that is down: return `failed`, retryable)."""
+        ...
+
+    @staticmethod
+    def check_options(options: dict[str, str]) -> dict[str, str]:
+        """The rules between keys (raise AdapterError: registration exits 2)."""
+        ...
+
+    @classmethod
+    def pin_options(cls, options: dict[str, str]) -> dict[str, str]:
+        """The options to record, completed from the registering environment."""
+        ...
+
+    @classmethod
+    def check_reachable(cls, options: dict[str, str]) -> None:
+        """Registration (unless `--no-check`): raise AdapterError if the target is not
+        there now."""
+        ...
+
+    @classmethod
+    def judge_probe(cls, probe: Probe) -> None:
+        """Write the D1-D8 lines of `actors doctor delivery` with `probe.level`."""
+        ...
+
+
+class AdapterBase(Adapter):
+    """The defaults of every part but `receive_message`: derive from it and declare only
+    what the harness needs. The registry uses a class that does not derive from it (an
+    older third-party adapter) as a subclass of both, so these defaults fill in what
+    that class leaves out."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        wake_mode="not declared",
+        level="D3",
+        notes="the durable session inbox the runtime appends to before any adapter runs",
+    )
+    OPTIONS: ClassVar[tuple[Option, ...] | None] = None
+
+    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
+        self.session = session
+        self.options = options
+
+    @abstractmethod
+    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
+        raise NotImplementedError
+
+    @staticmethod
+    def check_options(options: dict[str, str]) -> dict[str, str]:
+        return options
+
+    @classmethod
+    def pin_options(cls, options: dict[str, str]) -> dict[str, str]:
+        return options
+
+    @classmethod
+    def check_reachable(cls, options: dict[str, str]) -> None:
+        return None
+
+    @classmethod
+    def judge_probe(cls, probe: Probe) -> None:
+        """The doctor's own judgement: from the stages the receipt confirmed for an
+        adapter that injects the body, else the plain judgement of a durable inbox."""
+        probe.judge_generic(cls.capabilities)
+
+
+def common_options(cls: type[Adapter]) -> tuple[Option, ...]:
     """The two keys every harness takes: `mode` (one of the modes this adapter supports)
     and `fallback` (adapters to try after a final failure)."""
     modes = tuple(cls.capabilities.modes)

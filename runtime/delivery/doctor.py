@@ -5,11 +5,12 @@ level is judged only from what was observed during the probe, and a level this a
 cannot reach on its own says so (`n/a` or `fail`) with the reason. The probe entry is
 marked read afterwards so it does not clutter the agent's inbox.
 
-How the levels are judged: adapters that inject the body itself (capabilities.injects)
-from the stages their receipt confirmed; an adapter that knows more about its harness
-declares `judge_probe(probe)` (Claude Code's wake log, a tmux pane) and writes the
-levels itself from the `Probe` record; the rest (file, webhook, callback and third-party
-adapters) by the plain judgement here.
+How the levels are judged: by the adapter's `judge_probe(probe)` (the contract), which
+writes them from the `Probe` record. One that knows more about its harness declares it
+(Claude Code's wake log, a tmux pane); `AdapterBase`'s default is `Probe.judge_generic`
+here: adapters that inject the body itself (capabilities.injects) from the stages their
+receipt confirmed, the rest (file, webhook, callback, third-party adapters) by the plain
+judgement of a durable inbox.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from runtime.store import safe
 from runtime.store.layout import SessionPaths, StateRoot
 
 if TYPE_CHECKING:
+    from runtime.delivery.contract import Capabilities
     from runtime.delivery.records import DeliveryRecord
 
 
@@ -71,8 +73,19 @@ class Probe:
     def observed(self) -> set[str]:
         return set(self.state.get("observed") or [])
 
+    @property
+    def harness(self) -> str:
+        return str(self.session.get("harness", "file"))
+
     def level(self, tag: str, verdict: str, why: str) -> None:
         self.lines.append(f"{tag}: {verdict}" + (f' reason="{why}"' if why else ""))
+
+    def judge_generic(self, caps: Capabilities) -> None:
+        """The judgement of an adapter that declares none of its own (`AdapterBase`)."""
+        if caps.injects:
+            _judge_injecting(self, caps)
+        else:
+            _judge_plain(self, self.harness)
 
 
 def probe(root: StateRoot, owner: str) -> list[str]:
@@ -112,13 +125,7 @@ def probe(root: StateRoot, owner: str) -> list[str]:
         "pass" if registered else "partial",
         f"session={owner}" if registered else "unregistered: default file session",
     )
-    judge = getattr(cls, "judge_probe", None)
-    if caps.injects:
-        _judge_injecting(seen, caps)
-    elif judge is not None:
-        judge(seen)
-    else:
-        _judge_plain(seen, harness)
+    cls.judge_probe(seen)
     inbox.mark_read([delivery_id])
     runner.close(owner, delivery_id, "doctor probe: never retried")
     from runtime.compiler.redact import redact_text, secret_texts
@@ -178,7 +185,7 @@ def _judge_plain(seen: Probe, harness: str) -> None:
     )
 
 
-def _judge_injecting(seen: Probe, caps: Any) -> None:
+def _judge_injecting(seen: Probe, caps: Capabilities) -> None:
     """Levels of an adapter that puts the body itself into the model's conversation
     (opencode, codex, pi): judged from the stages its receipt confirmed."""
     level, state, observed, copies = seen.level, seen.state, seen.observed, seen.copies

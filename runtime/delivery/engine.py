@@ -243,6 +243,8 @@ class DeliveryRunner:
             try:
                 adapter = make_adapter(session, harness)
                 receipt = adapter.receive_message(envelope, context)
+                if not isinstance(receipt, Receipt):  # a third-party adapter's bug
+                    raise TypeError(f"receive_message returned {type(receipt).__name__}")
             except Exception as exc:  # an adapter bug must not lose the delivery
                 receipt = Receipt(
                     "failed",

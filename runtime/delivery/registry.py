@@ -3,7 +3,12 @@ harness, value = `module:Class`), where the built-ins are declared like any thir
 adapter (pyproject.toml).
 
 BUILTIN repeats the built-in entry points (a test keeps them equal) as the fast path:
-importlib.metadata costs ~36 ms a process, paid only for a harness not found here."""
+importlib.metadata costs ~36 ms a process, paid only for a harness not found here.
+
+Every class comes out as a `contract.Adapter`: one that does not derive from
+`contract.AdapterBase` (a third-party adapter written to the older, duck-typed contract)
+is used as a subclass of itself and AdapterBase, so the defaults fill in the parts it
+leaves out and no caller asks a class whether it has one."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from runtime.delivery.contract import Option
+    from runtime.delivery.contract import Adapter, Option
 
 BUILTIN = {
     "file": "adapters.file:FileAdapter",
@@ -36,24 +41,66 @@ def known_harnesses() -> list[str]:
     return sorted({**_entry_points(), **BUILTIN})
 
 
-def adapter_class(harness: str) -> Any:
+def adapter_class(harness: str) -> type[Adapter]:
+    """The adapter class of a harness. Raises AdapterError (one line) for an unknown
+    harness, an entry point that does not load, or one that is no adapter."""
+    from runtime.delivery.contract import AdapterError  # here: the help text imports us
+
     spec = BUILTIN.get(harness) or _entry_points().get(harness)
     if spec is None:
-        from runtime.delivery.contract import AdapterError  # here: the help text imports us
-
         raise AdapterError(f"unknown harness {harness!r} (known: {', '.join(known_harnesses())})")
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    adapted = _adapted.get(spec)
+    if adapted is None:
+        module, _, attr = spec.partition(":")
+        try:  # what importlib.metadata's EntryPoint.load does, without reading metadata
+            loaded: object = importlib.import_module(module)
+            for part in attr.split("."):
+                loaded = getattr(loaded, part)
+        except Exception as exc:  # a third-party module runs its own code as it loads
+            raise AdapterError(f"harness {harness!r} ({spec}) does not load: {_why(exc)}") from None
+        adapted = _adapted[spec] = _as_adapter(harness, spec, loaded)
+    return adapted
 
 
-def make_adapter(session: dict[str, Any], harness: str | None = None) -> Any:
+_adapted: dict[str, type[Adapter]] = {}
+"""Loaded classes by entry point value: one class (and one mixed-in subclass) a process."""
+
+
+def _as_adapter(harness: str, spec: str, loaded: object) -> type[Adapter]:
+    from runtime.delivery.contract import AdapterBase, AdapterError
+
+    if not isinstance(loaded, type):
+        raise AdapterError(f"harness {harness!r} ({spec}) is not a class")
+    if issubclass(loaded, AdapterBase):
+        cls: type[AdapterBase] = loaded
+    else:
+        try:  # its own parts first, then AdapterBase's defaults
+            cls = type(loaded.__name__, (loaded, AdapterBase), {"__module__": loaded.__module__})
+        except Exception as exc:  # a metaclass that does not combine, an __init_subclass__
+            raise AdapterError(
+                f"harness {harness!r} ({spec}) cannot take AdapterBase's defaults ({_why(exc)}):"
+                " derive it from runtime.delivery.contract.AdapterBase"
+            ) from None
+    if cls.__abstractmethods__:
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise AdapterError(f"harness {harness!r} ({spec}) is not an adapter: it has no {missing}")
+    return cls
+
+
+def _why(exc: Exception) -> str:
+    from runtime.core.terminal import one_line
+
+    return one_line(f"{type(exc).__name__}: {exc}", 300)
+
+
+def make_adapter(session: dict[str, Any], harness: str | None = None) -> Adapter:
     cls = adapter_class(harness or session.get("harness", "file"))
     return cls(session, dict(session.get("options") or {}))
 
 
 def check_registration(
     harness: str, options: dict[str, str], *, reach: bool = True
-) -> tuple[Any, dict[str, str]]:
+) -> tuple[type[Adapter], dict[str, str]]:
     """What `actors session register` checks, the same for every harness, before anything
     is written: every key is one the adapter (or a `fallback` adapter, which gets the
     same options) declares in `OPTIONS`, and every value fits its declaration; then the
@@ -74,9 +121,9 @@ def check_registration(
             raise AdapterError(f"fallback: {exc}") from None
     declared: tuple[Option, ...] = common_options(cls)
     for each in chain:
-        declared += tuple(getattr(each, "OPTIONS", ()))
+        declared += tuple(each.OPTIONS or ())
     keys = list(dict.fromkeys(option.key for option in declared))
-    if all(hasattr(each, "OPTIONS") for each in chain):  # an older third-party adapter: unchecked
+    if all(each.OPTIONS is not None for each in chain):  # None: undeclared, keys unchecked
         for key in options:
             if key not in keys:
                 close = difflib.get_close_matches(key, keys, n=1)
@@ -87,10 +134,7 @@ def check_registration(
     check_values(harness, declared, options)
     for each in chain:
         each.check_options(options)
-    pin = getattr(cls, "pin_options", None)
-    if pin is not None:
-        options = pin(options)
-    reachable = getattr(cls, "check_reachable", None)
-    if reach and reachable is not None:
-        reachable(options)
+    options = cls.pin_options(options)
+    if reach:
+        cls.check_reachable(options)
     return cls, options

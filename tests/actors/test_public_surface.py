@@ -9,10 +9,12 @@ import pytest
 EXPECTED = {
     "adapters": [
         "Adapter",
+        "AdapterBase",
         "AdapterError",
         "Capabilities",
         "DeliveryContext",
         "DeliveryRunner",
+        "Option",
         "Receipt",
         "adapter_class",
         "known_harnesses",
