@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import Conflict
-from runtime.runs.status import TERMINAL
 from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.store.reads import read_json, read_text_tail
+from runtime.views.status import TERMINAL
 
 if TYPE_CHECKING:  # imported for real only when a sender is made
     from runtime.messaging.entries import MailboxEntry
@@ -54,28 +54,28 @@ def spawn(
 
 def status(run: str, *, home: str | None = None) -> RunStatus:
     """Derived status plus progress counters."""
-    from runtime.runs.status import status_of
+    from runtime.views.status import status_of
 
     return status_of(_root(home), parse_run_ref(run))
 
 
 def runs(*, home: str | None = None) -> list[ListedRun]:
     """Every run in the state root, newest first."""
-    from runtime.runs.index import list_runs
+    from runtime.views.index import list_runs
 
     return list_runs(_root(home))
 
 
 def wait(run: str, *, timeout: float | None = None, home: str | None = None) -> RunStatus:
     """Block until the run is terminal (or `timeout` seconds pass); returns its status."""
-    from runtime.runs.waiting import wait_for
+    from runtime.views.waiting import wait_for
 
     return wait_for(_root(home), parse_run_ref(run), timeout=timeout)
 
 
 def result(run: str, *, home: str | None = None) -> ResultRecord | RunStatus:
     """result.json of a finished run."""
-    from runtime.runs.status import derive, find_run
+    from runtime.views.status import derive, find_run
 
     paths, record = find_run(_root(home), parse_run_ref(run))
     summary = derive(paths, record)
@@ -231,7 +231,7 @@ def inspect(
     """A bounded read of a run, branch, room or session (see the CLI's `inspect`): every
     list holds at most `lines` records (0-2000; the CLI's `-n` and the MCP tool's
     `lines` have the same default and bounds)."""
-    from runtime.routing.inspect import inspect as _inspect
+    from runtime.views.inspect import inspect as _inspect
 
     return _inspect(_root(home), target, view, lines=lines, status=status)
 
@@ -246,7 +246,7 @@ def inspect_text(
 ) -> str:
     """The same view in the compact text `actors inspect` prints without `--json` (one
     line per record): what a model with a small context should read."""
-    from runtime.routing.inspect import compact_lines
+    from runtime.views.inspect import compact_lines
 
     data = inspect(target, view, lines=lines, status=status, home=home)
     return "\n".join(compact_lines(data))

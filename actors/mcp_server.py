@@ -360,11 +360,11 @@ def serve(root: StateRoot, session: str, *, explicit: bool = False) -> None:
     import contextlib
     import threading
 
-    from runtime.runs.guardian import guarding
+    from runtime.runner.guardian import guarding
 
     # Fold the crashed runs of every session this server acts for: the one it started
     # with, and each Codex thread or OpenCode session that calls it later (a guardian
-    # each, on a thread of its own: runtime.runs.guardian).
+    # each, on a thread of its own: runtime.runner.guardian).
     guards, lock = contextlib.ExitStack(), threading.Lock()
 
     def guard_session(served: str) -> None:

@@ -7,7 +7,7 @@ its follow-up settled, then copies each finished directory under new ids, giving
 copy its own run id and run instance id (the delivery id derives from the latter), and
 appends the copies' follow-ups to the owner session's inbox and delivery journal. The
 index is then built the way the runtime builds it: by listing the runs
-(`runtime.runs.index.list_runs`). Every file is real and readable by every command.
+(`runtime.views.index.list_runs`). Every file is real and readable by every command.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ _SKIP = {"doorbells", "guardians", "control.fifo", "fifo-commits"}
 def build_state_root(root: Path, runs: int) -> None:
     """Fill the state root `root` (the `ACTORS_HOME` directory) with `runs` finished runs:
     real seeds plus clones, owned by the file session `bench`, indexed like `actors ls`."""
-    from runtime.runs.index import list_runs
     from runtime.store.layout import StateRoot
     from runtime.store.reads import read_json
+    from runtime.views.index import list_runs
 
     root = root.absolute()
     seeds = _spawn_seeds(root, SEEDS[: max(0, runs)])

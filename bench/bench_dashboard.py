@@ -62,8 +62,8 @@ def _write(path: Path, data: bytes) -> None:
 
 def build_root(root: Path, count: int) -> float:
     """`count` runs in `root`; returns the seconds the registering listing took."""
-    from runtime.runs.index import list_runs
     from runtime.store.layout import StateRoot
+    from runtime.views.index import list_runs
 
     seeds = _seed(root)
     files = [

@@ -30,12 +30,12 @@ _EXPORTS = {
     "parse_run_ref": "runtime.store.layout",
     "SpawnRequest": "runtime.runs.spawn",
     "spawn": "runtime.runs.spawn",
-    "derive": "runtime.runs.status",
-    "status_of": "runtime.runs.status",
-    "list_runs": "runtime.runs.index",
+    "derive": "runtime.views.status",
+    "status_of": "runtime.views.status",
+    "list_runs": "runtime.views.index",
     "cancel": "runtime.runs.control",
     "kill": "runtime.runs.control",
-    "wait_for": "runtime.runs.waiting",
+    "wait_for": "runtime.views.waiting",
     "current_principal": "runtime.runs.ownership",
     "Principal": "runtime.runs.ownership",
 }
@@ -52,19 +52,19 @@ if TYPE_CHECKING:
         StateDamaged as StateDamaged,
     )
     from runtime.runs.control import cancel as cancel, kill as kill
-    from runtime.runs.index import list_runs as list_runs
     from runtime.runs.ownership import (
         Principal as Principal,
         current_principal as current_principal,
     )
     from runtime.runs.spawn import SpawnRequest as SpawnRequest, spawn as spawn
-    from runtime.runs.status import derive as derive, status_of as status_of
-    from runtime.runs.waiting import wait_for as wait_for
     from runtime.store.layout import (
         RunPaths as RunPaths,
         StateRoot as StateRoot,
         parse_run_ref as parse_run_ref,
     )
+    from runtime.views.index import list_runs as list_runs
+    from runtime.views.status import derive as derive, status_of as status_of
+    from runtime.views.waiting import wait_for as wait_for
 
 
 __getattr__ = lazy_getattr(__name__, _EXPORTS, globals())

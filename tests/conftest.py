@@ -58,7 +58,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StateRoot]
 def _reap_runs(state: StateRoot) -> None:
     from runtime.core import cgroups
     from runtime.core.process import kill_session
-    from runtime.runs.status import load_run
+    from runtime.views.status import load_run
 
     if not state.runs.exists():
         return

@@ -137,3 +137,24 @@ def test_nothing_installed_or_generated_is_tracked() -> None:
         if name and (name.split(b"/")[0].decode() in local or b"__pycache__" in name)
     ]
     assert found == [], found
+
+
+def test_shipped_recipe_scripts_stand_on_their_own() -> None:
+    """`recipes` sits below the runtime (the library finds the shipped recipes through it),
+    so a script a shipped recipe runs imports none of actors, runtime or adapters: it
+    talks to actors through its CLI. A program that needs the Python API (the lease
+    service) is a module of `actors` and a recipe runs it with `python3 -P -m`."""
+    ours = {"actors", "runtime", "adapters"}
+    found = []
+    for path in sorted((REPO / "recipes" / "scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in ours]
+    assert found == []
+

@@ -24,8 +24,8 @@ from actors.cli._format import (
 )
 from runtime.core.errors import ActorsError, BadInput
 from runtime.core.terminal import cell
-from runtime.runs.status import ACTIVE, TERMINAL, read_progress
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.views.status import ACTIVE, TERMINAL, read_progress
 
 
 def _out(text: str, *, err: bool = False) -> None:
@@ -63,7 +63,7 @@ def list_view(
     as_json: bool = False,
 ) -> None:
     """The body of `actors ls`: runs, newest first."""
-    from runtime.runs.index import list_runs
+    from runtime.views.index import list_runs
 
     wanted = _wanted_statuses(statuses)
     root = StateRoot.from_env()
@@ -167,7 +167,7 @@ def status_view(
 ) -> None:
     """The body of `actors status`: one run in detail, or this session's active work."""
     from runtime.compiler.redact import redact_deep, run_secrets
-    from runtime.runs.status import find_run, full_status
+    from runtime.views.status import find_run, full_status
 
     root = StateRoot.from_env()
     if line or stdin or then is not None:
@@ -204,7 +204,7 @@ def _failure(paths: Any, record: Any) -> list[str]:
     """The failing command, exit code and stderr tail from result.json (secrets masked)."""
     from actors.cli._format import failure_lines
     from runtime.compiler.redact import redact_deep, run_secrets
-    from runtime.runs.status import read_result
+    from runtime.views.status import read_result
 
     try:
         result: Mapping[str, Any] = read_result(paths) or {}
@@ -262,8 +262,8 @@ def _run_theirs(command: str, data: bytes) -> str:
 
 def _status_line(root: StateRoot, session: str | None) -> str:
     """One ▷ per active work unit of this session, a ▶ stepping across them each second."""
-    from runtime.runs.index import list_runs
     from runtime.runs.ownership import current_principal
+    from runtime.views.index import list_runs
 
     me = current_principal(root, session).id
     units = 0

@@ -37,8 +37,8 @@ def run_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list
     """The ids of the runs in the state root that start with what was typed (for the
     arguments that take a run); nothing when the state root cannot be read."""
     try:
-        from runtime.runs.index import list_runs
         from runtime.store.layout import StateRoot
+        from runtime.views.index import list_runs
 
         bare = incomplete.removeprefix("run:")
         prefix = "run:" if incomplete.startswith("run:") else ""

@@ -192,7 +192,7 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     exits, the harness tells the model, which reads the follow-ups and starts it again. It
     sleeps on a doorbell FIFO of the session (no polling, no inotify watch), armed before
     the inbox is checked, so a follow-up that lands in between still wakes it. Meanwhile it
-    guards the session's runs (runtime.runs.guardian): a runner that dies without a result
+    guards the session's runs (runtime.runner.guardian): a runner that dies without a result
     is folded and its `run.exited` follow-up wakes this wait. A timeout exits 75 with
     nothing on stdout.
     """
@@ -201,7 +201,7 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     from runtime.delivery.boundary import doorbell_unread
     from runtime.delivery.sessions import SessionInbox, session_paths
     from runtime.messaging.doorbells import doorbell
-    from runtime.runs.guardian import Guard
+    from runtime.runner.guardian import Guard
 
     owner = _session_id(session)
     root = _root()
@@ -296,13 +296,13 @@ def reconcile_cmd(as_json: bool) -> None:
 def watch_cmd(timeout: float | None) -> None:
     """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops).
 
-    It guards every run of the state root (runtime.runs.guardian: a runner that dies
+    It guards every run of the state root (runtime.runner.guardian: a runner that dies
     without a result is folded at once) and retries due deliveries exactly when they
     fall due. Nothing wakes it on a timer: a quiet state root costs it no CPU."""
     import select
 
     from runtime.delivery.engine import retry_due
-    from runtime.runs.guardian import Guard
+    from runtime.runner.guardian import Guard
     from runtime.runs.reconcile import reconcile
     from runtime.store.writes import ensure_dir
 
@@ -336,8 +336,8 @@ def _left(deadline: float | None) -> float | None:
 
 
 def _active_count(root: StateRoot) -> int:
-    from runtime.runs.index import list_runs
-    from runtime.runs.status import ACTIVE
+    from runtime.views.index import list_runs
+    from runtime.views.status import ACTIVE
 
     return sum(1 for r in list_runs(root) if r.get("status") in ACTIVE)
 

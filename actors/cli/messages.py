@@ -171,7 +171,7 @@ def emit_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print the whole view as JSON.")
 def inspect_cmd(target: str, view: str, lines: int, status_filter: str, as_json: bool) -> None:
     """Read TARGET on purpose: a run, branch:RUN/B, room:RUN, session:ID or session:all."""
-    from runtime.routing.inspect import compact_lines, inspect
+    from runtime.views.inspect import compact_lines, inspect
 
     data = inspect(StateRoot.from_env(), target, view, lines=lines, status=status_filter)
     if as_json:

@@ -14,9 +14,9 @@ from actors.cli._options import json_option
 from actors.cli.completion import run_ids
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.terminal import cell
-from runtime.runs.status import TERMINAL
 from runtime.store.layout import StateRoot, parse_run_ref, rotated
 from runtime.store.reads import read_bytes, read_jsonl, read_text_tail, tail_jsonl
+from runtime.views.status import TERMINAL
 
 
 @click.command("tail")
@@ -35,7 +35,7 @@ def tail_cmd(
 ) -> None:
     """Print the end of RUN's output."""
     from runtime.compiler.redact import redact_deep, redact_text, run_secrets
-    from runtime.runs.status import find_run
+    from runtime.views.status import find_run
 
     if as_json and follow:
         raise BadInput("--json prints one document and -f never ends", hint="use one of them")
@@ -79,7 +79,7 @@ def _follow(
     from runtime.core.platform import ExitWatch
     from runtime.core.process import verify
     from runtime.messaging.doorbells import Bell
-    from runtime.runs.status import derive, find_run, runner_identity
+    from runtime.views.status import derive, find_run, runner_identity
 
     paths, record = find_run(root, run_id)
     # armed before the first read: the runner rings it after it writes, and its exit
@@ -161,7 +161,7 @@ def _log_since(path: Any, offset: int, inode: int | None) -> tuple[bytes, int, i
 @json_option
 def result_cmd(run: str, as_json: bool) -> None:
     """Print a finished RUN's result (status, code, output head, artifacts)."""
-    from runtime.runs.status import derive, find_run, read_result
+    from runtime.views.status import derive, find_run, read_result
 
     paths, record = find_run(StateRoot.from_env(), parse_run_ref(run))
     summary = derive(paths, record)

@@ -10,13 +10,13 @@ from actors.cli._format import emit_json
 from actors.cli._options import force_option, json_option, session_option
 from actors.cli.completion import run_ids
 from runtime.core.errors import BadInput
-from runtime.runs.status import TERMINAL
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.views.status import TERMINAL
 
 
 def _owned(root: StateRoot, run_id: str, session: str | None, force: bool, action: str) -> None:
     from runtime.runs.ownership import check_control, current_principal
-    from runtime.runs.status import find_run
+    from runtime.views.status import find_run
 
     _, record = find_run(root, run_id)
     check_control(record, current_principal(root, session), force=force, action=action, root=root)
@@ -59,8 +59,8 @@ def prune_cmd(
     as_json: bool,
 ) -> None:
     """Delete finished runs' state: the given RUNS, or all matching --older-than."""
-    from runtime.runs.index import list_runs
     from runtime.runs.retention import prune_run
+    from runtime.views.index import list_runs
 
     root = StateRoot.from_env()
     if not runs and not older_than:

@@ -17,8 +17,8 @@ from actors.cli._format import ProgressLine, emit_json, summary_parts, write_lin
 from actors.cli._options import force_option, json_option, session_option
 from actors.cli._views import list_view, status_view
 from actors.cli.completion import run_ids
-from runtime.runs.status import TERMINAL, read_progress
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.views.status import TERMINAL, read_progress
 
 WAIT_TIMEOUT_EXIT = 75
 """`wait --timeout` expired with the run still active (EX_TEMPFAIL: try again later)."""
@@ -60,8 +60,8 @@ def _wait_and_report(
     """Wait for every run in turn (one deadline for all), print each one's status line
     as it ends, and exit with the worst outcome: 75 when the timeout left any active,
     else the highest exit code (0 only when all are done)."""
-    from runtime.runs.status import find_run
-    from runtime.runs.waiting import wait_for
+    from runtime.views.status import find_run
+    from runtime.views.waiting import wait_for
 
     root = _root()
     for run_id in ids:
@@ -97,7 +97,7 @@ def _offer_to_keep(run_id: str) -> None:
     gets: one line on stderr, for the person or agent that ran it."""
     from runtime.core.errors import ActorsError
     from runtime.delivery.followups import keep_offer
-    from runtime.runs.status import find_run, read_result
+    from runtime.views.status import find_run, read_result
 
     try:
         paths, record = find_run(_root(), run_id)
@@ -113,7 +113,7 @@ def _explain(run_id: str) -> None:
     from actors.cli._format import failure_lines
     from runtime.compiler.redact import redact_deep, run_secrets
     from runtime.core.errors import ActorsError
-    from runtime.runs.status import find_run, read_result
+    from runtime.views.status import find_run, read_result
 
     try:
         paths, record = find_run(_root(), run_id)

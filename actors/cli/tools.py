@@ -320,9 +320,9 @@ def run_cmd(
 
 def _foreground(root: Any, run_id: str, session: str | None, as_json: bool) -> None:
     from actors.cli.runs import exit_code, progress_printer
-    from runtime.runs.waiting import wait_for
     from runtime.store.reads import read_json
     from runtime.store.tail import OUTPUT_MAX_BYTES, OUTPUT_MAX_LINES, bounded_tail
+    from runtime.views.waiting import wait_for
 
     line = ProgressLine()
     try:

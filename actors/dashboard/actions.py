@@ -20,7 +20,7 @@ from actors.dashboard.live import Hub
 from runtime.core.bounded_json import decode_input
 from runtime.core.errors import BadInput, Refused
 from runtime.runs.ownership import Principal, check_control
-from runtime.runs.status import find_run
+from runtime.views.status import find_run
 
 
 def _payload(raw: bytes) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import trio
 from actors.dashboard.asgi import Request, send_json
 from actors.dashboard.live import Hub
 from runtime.core.errors import BadInput
-from runtime.runs.listing import PER_PAGE, RunFilter, page_of, units
-from runtime.runs.status import ACTIVE
+from runtime.views.listing import PER_PAGE, RunFilter, page_of, units
+from runtime.views.status import ACTIVE
 
 
 def _int(query: dict[str, str], key: str, default: int) -> int:
@@ -53,7 +53,7 @@ async def runs_page(request: Request, hub: Hub) -> None:
 
 
 async def run_detail(request: Request, hub: Hub, run_id: str) -> None:
-    from runtime.routing.run_page import run_page
+    from runtime.views.run_page import run_page
 
     page: dict[str, Any] = dict(await trio.to_thread.run_sync(run_page, hub.root, run_id))
     page["children"] = [
@@ -66,8 +66,8 @@ async def run_detail(request: Request, hub: Hub, run_id: str) -> None:
 
 async def room_detail(request: Request, hub: Hub, run_id: str) -> None:
     from runtime.compiler.redact import redact_deep, run_secrets
-    from runtime.routing.room_board import room_board
-    from runtime.runs.status import find_run, full_status
+    from runtime.views.room_board import room_board
+    from runtime.views.status import find_run, full_status
 
     def read() -> dict[str, Any]:
         paths, run = find_run(hub.root, run_id)
@@ -79,7 +79,7 @@ async def room_detail(request: Request, hub: Hub, run_id: str) -> None:
 
 
 async def sessions(request: Request, hub: Hub) -> None:
-    from runtime.delivery.observed import sessions_view
+    from runtime.views.observed import sessions_view
 
     views = await trio.to_thread.run_sync(sessions_view, hub.root)
     await send_json(request.send, {"sessions": views, "me": request.extra["principal"]})

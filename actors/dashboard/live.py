@@ -26,11 +26,11 @@ from actors.dashboard.watch import Batch, StateWatch
 from runtime.core.errors import ActorsError, resource_error
 from runtime.core.inotify import Inotify
 from runtime.core.process import verify
-from runtime.runs.board import RunBoard
-from runtime.runs.guardian import pidfd_budget
-from runtime.runs.status import ACTIVE, find_run, runner_identity
+from runtime.runner.guardian import pidfd_budget
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir
+from runtime.views.board import RunBoard
+from runtime.views.status import ACTIVE, find_run, runner_identity
 
 GATHER_S = 0.02
 """After the first event of a burst, how long more events gather into the same batch."""

@@ -1,4 +1,4 @@
-"""`/metrics` and `actors metrics`: the state root's tally (runtime.runs.tally) in the
+"""`/metrics` and `actors metrics`: the state root's tally (runtime.views.tally) in the
 Prometheus text exposition format 0.0.4.
 
 Written out by hand rather than with prometheus_client: the format is a few lines of
@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runtime.runs.tally import Tally
     from runtime.store.layout import StateRoot
+    from runtime.views.tally import Tally
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 """The Content-Type a server sends with `render_metrics`'s text."""
@@ -34,7 +34,7 @@ Labels = Mapping[str, str]
 
 def render_metrics(root: StateRoot) -> str:
     """Every metric of the state root, as one text document ending in a newline."""
-    from runtime.runs.tally import gather
+    from runtime.views.tally import gather
 
     started = time.perf_counter()
     tally = gather(root)
@@ -47,7 +47,7 @@ def render_metrics(root: StateRoot) -> str:
 
 
 def _runs(text: _Text, tally: Tally) -> None:
-    from runtime.runs.tally import STATUSES
+    from runtime.views.tally import STATUSES
 
     text.family("actors_runs", "gauge", "Runs in the state root by status.")
     for status in (*STATUSES, *sorted(set(tally.runs) - set(STATUSES))):

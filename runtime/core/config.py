@@ -204,7 +204,7 @@ BRANCH = Setting(
     RUN,
 )
 RUNNER_STATE = Setting(
-    "ACTORS_RUNNER_STATE", "text", "unset", "A parked lean runner's own (never set it).", RUN
+    "ACTORS_RUNNER_STATE", "text", "unset", "A parked runner's own (never set it).", RUN
 )
 CGROUP = Setting(
     "ACTORS_CGROUP",

@@ -92,7 +92,7 @@ class ExitWatch:
     not only our children (a guardian watches runners it did not start).
 
     Linux: the process's pidfd. The portable path: the process holds an exclusive flock
-    on a liveness file for all its life (runtime.runs.lifecycle takes it before the
+    on a liveness file for all its life (runtime.runner.lifecycle takes it before the
     runner's identity is recorded); a thread here blocks on a shared lock of that file
     and writes a byte into a pipe once it is granted, which is when the process is gone.
     No timer: the kernel releases a dead process's locks."""

@@ -4,7 +4,7 @@ Rules: one follow-up per run outcome. Terminal `done` / `failed` / `exited` tran
 follow up; an intentional stop (`actors cancel`, `actors kill`, `control.stop`,
 `control.kill`) does not, since whoever stopped it already knows, and neither does a run
 whose spawning caller is still blocked on its result (the runner checks that waiter's
-proven identity, runtime.runs.runner). Script-authored messages emitted with `--deliver
+proven identity, runtime.runner.lifecycle). Script-authored messages emitted with `--deliver
 notify|followup` bubble (a run's decision points). `command.done` stays in the outbox
 unless the recipe opts in by listing `command.done` in `mailbox.emits` (then failed
 leaves and parallel branches that finish while siblings still run bubble too). Every

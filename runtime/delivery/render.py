@@ -32,9 +32,8 @@ encoder's depth, a non-string summary) renders as text instead of raising.
 
 from __future__ import annotations
 
-import os
-
 import json
+import os
 import re
 import secrets
 from pathlib import Path

@@ -18,9 +18,9 @@ from runtime.core.errors import BadInput, Conflict, Refused
 from runtime.core.faults import pause_point
 from runtime.messaging.boxes import CONTROL_TYPES, branch_mailbox, run_mailbox
 from runtime.runs.ownership import Principal
-from runtime.runs.status import find_run
 from runtime.store.appends import locked
 from runtime.store.layout import StateRoot
+from runtime.views.status import find_run
 
 if TYPE_CHECKING:
     from runtime.messaging.entries import Holder, MailboxEntry

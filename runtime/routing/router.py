@@ -28,12 +28,12 @@ from runtime.messaging.addresses import Address, parse_address
 from runtime.messaging.boxes import CONTROL_TYPES, accepted_types, branch_mailbox, run_mailbox
 from runtime.messaging.envelope import make_envelope
 from runtime.runs.ownership import Principal, check_control
-from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.journals import INBOX
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.writes import DiskWriteError, ensure_dir
+from runtime.views.status import TERMINAL, derive, find_run
 
 if TYPE_CHECKING:
     from runtime.messaging.envelope import Envelope

@@ -19,10 +19,10 @@ from runtime.messaging.doorbells import open_bell
 from runtime.messaging.envelope import check_body, encode_envelope, make_envelope
 from runtime.routing.router import check_accepts
 from runtime.runs.ownership import Principal, check_control
-from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store.appends import lock_current, unlock, write_locked
 from runtime.store.journals import INBOX
 from runtime.store.layout import StateRoot
+from runtime.views.status import TERMINAL, derive, find_run
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

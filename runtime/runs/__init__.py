@@ -1,6 +1,7 @@
-"""Runs: spawn, the runner process, the template executor, status, control (cancel and
-kill), ownership, the index, retention and the reconciler.
+"""Run operations from outside a run: spawn (claim the state directory, start the
+runner), cancel and kill, ownership, retention, the reconciler, tools and keeping a
+recipe.
 
-One run's life from spawn to result. Imports `runtime.delivery` (a run's end becomes a
-follow-up), `runtime.messaging`, `runtime.compiler`, `runtime.store` and `runtime.core`.
+Imports `runtime.runner` (the runner it starts, the fold of a dead runner's run),
+`runtime.views` and everything below.
 """

@@ -29,12 +29,12 @@ from runtime.core.errors import ActorsError, Conflict, Refused, StateDamaged
 from runtime.core.ids import now_iso
 from runtime.core.members import kill_orphans, kill_tree, run_marks
 from runtime.core.process import send_verified, verify, wait_gone
-from runtime.runs.events import record_event, write_progress
 from runtime.runs.ownership import Principal, check_control
-from runtime.runs.status import TERMINAL, derive, load_run, runner_identity
+from runtime.store.events import record_event, write_progress
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import publish_json_once, write_json_atomic
+from runtime.views.status import TERMINAL, derive, load_run, runner_identity
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -178,7 +178,7 @@ def _publish(target: Target, status: str, code: int, reason: str) -> None:
     # guardians it was up): wake them, so one folds the run now (its follow-up marker,
     # the parent's doorbell) instead of at the next `actors reconcile`.
     from runtime.messaging.doorbells import ring  # deferred: only a stop needs these
-    from runtime.runs.launch import guardian_bells
+    from runtime.runner.bells import guardian_bells
 
     with contextlib.suppress(ActorsError, OSError):  # nobody to tell: reconcile folds it
         ring(guardian_bells(StateRoot(paths.dir.parent.parent), str(run.get("owner_id"))))

@@ -16,9 +16,9 @@ from typing import Any
 
 from runtime.compiler.redact import is_secret_name
 from runtime.core.errors import BadInput
-from runtime.runs.status import derive, find_run
 from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.store.writes import dump_json
+from runtime.views.status import derive, find_run
 
 
 def recipe_from_run(root: StateRoot, ref: str) -> tuple[bytes, str]:

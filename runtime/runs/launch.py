@@ -21,15 +21,16 @@ from typing import TYPE_CHECKING, Any
 from runtime.core import config
 from runtime.core.errors import ActorsError, Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
-from runtime.runs.events import record_event, write_progress
+from runtime.core.process import remember_child
+from runtime.runner import entry as runner_entry
 from runtime.store import safe
+from runtime.store.events import record_event, write_progress
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
 from runtime.store.writes import disk_error, ensure_dir, write_bytes_atomic, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
 
-_spawned_pids: list[int] = []
 
 
 def claim(root: StateRoot, paths: RunPaths, record: RunRecord) -> str:
@@ -91,9 +92,9 @@ def communication(run_id: str, owner: str) -> dict[str, Any]:
     }
 
 
-ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
-"""The runner's entry point, started by path so that a parked lean runner imports no
-module of the runtime (runtime/runs/entry.py)."""
+ENTRY = os.path.abspath(runner_entry.__file__)
+"""The runner's entry point, started by path so that a parked runner imports no
+module of the runtime (runtime/runner/entry.py)."""
 
 
 def runner_argv(paths: RunPaths) -> list[str]:
@@ -141,7 +142,7 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
         ) from None
     finally:
         os.close(log_fd)
-    _spawned_pids.append(pid)
+    remember_child(pid)
     return pid
 
 
@@ -161,39 +162,3 @@ def safe_exists(path: Path) -> bool:
     except (OSError, ActorsError):
         return False
     return True
-
-
-def guardian_bells(root: StateRoot, owner: str | None) -> Path:
-    """Where the guardians of `owner`'s runs listen (runtime.runs.guardian): under the
-    parent run's doorbells for a run owner (`run:<id>`), else under the session's; for
-    every owner (None: `actors watch`), at the root."""
-    if owner is None:
-        return root.guardians
-    if owner.startswith("run:"):
-        return root.run(owner[4:]).guardians
-    from runtime.delivery.sessions import session_paths
-
-    return session_paths(root, owner).guardians
-
-
-def ring_guardians(owner: str) -> None:
-    """Tell the guardians of `owner` (in the state root of the environment) that one of
-    its runners has started with its identity recorded, so they watch it too. Never
-    raises: a runner must run whether or not anyone can be told."""
-    from runtime.messaging.doorbells import ring
-
-    root = StateRoot.from_env()
-    for where in (owner, None):  # its owner's guardians, and those of every run
-        with contextlib.suppress(ActorsError, OSError):
-            ring(guardian_bells(root, where))
-
-
-def reap_spawned() -> None:
-    """Collect runners this process started that have exited (no zombies in servers)."""
-    for pid in list(_spawned_pids):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _spawned_pids.remove(pid)

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import ActorsError, Conflict
 from runtime.core.ids import now_iso
-from runtime.runs.index import forget
-from runtime.runs.status import TERMINAL, derive, find_run
 from runtime.store import safe
 from runtime.store.layout import StateRoot
 from runtime.store.writes import ensure_dir, write_bytes_atomic
+from runtime.views.index import forget
+from runtime.views.status import TERMINAL, derive, find_run
 
 if TYPE_CHECKING:
     from runtime.store.records import RunStatus

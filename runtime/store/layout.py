@@ -23,7 +23,7 @@ FIFO_COMMITS = "fifo-commits"
 run's control.fifo (runtime.messaging.mailbox, `commit_fifo`)."""
 GUARDIANS = "guardians"
 """Beside an owner's `doorbells/`: the FIFOs of the processes watching the owner's runs
-(runtime.runs.guardian), rung when a runner of the owner starts; walkers skip it too."""
+(runtime.runner.guardian), rung when a runner of the owner starts; walkers skip it too."""
 FOLLOWERS = "followers"
 """Beside a run's `doorbells/`: the FIFOs of `actors tail -f` readers, rung by the runner
 when it has written output or events; walkers skip it too."""

@@ -182,7 +182,7 @@ class RunStatus(TypedDict, total=False):
 
 
 class ListedRun(TypedDict):
-    """One run as `actors ls` lists it: the keys of `runtime.runs.index.LISTED`, in that
+    """One run as `actors ls` lists it: the keys of `runtime.views.index.LISTED`, in that
     order, whether it came from index.json or was derived live."""
 
     run: str

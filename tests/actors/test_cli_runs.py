@@ -230,7 +230,7 @@ def test_corrupt_index_falls_back_to_a_scan(home: StateRoot) -> None:
 def test_a_listed_run_reads_the_same_from_the_index_as_derived_live(home: StateRoot) -> None:
     """The first listing derives each run and writes the index; the next reads finished runs
     from it. Both must print the same record, reason and pid included."""
-    from runtime.runs.index import LISTED
+    from runtime.views.index import LISTED
 
     run_id = spawn_id("-t", "sleep 300")
     cli("kill", run_id)

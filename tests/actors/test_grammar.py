@@ -140,7 +140,7 @@ def test_cli_api_and_mcp_inspect_share_default_and_bounds() -> None:
 
     from actors.cli.messages import inspect_cmd
     from actors.tool_models import InspectParams
-    from runtime.routing.inspect import LINES, MAX_LINES
+    from runtime.views.inspect import LINES, MAX_LINES
 
     option = next(p for p in inspect_cmd.params if p.name == "lines")
     assert isinstance(option.type, click.IntRange)

@@ -128,7 +128,7 @@ CONSUMER_NEVER = (
     "runtime.routing.rooms",
     "runtime.messaging.envelope",
     "runtime.runs.spawn",
-    "runtime.runs.executor",
+    "runtime.runner",
 )
 
 

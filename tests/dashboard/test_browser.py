@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime.core.process import session_members, wait_gone
-from runtime.runs.status import load_run
 from runtime.store.layout import StateRoot
+from runtime.views.status import load_run
 from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe
 from tests.dashboard.conftest import Server, screenshot
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from runtime.core.errors import BadInput
-from runtime.runs.board import RunBoard
-from runtime.runs.listing import RunFilter, page_of
 from runtime.store.layout import StateRoot
+from runtime.views.board import RunBoard
+from runtime.views.listing import RunFilter, page_of
 from tests.conftest import cli, finished
 
 

@@ -451,7 +451,7 @@ def test_the_bench_state_root_builder_makes_runs_every_reader_counts(
     follow-ups are counted like real ones, and the index lists every one. (`home` only
     isolates the environment; the builder makes its own root.)"""
     from bench._fixtures import build_state_root
-    from runtime.runs.index import list_runs
+    from runtime.views.index import list_runs
 
     build_state_root(tmp_path / "big", 7)  # 3 real runs, 4 copies: done, failed, killed, ...
     root = StateRoot(tmp_path / "big")

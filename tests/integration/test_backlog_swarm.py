@@ -26,8 +26,8 @@ import actors
 from runtime.core.process import session_members
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.messaging.doorbells import doorbell
-from runtime.runs.status import TERMINAL, load_run
 from runtime.store.layout import StateRoot
+from runtime.views.status import TERMINAL, load_run
 from tests.conftest import alive, cli, finished, make_fifo
 
 AGENT = """

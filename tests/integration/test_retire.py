@@ -7,9 +7,9 @@ from pathlib import Path
 
 import actors
 from runtime.core.ids import parse_iso
-from runtime.runs.index import list_runs
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_jsonl
+from runtime.views.index import list_runs
 from tests.conftest import cli, finished, make_fifo, read_fifo_line, write_recipe
 
 

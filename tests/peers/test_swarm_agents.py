@@ -24,8 +24,8 @@ import pytest
 
 import actors
 from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.runs.status import load_run
 from runtime.store.layout import StateRoot
+from runtime.views.status import load_run
 from tests.conftest import cli, finished
 from tests.integration.test_backlog_swarm import (  # noqa: F401  (repo: the fixture)
     git,

@@ -99,7 +99,7 @@ _ZYGOTE = r"""
 import importlib, json, os, sys, traceback
 import actors.cli
 for target in {v.split(":")[0] for v in actors.cli.COMMANDS.values()} | {
-    "runtime.compiler.model", "runtime.runs.spawn", "runtime.routing.router", "runtime.routing.inspect",
+    "runtime.compiler.model", "runtime.runs.spawn", "runtime.routing.router", "runtime.views.inspect",
     "runtime.runs.reconcile", "runtime.delivery.engine", "adapters.file",
 }:
     importlib.import_module(target)  # loaded once, before any fork (pydantic included)

@@ -298,8 +298,8 @@ import importlib, json, os, resource, sys, traceback
 import actors.cli
 for target in {v.split(":")[0] for v in actors.cli.COMMANDS.values()} | {
     "runtime.compiler.model", "runtime.runs.spawn", "runtime.routing.router",
-    "runtime.routing.inspect", "runtime.runs.reconcile", "runtime.delivery.engine",
-    "adapters.file", "watchfiles", "runtime.core.process", "runtime.runs.index",
+    "runtime.views.inspect", "runtime.runs.reconcile", "runtime.delivery.engine",
+    "adapters.file", "watchfiles", "runtime.core.process", "runtime.views.index",
 }:
     importlib.import_module(target)  # loaded before the table is filled
 free, memory = int(sys.argv[1]), sys.argv[2] == "memory"

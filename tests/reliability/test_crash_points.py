@@ -471,7 +471,7 @@ RUNNER_POINTS = {
     "files.atomic.after_tmp": "exited",  # its first progress.json: temp written, not renamed
     "files.atomic.after_rename": "exited",
     # the outcome is journaled (command.done, then run.done), result.json is not: the
-    # run is what events.jsonl proves (runtime.runs.status.proven_end), never `exited`
+    # run is what events.jsonl proves (runtime.views.status.proven_end), never `exited`
     "runner.before_finish": "done",
     "runner.before_result": "done",
     "runner.after_result": "done",  # result published, follow-up not yet delivered

@@ -18,7 +18,7 @@ import pytest
 
 import actors
 from runtime.messaging.mailbox import Mailbox
-from runtime.runs.output import CONTINUED, PARTIAL_LINE_CAP, StreamMasker
+from runtime.runner.output import CONTINUED, PARTIAL_LINE_CAP, StreamMasker
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, write_recipe
 

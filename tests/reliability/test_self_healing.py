@@ -1,4 +1,4 @@
-"""Issue 18 point 5: a crashed runner heals without a human (runtime.runs.guardian).
+"""Issue 18 point 5: a crashed runner heals without a human (runtime.runner.guardian).
 
 A runner is SIGKILLed while its session has the long-lived processes it already has (an
 `actors inbox wait`, an `actors mcp` server speaking stdio MCP, a parent run's runner):
@@ -29,7 +29,7 @@ import actors
 from runtime.core.process import wait_gone
 from runtime.delivery.sessions import SessionInbox, session_paths
 from runtime.messaging.boxes import run_mailbox
-from runtime.runs.reconcile import fold_run
+from runtime.runner.fold import fold_run
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change, wake_ups, write_recipe
 from tests.reliability._report import record as report_row
@@ -295,7 +295,7 @@ def test_a_parent_runner_folds_its_crashed_child(
     parent_runner = _runner(json.loads(home.run("parent").run_json.read_text()))
     assert '"mode":"poll"' in home.run("parent").events.read_text()
     _watching(home, [parent_runner], _runner(record))
-    # the child dies while its parent is parked (runtime/runs/entry.py)
+    # the child dies while its parent is parked (runtime/runner/entry.py)
     environ = Path(f"/proc/{parent_runner}/environ")
     wait_for_change(
         home.run("parent").dir,

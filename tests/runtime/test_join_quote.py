@@ -1,4 +1,4 @@
-"""runtime.runs.output.HeaderQuote: branch output joined under headers it cannot forge.
+"""runtime.runner.output.HeaderQuote: branch output joined under headers it cannot forge.
 
 The executor streams each branch's output into the join in blocks; the quoting must
 not depend on where a block ends (a `---` or a UTF-8 line separator cut in two), must
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from runtime.runs.output import HeaderQuote
+from runtime.runner.output import HeaderQuote
 
 PIECES = [b"-", b"--", b"---", b"\n", b"\r", b"\x0b", b"\x0c", b"\x1c", b" ", b"\t", b">", b"x",
           "\u2028".encode(), "\x85".encode(), "\u200b".encode(), b"\xff", b"branch: a ---"]  # fmt: skip

@@ -1,6 +1,6 @@
-"""One runner for every recipe (runtime.runs.loop, runtime.runs.graph): any graph is
+"""One runner for every recipe (runtime.runner.loop, runtime.runner.graph): any graph is
 supervised on one poll() loop and, when idle, parked by exec() into an image that imports
-nothing (runtime.runs.park), and picked up again on any event. Real runners, real
+nothing (runtime.runner.park), and picked up again on any event. Real runners, real
 process groups, real signals."""
 
 from __future__ import annotations

@@ -178,7 +178,7 @@ class LogFile:
 
     @classmethod
     def adopt(cls, path: Path, cap: int, fd: int, size: int) -> LogFile:
-        """The log as an earlier image of this process left it open (runtime.runs.lean
+        """The log as an earlier image of this process left it open (runtime.runner.park
         parks the runner with exec, which keeps its descriptors)."""
         log = cls.__new__(cls)
         log.path, log.cap, log._fd, log._size = path, cap, fd, size

@@ -1,4 +1,4 @@
-"""The runner's entry point (`python -P .../runtime/runs/entry.py STATE_DIR`) and its
+"""The runner's entry point (`python -P .../runtime/runner/entry.py STATE_DIR`) and its
 idle wait, which imports nothing of the runtime.
 
 spawn starts this file by path, not with `-m`, so that a parked runner does not even
@@ -6,11 +6,11 @@ import the `runtime` package: an idle run then costs what a bare interpreter cos
 (docs/performance.md). Every image of a runner has this same argv, which its recorded
 identity holds. ACTORS_RUNNER_STATE says which image this is:
 
-- unset: the first start (runtime.runs.park.first);
+- unset: the first start (runtime.runner.park.first);
 - `wait STATE DEADLINE FD,FD,... SIG,SIG,...`: parked; sleep in poll() on those
   descriptors (and those signals) until one is ready or the deadline passes, then exec()
   back;
-- `resume STATE SIGNALS`: woken; the runner picks the run up (runtime.runs.park.resume).
+- `resume STATE SIGNALS`: woken; the runner picks the run up (runtime.runner.park.resume).
 """
 
 import os
@@ -62,7 +62,7 @@ def main() -> int:
         os.closerange(3, 1 << 16)
     # this file's own tree first: the runtime it belongs to, never one found elsewhere
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from runtime.runs import park
+    from runtime.runner import park
 
     if state is None:
         return park.first(sys.argv[1:])

@@ -1,6 +1,6 @@
 """The listing a long-lived viewer keeps of every run, refreshed one run at a time.
 
-`actors ls` lists the runs from scratch on every call (runtime.runs.index): cheap for a
+`actors ls` lists the runs from scratch on every call (runtime.views.index): cheap for a
 command, wasteful for a page that redraws on every change. The board lists once, then
 re-derives only the runs whose files a watcher saw change, so a change costs one run's
 read however many runs the root holds, and a page of 10,000 runs is a slice of memory.
@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from typing import NotRequired
 
 from runtime.core.errors import ActorsError, ResourceError, resource_error
-from runtime.runs.index import list_runs, listed_one
-from runtime.runs.status import ACTIVE, read_progress
 from runtime.store.layout import StateRoot
 from runtime.store.records import ListedRun
+from runtime.views.index import list_runs, listed_one
+from runtime.views.status import ACTIVE, read_progress
 
 
 class BoardRun(ListedRun):

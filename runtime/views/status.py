@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from runtime.core.errors import NotFound, StateDamaged
 from runtime.core.ids import parse_iso
 from runtime.core.process import plausible_pid, verify
-from runtime.runs.events import STOP_EVENTS
+from runtime.store.events import STOP_EVENTS
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
 
@@ -279,7 +279,7 @@ _UNSET = {
 def plain_command(node: Mapping[str, Any]) -> bool:
     """Is this template one command, run once (a timeout, an output choice and a
     failure policy allowed; no retry, recovery, condition or repetition)? Its
-    `command.done` is then the run's outcome (runtime.runs.lean runs exactly these)."""
+    `command.done` is then the run's outcome (its one command decides it)."""
     if node.get("kind") != "leaf":
         return False
     return all(k in _PLAIN or node.get(k) in _UNSET.get(k, (None,)) for k in node)

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core.errors import ActorsError, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
-from runtime.runs.status import TERMINAL, damaged_file, derive, load_run
 from runtime.store import safe
 from runtime.store.appends import locked
 from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
 from runtime.store.reads import read_json
 from runtime.store.trust import trusted_dir
 from runtime.store.writes import write_json_atomic
+from runtime.views.status import TERMINAL, damaged_file, derive, load_run
 
 if TYPE_CHECKING:
     from runtime.store.records import ListedRun, RunStatus

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from runtime.core import config
 from runtime.core.process import pidfd_open, verify
-from runtime.runs.status import TERMINAL, derive, find_run, runner_identity
 from runtime.store.layout import StateRoot
+from runtime.views.status import TERMINAL, derive, find_run, runner_identity
 
 if TYPE_CHECKING:
     from runtime.store.layout import RunPaths

@@ -4,7 +4,7 @@ A runner killed with SIGKILL writes no result and sends no follow-up, and the co
 left behind keeps running. No daemon watches for that: `actors inbox wait`, `actors mcp`,
 the dashboard and the runner of a run with children each keep a `Guard` of the owner
 whose follow-ups they wait for (a session, or `run:<id>` for the runs a run spawned), and
-fold a dead runner's run (runtime.runs.reconcile.fold_run: its processes stopped,
+fold a dead runner's run (runtime.runner.fold.fold_run: its processes stopped,
 `exited` published, one follow-up) as soon as it dies.
 
 Nothing here polls and nothing here has an event loop of its own: a `Guard` names the
@@ -34,13 +34,13 @@ from typing import Any
 
 from runtime.core.errors import ActorsError, resource_error
 from runtime.core.platform import ExitWatch
-from runtime.core.process import verify
+from runtime.core.process import reap_children, verify
 from runtime.messaging.doorbells import Bell
-from runtime.runs.index import list_runs
-from runtime.runs.launch import guardian_bells, reap_spawned
-from runtime.runs.reconcile import fold_run
-from runtime.runs.status import TERMINAL, load_run, runner_identity
+from runtime.runner.bells import guardian_bells
+from runtime.runner.fold import fold_run
 from runtime.store.layout import StateRoot
+from runtime.views.index import list_runs
+from runtime.views.status import TERMINAL, load_run, runner_identity
 
 WATCH, FOLD, WAIT = "watch", "fold", "wait"
 PIDFD_SHARE = 4
@@ -105,7 +105,7 @@ def plan(root: StateRoot, owner: str | None, busy: frozenset[str]) -> list[tuple
 
 def fold(root: StateRoot, owner: str | None, run_id: str) -> None:
     with contextlib.suppress(ValueError):  # a spawn reaping the same pid at this instant
-        reap_spawned()  # a runner this process started (the MCP server's): no zombie
+        reap_children()  # a runner this process started (the MCP server's): no zombie
     try:
         fold_run(root, root.run(run_id))
     except Exception as exc:  # one bad run must not stop the guardian

@@ -1,7 +1,7 @@
 """Parking a runner and waking it: its state across exec(), its first start and resume.
 
-An idle runner (runtime.runs.loop) holds the runtime's modules it imported (~8 MB of the
-interpreter's heap) for nothing. Parking exec()s the same argv (runtime/runs/entry.py)
+An idle runner (runtime.runner.loop) holds the runtime's modules it imported (~8 MB of the
+interpreter's heap) for nothing. Parking exec()s the same argv (runtime/runner/entry.py)
 with the runner's state in a memfd (a private file on the portable path): the pid, start
 time, argv and cwd stay, so its recorded identity still verifies and its guardians' exit
 watches stay on it; its children and inheritable descriptors stay too (the commands,
@@ -23,22 +23,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config, platform
-from runtime.runs import lifecycle
-from runtime.runs.graph import Graph
-from runtime.runs.lifecycle import begin, conclude, crash, new_context
-from runtime.runs.loop import LINGER_MAX_S, LINGER_MIN_S, Runner, stop_signals
+from runtime.runner import lifecycle
+from runtime.runner.graph import Graph
+from runtime.runner.lifecycle import begin, conclude, crash, new_context
+from runtime.runner.loop import LINGER_MAX_S, LINGER_MIN_S, Runner, stop_signals
 from runtime.store.layout import RunPaths
 from runtime.store.reads import read_json
 
 if TYPE_CHECKING:
-    from runtime.runs.guardian import Guard
+    from runtime.runner.guardian import Guard
     from runtime.store.records import RunRecord
 
 
 def first(args: list[str]) -> int:
     """The runner's first start: record its identity, then run the graph."""
     if len(args) != 1:
-        print("usage: runtime/runs/entry.py STATE_DIR", file=sys.stderr)
+        print("usage: runtime/runner/entry.py STATE_DIR", file=sys.stderr)
         return 2
     begun = begin(args[0], mode=lambda run: _mode())
     if isinstance(begun, int):
@@ -69,7 +69,7 @@ def _runner(paths: RunPaths, run: RunRecord) -> Runner:
     runner.started_at = runner.started_at or _now()
 
     def command_done(record: dict[str, Any]) -> None:
-        from runtime.runs.step_followups import Deliveries, command_done
+        from runtime.runner.steps import Deliveries, command_done
 
         if runner.deliveries is None:
             runner.deliveries = Deliveries()
@@ -186,10 +186,10 @@ def park(runner: Runner) -> None:
 
 def _adopt_guard(saved: dict[str, Any], run: RunRecord) -> Guard:
     """The guardian of this run's children as the parked image kept it (pidfds only:
-    a runner with a portable exit watch never parks, runtime.runs.loop)."""
+    a runner with a portable exit watch never parks, runtime.runner.loop)."""
     from runtime.core.platform import ExitWatch
     from runtime.messaging.doorbells import Bell
-    from runtime.runs.guardian import Guard
+    from runtime.runner.guardian import Guard
     from runtime.store.layout import StateRoot
 
     read, write, path = saved["bell"]

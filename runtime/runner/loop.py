@@ -1,19 +1,19 @@
 """The runner: one poll() loop that supervises a run's graph, and parks it when idle.
 
-One process per run owns the run from start to end (runtime/runs/entry.py starts it). It
+One process per run owns the run from start to end (runtime/runner/entry.py starts it). It
 waits on one poll() set and nothing else: the graph's commands (their exit watches and
-pipes, runtime.runs.graph), the stop signals (SIGTERM / SIGINT / SIGHUP: a graceful
+pipes, runtime.runner.graph), the stop signals (SIGTERM / SIGINT / SIGHUP: a graceful
 stop; on the portable path SIGCHLD too), the run's doorbells (`control.*` messages from
 its inbox; its guardian bell, rung when a run it spawned records its identity; the
 `run.*` bell of a `retire_when` supervisor) and the guardian of the runs it spawned
-(runtime.runs.guardian: a crashed child's run is folded here, so its `run.exited`
+(runtime.runner.guardian: a crashed child's run is folded here, so its `run.exited`
 reaches this run). The poll's
 timeout is the graph's next deadline (a timeout, a delay, a grace period), the
 retirement's settle time, or the moment to park.
 
 When nothing has happened for a while (`LINGER_MIN_S`, doubling up to `LINGER_MAX_S`
 after each quiet spell) and no step follow-up is in flight, the runner parks
-(runtime.runs.park): it exec()s into an image that imports nothing and waits on the very
+(runtime.runner.park): it exec()s into an image that imports nothing and waits on the very
 same descriptors, then exec()s back here on any of them or at the next deadline. So a
 swarm worker, a fan-out of long commands or a supervisor idles at a bare interpreter's
 cost, whatever its graph.
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core import platform
 from runtime.core.process import replay_early_stops
-from runtime.runs.events import record_advisory, record_event
-from runtime.runs.graph import Graph
+from runtime.runner.graph import Graph
+from runtime.store.events import record_advisory, record_event
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from runtime.messaging.doorbells import Bell
     from runtime.messaging.entries import MailboxEntry
     from runtime.messaging.mailbox import Mailbox
-    from runtime.runs.context import Outcome, RunContext
-    from runtime.runs.guardian import Guard
-    from runtime.runs.step_followups import Deliveries
+    from runtime.runner.context import Outcome, RunContext
+    from runtime.runner.guardian import Guard
+    from runtime.runner.steps import Deliveries
     from runtime.store.layout import RunPaths
     from runtime.store.records import RunRecord
 
@@ -55,7 +55,7 @@ RETIRE_SETTLE_S = 1.0
 may be between two spawns when its first child ends)."""
 CONTROL_BATCH = 16
 HOLDING_RETRY_S = 2.0
-"""While output is held for a full disk (runtime.runs.output.Held), how often an idle
+"""While output is held for a full disk (runtime.runner.output.Held), how often an idle
 runner tries to write it, instead of parking (the held bytes are in its memory)."""
 
 
@@ -79,7 +79,7 @@ class Runner:
         self.bells: dict[str, Bell] = {}
         self.guard: Guard | None = None
         """The guardian of the runs this run spawned, made at the first ring of its bell
-        (runtime.runs.guardian): most runs spawn none and never import it."""
+        (runtime.runner.guardian): most runs spawn none and never import it."""
         self.wakeup = -1
         self.retire_at: float | None = None
         self.retire_seen: list[str] = []
@@ -90,7 +90,7 @@ class Runner:
         self.linger = LINGER_MIN_S
         self.deliveries: Deliveries | None = None
         self.park: Callable[[Runner], None] | None = None
-        """exec() into the idle wait (runtime.runs.park.park); None: never park."""
+        """exec() into the idle wait (runtime.runner.park.park); None: never park."""
 
     # --- start ----------------------------------------------------------------------
 
@@ -98,7 +98,7 @@ class Runner:
         """The doorbells this runner is woken by."""
         from runtime.messaging.boxes import control_mailbox, run_mailbox
         from runtime.messaging.doorbells import Bell
-        from runtime.runs.launch import guardian_bells
+        from runtime.runner.bells import guardian_bells
         from runtime.store.layout import StateRoot
 
         me = f"run:{self.run['run']}"
@@ -171,7 +171,7 @@ class Runner:
 
     def holding(self) -> bool:
         """Write what the disk did not take yet; True while some is still held
-        (runtime.runs.output.Held)."""
+        (runtime.runner.output.Held)."""
         held = [s.capture.held for c in self.graph.commands() for s in c.streams]
         held += self.ctx.held()
         return any(not h.retry() for h in held if h.holding)
@@ -234,8 +234,8 @@ class Runner:
 
     def guard_children(self) -> None:
         """A run this run spawned has recorded its identity: from now on its runner is
-        guarded (runtime.runs.guardian), so a crash of it is folded into this run."""
-        from runtime.runs.guardian import Guard
+        guarded (runtime.runner.guardian), so a crash of it is folded into this run."""
+        from runtime.runner.guardian import Guard
         from runtime.store.layout import StateRoot
 
         bell = self.bells.pop("guardian")
@@ -268,8 +268,8 @@ class Runner:
         self.check_retire()
 
     def _children(self) -> list[dict[str, Any]]:
-        from runtime.runs.index import list_runs
         from runtime.store.layout import StateRoot
+        from runtime.views.index import list_runs
 
         me = f"run:{self.run['run']}"
         return [dict(r) for r in list_runs(StateRoot.from_env()) if r.get("parent") == me]
@@ -318,6 +318,6 @@ def control_box(paths: RunPaths) -> Mailbox | None:
 
 
 def _terminal() -> tuple[str, ...]:
-    from runtime.runs.status import TERMINAL
+    from runtime.views.status import TERMINAL
 
     return TERMINAL

@@ -25,17 +25,17 @@ from runtime.core.errors import log_exception
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
 from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, verify
-from runtime.runs.events import has_event, record_event, write_progress
-from runtime.runs.launch import ring_guardians
-from runtime.runs.output import output_preview
+from runtime.runner.bells import ring_guardians
+from runtime.runner.output import output_preview
 from runtime.store.appends import locked
+from runtime.store.events import has_event, record_event, write_progress
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import patiently, publish_json_once
 
 if TYPE_CHECKING:
-    from runtime.runs.context import Outcome, RunContext
-    from runtime.runs.step_followups import Deliveries
+    from runtime.runner.context import Outcome, RunContext
+    from runtime.runner.steps import Deliveries
     from runtime.store.records import ResultRecord, RunRecord
 
 KILL_GRACE_S = config.seconds(config.KILL_GRACE)
@@ -75,7 +75,7 @@ def _child_env(paths: RunPaths, run: RunRecord) -> dict[str, str]:
 
 def new_context(paths: RunPaths, run: RunRecord) -> RunContext:
     """The one execution's shared state."""
-    from runtime.runs.context import RunContext  # deferred: start-up cost
+    from runtime.runner.context import RunContext  # deferred: start-up cost
 
     ctx = RunContext(
         paths=paths,
@@ -144,7 +144,7 @@ def _add_artifacts_and_output(
 ) -> None:
     """Declared artifacts (a required one missing fails a done run), the output and the
     per-node record."""
-    from runtime.runs.artifacts import manifest, missing_required  # deferred: start-up cost
+    from runtime.views.artifacts import manifest, missing_required  # deferred: start-up cost
 
     artifacts = manifest(run.get("artifacts") or {})
     missing = missing_required(artifacts)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from runtime.core.errors import BadInput
-from runtime.runs.status import ACTIVE, TERMINAL
+from runtime.views.status import ACTIVE, TERMINAL
 
 PER_PAGE = 50
 MAX_PER_PAGE = 500

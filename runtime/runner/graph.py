@@ -2,12 +2,12 @@
 
 Semantics (docs/recipes.md has the user-facing version):
 - a leaf's argv is rendered per word and executed without a shell, in its own process
-  group (runtime.runs.command);
+  group (runtime.runner.command);
 - a sequence feeds each step the previous step's complete stdout on stdin; a parallel
   node gives every branch the same stdin (at most `concurrency` at once) and joins their
   outputs in order under `--- branch: <label> status: <s> ---` headers, which no branch
   output can forge (a line of it that starts like one is quoted,
-  runtime.runs.output.HeaderQuote);
+  runtime.runner.output.HeaderQuote);
 - `when` skips a node whose condition renders false; `repeat` makes a node a sequence
   (or, with `parallel`, a parallel group) of instances with their index variables;
   `delay` waits before the node starts;
@@ -21,8 +21,8 @@ Semantics (docs/recipes.md has the user-facing version):
   branches produced output.
 
 Why a state machine and not coroutines: the runner waits on one poll() set
-(runtime.runs.loop) and, when nothing happens, parks by exec() into an image that
-imports nothing (runtime.runs.park). A coroutine cannot cross an exec(); this graph's
+(runtime.runner.loop) and, when nothing happens, parks by exec() into an image that
+imports nothing (runtime.runner.park). A coroutine cannot cross an exec(); this graph's
 state is plain data (`snapshot()` / `Graph.restore()`), so any graph parks.
 
 Stopping: a stop (`control.stop`, a signal, `failure: root`) or a node's timeout cancels
@@ -38,10 +38,9 @@ from typing import Any
 
 from runtime.compiler.placeholders import MAX_REPEAT, substitute_word, truthy
 from runtime.core.errors import BadInput
-from runtime.runs.command import Command
-from runtime.runs.context import Escalation, Outcome, RunContext
-from runtime.runs.leaf import begin_leaf
-from runtime.runs.output import LOG_CAP_BYTES, Capture, quoted_copy, trim
+from runtime.runner.command import Command, begin_leaf
+from runtime.runner.context import Escalation, Outcome, RunContext
+from runtime.runner.output import LOG_CAP_BYTES, Capture, quoted_copy, trim
 from runtime.store import safe
 from runtime.store.writes import ensure_dir
 

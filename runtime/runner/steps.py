@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.core.errors import log_exception
 from runtime.delivery.followups import deliver
 from runtime.messaging.envelope import build_envelope
-from runtime.runs.context import RunContext
+from runtime.runner.context import RunContext
 from runtime.store.appends import append_jsonl
 from runtime.store.journals import LOG
 from runtime.store.layout import RunPaths, StateRoot

@@ -15,8 +15,6 @@ from runtime.compiler.redact import redact_deep, redact_values, run_secrets
 from runtime.core.errors import BadInput, StateDamaged
 from runtime.messaging.addresses import parse_address
 from runtime.messaging.boxes import accepted_types, branch_mailbox, run_mailbox
-from runtime.runs.index import list_runs
-from runtime.runs.status import ACTIVE, TERMINAL, find_run, full_status, read_result
 from runtime.store.layout import DOORBELLS, FOLLOWERS, GUARDIANS, RunPaths, StateRoot
 from runtime.store.reads import (
     MAX_JOURNAL_BYTES,
@@ -25,6 +23,8 @@ from runtime.store.reads import (
     read_text_tail,
     tail_jsonl,
 )
+from runtime.views.index import list_runs
+from runtime.views.status import ACTIVE, TERMINAL, find_run, full_status, read_result
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -102,7 +102,7 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
     paths, run = find_run(root, run_id)
     out: dict[str, Any] = {"target": f"run:{run_id}", "view": view}
     if view == "status":
-        from runtime.runs.index import list_runs
+        from runtime.views.index import list_runs
 
         out.update(full_status(paths, run))
         children = [r for r in list_runs(root) if r.get("parent") == f"run:{run_id}"]
@@ -125,7 +125,7 @@ def _run(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]:
         if result is not None and result.get("artifacts") is not None:
             out["artifacts"] = result["artifacts"]
         else:
-            from runtime.runs.artifacts import manifest
+            from runtime.views.artifacts import manifest
 
             out["artifacts"] = manifest(run.get("artifacts") or {})
     elif view == "files":

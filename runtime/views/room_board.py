@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from runtime.routing.inspect import MAX_LINES, inspect
+from runtime.views.inspect import MAX_LINES, inspect
 
 
 class Claim(TypedDict):

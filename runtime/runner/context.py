@@ -1,7 +1,7 @@
 """What one execution shares (`RunContext`) and what every node returns (`Outcome`).
 
-Its own module because the graph (runtime.runs.graph), its commands
-(runtime.runs.command, runtime.runs.leaf) and the run's end (runtime.runs.lifecycle)
+Its own module because the graph (runtime.runner.graph), its commands
+(runtime.runner.command, runtime.runner.command) and the run's end (runtime.runner.lifecycle)
 all use them; a parked runner keeps the context across exec() (`snapshot`).
 """
 
@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from runtime.compiler.redact import redact_text
 from runtime.core.errors import TRANSIENT, os_errno
-from runtime.runs.events import preview_text, write_progress
-from runtime.runs.output import LOG_CAP_BYTES, Held, LogFile
+from runtime.runner.output import LOG_CAP_BYTES, Held, LogFile
+from runtime.store.events import preview_text, write_progress
 from runtime.store.layout import RunPaths
 from runtime.store.writes import DiskWriteError
 
@@ -162,7 +162,7 @@ class RunContext:
         return log
 
     def snapshot(self) -> dict[str, Any]:
-        """What a parked runner keeps of the execution (runtime.runs.park)."""
+        """What a parked runner keeps of the execution (runtime.runner.park)."""
         return {
             "counts": [self.active, self.completed, self.failed, self._commands],
             "branches": self.branches,
@@ -190,7 +190,7 @@ class RunContext:
             self._logs[name] = LogFile.adopt(path, LOG_CAP_BYTES, fd, size)
 
     def held(self) -> list[Held]:
-        """The logs' output a full disk did not take yet (runtime.runs.output.Held)."""
+        """The logs' output a full disk did not take yet (runtime.runner.output.Held)."""
         return [log.held for log in self._logs.values()]
 
     def fds_kept(self) -> list[int]:

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any
 from runtime.core.bounded_json import Undecodable, decode
 from runtime.core.errors import ActorsError
 from runtime.core.ids import is_valid_id, parse_iso
-from runtime.runs.status import ACTIVE, TERMINAL
 from runtime.store import safe
 from runtime.store.layout import RunPaths, SessionPaths, StateRoot
 from runtime.store.reads import read_bytes, read_json, read_jsonl
 from runtime.store.writes import ensure_dir, write_json_atomic
+from runtime.views.status import ACTIVE, TERMINAL
 
 if TYPE_CHECKING:
     from runtime.store.records import ListedRun
@@ -112,7 +112,7 @@ def gather(root: StateRoot) -> Tally:
 
 
 def _gather(root: StateRoot) -> Tally:
-    from runtime.runs.index import list_runs
+    from runtime.views.index import list_runs
 
     tally = Tally(backlogs={kind: Backlog() for kind in ("session", "run", "branch")})
     listed = list_runs(root)

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""The `leases` recipe: a long-lived run that hands out expiring leases on paths, so swarm
+"""The `leases` recipe's program (`python3 -P -m actors.lease_service`): a long-lived run that hands out expiring leases on paths, so swarm
 workers do not edit the same files at once.
 
 Requests are typed messages to the run (`lease.acquire`, `lease.renew`, `lease.release`,
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import actors
+import actors  # its public API: this program is a client of actors like any other
 
 REQUESTS = ("lease.acquire", "lease.renew", "lease.release")
 MAX_TTL = 24 * 3600.0
@@ -174,7 +173,7 @@ def handle(leases: Leases, envelope: Any) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: lease_service.py STATE_DIR DEFAULT_TTL_SECONDS", file=sys.stderr)
+        print("usage: python -m actors.lease_service STATE_DIR DEFAULT_TTL_SECONDS", file=sys.stderr)
         return 2
     try:
         default_ttl = float(argv[1])

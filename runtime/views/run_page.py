@@ -13,10 +13,10 @@ from typing import Any, TypedDict
 
 from runtime.compiler.redact import redact_deep, redact_values, run_secrets
 from runtime.core.errors import StateDamaged
-from runtime.routing.inspect import inspect
-from runtime.runs.status import find_run, full_status, read_result
 from runtime.store.layout import StateRoot
 from runtime.store.reads import tail_jsonl
+from runtime.views.inspect import inspect
+from runtime.views.status import find_run, full_status, read_result
 
 TAIL_LINES = 200
 EVENTS = 200
