@@ -25,6 +25,15 @@ def portable() -> bool:
     return config.flag(config.PORTABLE)
 
 
+def paths_taken() -> dict[str, str]:
+    """Which path each primitive takes here (recorded in `run.runner.start`)."""
+    linux = not portable()
+    return {
+        "exit_watch": "pidfd" if linux and hasattr(os, "pidfd_open") else "sigchld",
+        "park_state": "memfd" if linux and hasattr(os, "memfd_create") else "file",
+    }
+
+
 def exit_fd(pid: int) -> int:
     """A descriptor readable once `pid` (our child) has exited, or -1: then the caller
     learns of its end by SIGCHLD and `has_exited`."""

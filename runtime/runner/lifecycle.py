@@ -360,7 +360,7 @@ def begin(
     environment, lead a session, read run.json and record this process's identity (a
     slow import after that never makes a fresh run look dead), then ring the owner's
     guardians. An exit status when there is no usable run.json. `mode` names how the
-    runner waits (`poll`, or `poll-portable` without the Linux-only primitives)."""
+    runner waits (`poll`); the primitives it takes are recorded beside it."""
     paths = RunPaths(Path(dir_arg))
     global _token
     _token = os.environ.pop(config.RUN_TOKEN.name, "")
@@ -391,6 +391,7 @@ def begin(
             process_identity=identity,
             mode=mode(run) if mode is not None else "poll",
             cgroup=str(group) if joined else None,
+            **platform.paths_taken(),
         ),
         "record run.runner.start in events.jsonl",
     )

@@ -58,8 +58,9 @@ def first(args: list[str]) -> int:
 
 
 def _mode() -> str:
-    """How this runner waits, as recorded in `run.runner.start`."""
-    return "poll-portable" if platform.portable() else "poll"
+    """How this runner waits, as recorded in `run.runner.start`: one poll() loop, parked
+    when idle, whatever the graph (the primitives it uses are recorded beside it)."""
+    return "poll"
 
 
 def _runner(paths: RunPaths, run: RunRecord) -> Runner:
