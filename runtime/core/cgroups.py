@@ -118,18 +118,26 @@ def path_for(state_root: Path | str, run_id: str, instance: str) -> Path | None:
     return parent / BASE_NAME / f"{run_prefix(state_root, run_id)}{instance}"
 
 
-def join(path: Path) -> bool:
-    """Make the run's cgroup and move this process into it (its future children start
-    inside). False when it cannot be done: the run is supervised without a cgroup."""
+def place(path: Path, pid: int) -> bool:
+    """Make the run's cgroup and move `pid` (its runner) into it: spawn does it before it
+    returns, so a run spawned from inside another never stays in its parent's cgroup
+    (swept when the parent ends). False when it cannot be done: the run is supervised
+    without a cgroup."""
     try:
         with contextlib.suppress(FileExistsError):
             os.mkdir(path.parent, 0o755)
         with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o755)
-        _write(path / "cgroup.procs", str(os.getpid()))
+        _write(path / "cgroup.procs", str(pid))
     except OSError:
         return False
     return (path / "cgroup.kill").exists()
+
+
+def join(path: Path) -> bool:
+    """`place` this process (the runner, at its start: spawn placed it already unless
+    that failed); its future children start inside."""
+    return place(path, os.getpid())
 
 
 def leave(path: Path) -> bool:

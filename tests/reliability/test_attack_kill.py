@@ -300,3 +300,23 @@ def test_status_after_a_kill_through_damage_is_killed(
     proc = cli("status", "honest", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "killed"
+
+
+def test_a_run_spawned_by_the_last_command_of_another_outlives_it(
+    tmp_path: Path, home: StateRoot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's end stops every process of its cgroup; a run it spawned is not one of
+    them, even when its runner was started the instant before the parent ended (spawn
+    moves the new runner into its own cgroup before it returns)."""
+    if not _cgroups_here():
+        pytest.skip("no delegated cgroup v2 here")
+    monkeypatch.setenv("ACTORS_CGROUP", "auto")
+    recipe = write_recipe(
+        tmp_path, "spawner", {"template": "actors spawn -t 'sleep 300' --as run:kid"}
+    )
+    proc = cli("spawn", str(recipe), "--as", "run:spawner", "--wait", timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    kid = json.loads(cli("status", "kid", "--json").stdout)
+    assert kid["status"] == "running", kid
+    code, text, _ = _kill("kid")
+    assert code == 0, text
