@@ -318,5 +318,5 @@ def test_a_run_spawned_by_the_last_command_of_another_outlives_it(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     kid = json.loads(cli("status", "kid", "--json").stdout)
     assert kid["status"] == "running", kid
-    code, text, _ = _kill("kid")
+    code, text, _ = _kill("kid", "--force")  # it belongs to run:spawner
     assert code == 0, text

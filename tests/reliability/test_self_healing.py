@@ -11,7 +11,6 @@ owned by another process is neither watched as the runner nor signalled.
 from __future__ import annotations
 
 import contextlib
-
 import json
 import os
 import signal
