@@ -1,7 +1,9 @@
 """Many idle runs at once: memory, idle CPU, spawn CPU and message wake latency.
 
-`python -m bench.bench_scale [--quick] [--runs N] [--consumers K] [--window S]`
-(`python -m bench scale` keeps a small N: 20 with --quick, else 100).
+`python -m bench.bench_scale [--quick] [--runs N] [--consumers K] [--window S]
+[--graph leaf|fanout|swarm]` (`python -m bench scale` keeps a small N: 20 with --quick,
+else 100). `--graph` is the shape of every run: one command (the default), a fan-out of
+four long commands, or a two-worker swarm whose first worker is the consumer.
 
 N runs are started; K of them (default all, at most 300) run a real consumer (a Python
 script asleep in `actors.recv()` that records when it held each message), the others an
@@ -226,26 +228,27 @@ def _wait_idle(runs: list[tuple[dict[str, Any], Path | None]]) -> None:
         time.sleep(0.2)
     if waiting:
         emit(f"  {len(waiting)} runs never armed their doorbells")
-    # Start-up's tail is not idleness: a trio runner's worker thread exits 10 s after
-    # its last use (one wake per runner, once). Wait for every process of the runs to
-    # be down to one thread (at most 15 s), then a little more for the rest to settle.
-    started, pids = time.monotonic(), _members(runs)
-    while time.monotonic() - started < 15 and any(_threads(p) > 1 for p in pids):
+    # Start-up's tail is not idleness: wait until every runner has parked (exec'd into
+    # its idle image, seen in its environment), at most 60 s, then let the rest settle.
+    started = time.monotonic()
+    pids = [int(record["pid"]) for record, _ in runs]
+    while time.monotonic() - started < 60 and not all(_parked(p) for p in pids):
         time.sleep(0.2)
-    emit(f"  settled {time.monotonic() - started:.1f} s after the last run armed")
+    parked = sum(1 for p in pids if _parked(p))
+    emit(f"  {parked} of {len(pids)} runners parked {time.monotonic() - started:.1f} s after arming")
     time.sleep(1.0)
+
+
+def _parked(pid: int) -> bool:
+    try:
+        return b"ACTORS_RUNNER_STATE=wait " in Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
 
 
 def _members(runs: list[tuple[dict[str, Any], Path | None]]) -> list[int]:
     sessions = _sessions()
     return [p for record, _ in runs for p in sessions.get(int(record["pid"]), [])]
-
-
-def _threads(pid: int) -> int:
-    try:
-        return len(os.listdir(f"/proc/{pid}/task"))
-    except OSError:
-        return 0
 
 
 def _memory(runs: list[tuple[dict[str, Any], Path | None]], sessions: dict[int, list[int]]) -> None:
@@ -337,20 +340,35 @@ def _held(out: Path) -> list[float]:
         return []
 
 
-def _setup(work: Path) -> None:
+GRAPHS = ("leaf", "fanout", "swarm")
+"""The shape of every run (`--graph`): one command; a fan-out of 4 long commands; a
+two-worker swarm (two branches, each a worker: the consumer, or an idle `sleep`)."""
+
+
+def _shape(graph: str, worker: str) -> dict[str, Any]:
+    """A recipe of the given shape whose (first) worker is `worker`."""
+    if graph == "leaf":
+        return {"template": worker}
+    if graph == "fanout":
+        return {"parallel": True, "template": [worker, *["sleep 100000"] * 3]}
+    return {
+        "parallel": True,
+        "template": [
+            {"label": "front", "template": worker},
+            {"label": "back", "template": "sleep 100000"},
+        ],
+    }
+
+
+def _setup(work: Path, graph: str) -> None:
     (work / "consumer.py").write_text(CONSUMER)
-    (work / "consumer.json").write_text(
-        json.dumps(
-            {
-                "mailbox": {"accepts": ["wake.up"]},
-                "template": f"{sys.executable} {{script}} {{out}}",
-            }
-        )
-    )
-    (work / "sleeper.json").write_text(json.dumps({"template": "sleep 100000"}))
+    consumer = _shape(graph, f"{sys.executable} {{script}} {{out}}")
+    consumer["mailbox"] = {"accepts": ["wake.up"]}
+    (work / "consumer.json").write_text(json.dumps(consumer))
+    (work / "sleeper.json").write_text(json.dumps(_shape(graph, "sleep 100000")))
 
 
-def measure(count: int, consumers: int, window: float) -> None:
+def measure(count: int, consumers: int, window: float, graph: str = "leaf") -> None:
     for label, pss, cpu in (
         _baseline("bare interpreter", "pass"),
         _baseline("interpreter + import trio", "import trio"),
@@ -360,8 +378,8 @@ def measure(count: int, consumers: int, window: float) -> None:
         work = Path(tmp)
         _home.append(work / "state")
         os.environ["ACTORS_HOME"] = str(_home[0])
-        emit(f"state root: {_home[0]} (removed on exit)")
-        _setup(work)
+        emit(f"state root: {_home[0]} (removed on exit); every run: {graph}")
+        _setup(work, graph)
         previous = {
             s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
         }
@@ -398,7 +416,11 @@ def main(quick: bool) -> None:
     count = int(_option("--runs", 20 if quick else 100))
     consumers = int(_option("--consumers", min(count, 300)))
     window = _option("--window", 5.0 if quick else 10.0)
-    measure(count, min(consumers, count), window)
+    graph = sys.argv[sys.argv.index("--graph") + 1] if "--graph" in sys.argv else "leaf"
+    if graph not in GRAPHS:
+        print(f"bench_scale: --graph is one of {', '.join(GRAPHS)}", file=sys.stderr)
+        raise SystemExit(2)
+    measure(count, min(consumers, count), window, graph)
 
 
 if __name__ == "__main__":
