@@ -118,7 +118,8 @@ class Leases:
     def next_expiry(self) -> float | None:
         if not self.table:
             return None
-        return max(0.0, min(lease["expires"] for lease in self.table.values()) - time.time())
+        soonest = min(float(lease["expires"]) for lease in self.table.values())
+        return max(0.0, soonest - time.time())
 
     def save(self) -> None:
         """Whole-file replace through a private temporary file (0600, never a symlink)."""

@@ -22,8 +22,7 @@ def after_agent(data: dict[str, Any], max_chain: int) -> None:
     """AfterAgent: hand every unread follow-up (but unflushed `manual` ones) over as the
     reason of a deny, unless `max_chain` continuations in a row already happened."""
     from runtime.delivery.boundary import hand_over, pick_turn_end, session_of
-    from runtime.delivery.sessions import session_paths
-    from runtime.store.layout import StateRoot
+    from runtime.store.layout import StateRoot, session_paths
     from runtime.store.reads import read_json
     from runtime.store.writes import write_json_atomic
 

@@ -21,8 +21,8 @@ def main(quick: bool) -> None:
         import actors
         from runtime.core.ids import parse_iso
         from runtime.core.process import wait_gone
-        from runtime.delivery.sessions import SessionInbox, session_paths
-        from runtime.store.layout import StateRoot
+        from runtime.delivery.sessions import SessionInbox
+        from runtime.store.layout import StateRoot, session_paths
 
         register_session("file", "bench")
         root = StateRoot.from_env()

@@ -37,8 +37,8 @@ def _wait_asleep(pid: int) -> None:
 def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         os.environ["ACTORS_HOME"] = str(Path(tmp) / "state")
-        from runtime.delivery.sessions import SessionInbox, session_paths
-        from runtime.store.layout import StateRoot
+        from runtime.delivery.sessions import SessionInbox
+        from runtime.store.layout import StateRoot, session_paths
 
         root = StateRoot.from_env()
         alone = SessionInbox(session_paths(root, "bench-base"))

@@ -39,8 +39,7 @@ def _epoch(stamp: str) -> float:
 def _delivered_at(session: str, delivery: str, deadline: float) -> float:
     """When the session's journal says the delivery was done (polled: the journal is
     written by the run's runner, a process we share nothing with but the file)."""
-    from runtime.delivery.sessions import session_paths
-    from runtime.store.layout import StateRoot
+    from runtime.store.layout import StateRoot, session_paths
 
     path = session_paths(StateRoot.from_env(), session).deliveries
     while time.monotonic() < deadline:
@@ -77,8 +76,8 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
     """Claude Code registers its own session (SessionStart hook of `actors install`) and
     is woken by its file watcher; after each wake, its turn ends and the inbox is read,
     so the next run's follow-up finds it idle again."""
-    from runtime.delivery.sessions import SessionInbox, session_paths
-    from runtime.store.layout import StateRoot
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.store.layout import StateRoot, session_paths
     from tests.peers.conftest import peer_bin
     from tests.peers.run_claude import claude_session
 

@@ -102,7 +102,8 @@ def session_register(
 def session_ls(as_json: bool) -> None:
     """List sessions with their harness and unread follow-ups."""
     from runtime.compiler.redact import redact_session
-    from runtime.delivery.sessions import SessionInbox, list_sessions, session_paths
+    from runtime.delivery.sessions import SessionInbox, list_sessions
+    from runtime.store.layout import session_paths
 
     rows = []
     for record in list_sessions(_root()):
@@ -127,7 +128,8 @@ def session_show(session_id: str) -> None:
     """Print a session's record and delivery state."""
     from runtime.core.errors import NotFound
     from runtime.delivery.engine import DeliveryRunner
-    from runtime.delivery.sessions import load_session, session_paths
+    from runtime.delivery.sessions import load_session
+    from runtime.store.layout import session_paths
 
     if not session_paths(_root(), session_id).dir.is_dir():
         raise NotFound(f"no session {session_id}", hint="`actors session ls` lists them")
@@ -199,9 +201,10 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     import select
 
     from runtime.delivery.boundary import doorbell_unread
-    from runtime.delivery.sessions import SessionInbox, session_paths
+    from runtime.delivery.sessions import SessionInbox
     from runtime.messaging.doorbells import doorbell
     from runtime.runner.guardian import Guard
+    from runtime.store.layout import session_paths
 
     owner = _session_id(session)
     root = _root()

@@ -31,8 +31,7 @@ from runtime.delivery.boundary import (
     pick_turn_end,
     session_of,
 )
-from runtime.delivery.sessions import session_paths
-from runtime.store.layout import SessionPaths, StateRoot
+from runtime.store.layout import SessionPaths, StateRoot, session_paths
 
 HARNESS = "claude_code"
 CONTEXT = (

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.core import config
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import SessionPaths
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import SessionPaths, session_paths
 
 BOUNDARY_MODES = ("next-message", "next-tool-call")
 CONTEXT_BUDGET = 9000

@@ -24,11 +24,11 @@ from runtime.core import config
 from runtime.core.errors import ActorsError
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.registry import adapter_class
-from runtime.delivery.sessions import SessionInbox, load_session, session_paths
+from runtime.delivery.sessions import SessionInbox, load_session
 from runtime.messaging.doorbells import open_bell
 from runtime.messaging.envelope import build_envelope
 from runtime.store import safe
-from runtime.store.layout import SessionPaths, StateRoot
+from runtime.store.layout import SessionPaths, StateRoot, session_paths
 
 if TYPE_CHECKING:
     from runtime.delivery.contract import Capabilities

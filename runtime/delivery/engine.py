@@ -30,10 +30,10 @@ from runtime.core.ids import now_iso, parse_iso
 from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.delivery.registry import make_adapter
 from runtime.delivery.render import write_body
-from runtime.delivery.sessions import SessionInbox, load_session, session_paths
+from runtime.delivery.sessions import SessionInbox, load_session
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
-from runtime.store.layout import SessionPaths, StateRoot
+from runtime.store.layout import SessionPaths, StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from runtime.store.writes import ensure_dir
 

@@ -242,7 +242,7 @@ def followups_text(
     """What `actors inbox read` and the MCP `inbox_read` tool show an agent: the count,
     then each inbox entry rendered by `injected_text` under one fresh nonce (a cut body
     names its whole file, `bodies/<id>.md`)."""
-    from runtime.delivery.sessions import session_paths
+    from runtime.store.layout import session_paths
 
     paths = session_paths(root, session_id)
     nonce = new_nonce()

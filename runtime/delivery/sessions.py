@@ -19,7 +19,7 @@ from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, locked
-from runtime.store.layout import SessionPaths, StateRoot, refuse_symlinks
+from runtime.store.layout import SessionPaths, StateRoot, session_key, session_paths
 from runtime.store.reads import fold, read_json, read_jsonl
 from runtime.store.trust import trusted_dir
 from runtime.store.writes import ensure_dir, write_json_atomic
@@ -27,21 +27,6 @@ from runtime.store.writes import ensure_dir, write_json_atomic
 if TYPE_CHECKING:
     from runtime.delivery.records import SessionEntry
     from runtime.messaging.envelope import Envelope
-
-
-def session_key(owner: str) -> str:
-    """Directory name for an owner id (`user:alice` -> `user-alice`)."""
-    key = owner.replace(":", "-", 1) if owner.startswith(("user:", "run:")) else owner
-    if not is_valid_id(key):
-        raise BadInput(f"invalid session id {owner!r}", hint="use letters, digits, '._-'")
-    return key
-
-
-def session_paths(root: StateRoot, owner: str) -> SessionPaths:
-    """A session's paths; refused when its directory (or sessions/) is a planted symlink."""
-    paths = SessionPaths(root.sessions / session_key(owner))
-    refuse_symlinks(root.sessions, paths.dir, root=root.path)
-    return paths
 
 
 def _read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import ActorsError
 from runtime.core.ids import is_valid_id
-from runtime.delivery.sessions import SessionInbox, load_session, save_session, session_paths
+from runtime.delivery.sessions import SessionInbox, load_session, save_session
 from runtime.store.appends import locked
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.writes import ensure_dir
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import contextlib
 from pathlib import Path
 
 from runtime.core.errors import ActorsError
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 
 
 def guardian_bells(root: StateRoot, owner: str | None) -> Path:
@@ -24,8 +24,6 @@ def guardian_bells(root: StateRoot, owner: str | None) -> Path:
         return root.guardians
     if owner.startswith("run:"):
         return root.run(owner[4:]).guardians
-    from runtime.delivery.sessions import session_paths
-
     return session_paths(root, owner).guardians
 
 

@@ -391,7 +391,7 @@ def begin(
             process_identity=identity,
             mode=mode(run) if mode is not None else "poll",
             cgroup=str(group) if joined else None,
-            **platform.paths_taken(),
+            primitives=platform.paths_taken(),
         ),
         "record run.runner.start in events.jsonl",
     )

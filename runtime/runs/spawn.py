@@ -33,10 +33,9 @@ from runtime.core.ids import (
     short_suffix,
 )
 from runtime.core.process import capture, reap_children
-from runtime.delivery.sessions import session_paths
 from runtime.runs.launch import claim, runner_argv, start_runner
 from runtime.runs.ownership import current_principal
-from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref
+from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref, session_paths
 from runtime.store.writes import write_json_atomic
 
 if TYPE_CHECKING:

@@ -424,3 +424,18 @@ class SessionPaths(_Place):
     @property
     def gemini_chain(self) -> Path:
         return self.dir / "gemini-chain.json"
+
+
+def session_key(owner: str) -> str:
+    """Directory name for an owner id (`user:alice` -> `user-alice`)."""
+    key = owner.replace(":", "-", 1) if owner.startswith(("user:", "run:")) else owner
+    if not is_valid_id(key):
+        raise BadInput(f"invalid session id {owner!r}", hint="use letters, digits, '._-'")
+    return key
+
+
+def session_paths(root: StateRoot, owner: str) -> SessionPaths:
+    """A session's paths; refused when its directory (or sessions/) is a planted symlink."""
+    paths = SessionPaths(root.sessions / session_key(owner))
+    refuse_symlinks(root.sessions, paths.dir, root=root.path)
+    return paths

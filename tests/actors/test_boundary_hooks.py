@@ -21,8 +21,8 @@ import pytest
 import actors
 from runtime.delivery.boundary import CONTEXT_BUDGET
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
 
 SESSION = "7d0c4f0e-1a2b-4c3d-8e9f-a0b1c2d3e4f5"

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests.conftest import (
     cli,

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import actors
-from runtime.delivery.sessions import session_paths
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
 
 SESSION = "4f2c9a1e-5b7d-4c3a-9e8f-0a1b2c3d4e5f"

@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import session_paths
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.writes import ensure_dir
 from tests.conftest import cli, cpu_ticks, wait_for_change, wake_ups
 

@@ -18,8 +18,8 @@ import pytest
 import actors
 from adapters.webhook import verify
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests._levels import observed
 from tests.conftest import cli, finished, make_fifo, read_fifo_line
@@ -38,9 +38,7 @@ def followups(home: StateRoot, session: str, kind: str | None = None) -> list[di
 
 def test_follow_up_lands_once_while_runner_watch_and_reconcile_race(home: StateRoot) -> None:
     session = register("--harness", "file", "--id", "coord-race")
-    watcher = subprocess.Popen(
-        [sys.executable, "-m", "actors", "watch", "--timeout", "60"]
-    )
+    watcher = subprocess.Popen([sys.executable, "-m", "actors", "watch", "--timeout", "60"])
     try:
         record = actors.spawn("hello", session=session)
         racers = [subprocess.Popen([sys.executable, "-m", "actors", "reconcile"]) for _ in range(4)]

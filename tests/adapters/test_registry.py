@@ -21,8 +21,7 @@ import pytest
 import actors
 from runtime.delivery.contract import Adapter, AdapterBase
 from runtime.delivery.registry import BUILTIN, adapter_class
-from runtime.delivery.sessions import session_paths
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests._levels import LEVEL_LINE
 from tests.conftest import REPO, cli, finished

@@ -24,9 +24,9 @@ import pytest
 
 import actors
 from runtime.core.process import session_members
-from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.delivery.sessions import SessionInbox
 from runtime.messaging.doorbells import doorbell
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from runtime.views.status import TERMINAL, load_run
 from tests.conftest import alive, cli, finished, make_fifo
 
@@ -161,9 +161,7 @@ def gates(directory: Path, *items: str) -> Iterator[dict[str, int]]:
             os.close(fd)
 
 
-def spawn_swarm(
-    tmp_path: Path, repo: Path, backlog: str | bytes, **values: str
-) -> dict[str, Any]:
+def spawn_swarm(tmp_path: Path, repo: Path, backlog: str | bytes, **values: str) -> dict[str, Any]:
     (tmp_path / "agent.py").write_text(AGENT)
     (tmp_path / "validate.py").write_text(VALIDATE)
     encoded = backlog if isinstance(backlog, bytes) else backlog.encode()
@@ -304,7 +302,9 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
     messages = wait_room(home, run, lambda ms: idle(ms, run, "front") and idle(ms, run, "back"))
     assert [m["type"] for m in messages] == ["task.awaiting", "task.awaiting"]
 
-    sent = cli("message", f"branch:{run}/front", "task.assign", '{"backlog": "next"}', "--body-json")
+    sent = cli(
+        "message", f"branch:{run}/front", "task.assign", '{"backlog": "next"}', "--body-json"
+    )
     assert sent.returncode == 0, sent.stderr
     messages = wait_room(home, run, lambda ms: len(results(ms)) == 1 and idle(ms, run, "front"))
     front = of(messages, run, "front")

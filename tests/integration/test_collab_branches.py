@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import actors
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
 from tests.integration.test_backlog_swarm import repo  # noqa: F401  (the fixture)
 

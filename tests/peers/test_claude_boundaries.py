@@ -20,8 +20,8 @@ import pytest
 
 import actors
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text

@@ -22,8 +22,8 @@ import pytest
 import actors
 from adapters.claude_code.hooks import CONTEXT
 from runtime.core.ids import parse_iso
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished, wait_for_change
 from tests.peers.conftest import doctor_verdicts, peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text

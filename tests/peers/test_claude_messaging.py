@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests.conftest import cli, finished
 from tests.peers.conftest import doctor_verdicts, peer_bin, register_session

@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import session_paths
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_gemini import Gemini

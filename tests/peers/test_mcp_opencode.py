@@ -18,8 +18,8 @@ import pytest
 
 import actors
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import load_session, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import load_session
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests.conftest import finished
 from tests.peers.conftest import followup

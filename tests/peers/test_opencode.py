@@ -11,8 +11,8 @@ import actors
 from adapters.opencode.adapter import OpenCodeAdapter
 from runtime.delivery.contract import DeliveryContext
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
 from tests.peers.conftest import doctor_verdicts, followup, register_session
 from tests.peers.fake_llm import FakeLLM, last_user_text

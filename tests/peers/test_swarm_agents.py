@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from runtime.views.status import load_run
 from tests.conftest import cli, finished
 from tests.integration.test_backlog_swarm import (  # noqa: F401  (repo: the fixture)

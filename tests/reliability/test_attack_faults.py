@@ -41,8 +41,8 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import (
     _reap_runs,
     cli,
@@ -593,9 +593,7 @@ def test_a_run_ending_on_a_full_disk_waits_and_ends_done(
     recipe = write_recipe(
         tmp_path, "ending", {"template": command if graph == "leaf" else ["true", command]}
     )
-    spawned = actors.spawn(
-        str(recipe), values={"r": str(ready), "g": str(go)}, session="s1"
-    )
+    spawned = actors.spawn(str(recipe), values={"r": str(ready), "g": str(go)}, session="s1")
     run, paths = str(spawned["run"]), disk.run(str(spawned["run"]))
     command_pid = int(read_fifo_line(ready))
     assert runner_mode(disk, run) == "poll"

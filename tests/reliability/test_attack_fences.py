@@ -38,8 +38,8 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished, wait_for_change
 
 SESSION = "fe0ce5ed-0000-4000-8000-00000000fe1c"

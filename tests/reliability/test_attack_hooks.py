@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import make_fifo
 from tests.reliability._attack import NOBODY
 

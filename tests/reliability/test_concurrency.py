@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 import actors
-from runtime.delivery.sessions import SessionInbox, session_paths
-from runtime.store.layout import StateRoot
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import fold, read_jsonl
 from tests.conftest import finished, write_recipe
 from tests.reliability._checks import journals_parse

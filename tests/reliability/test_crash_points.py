@@ -31,9 +31,9 @@ import actors
 import runtime.core.faults
 from runtime.core.ids import parse_iso
 from runtime.core.process import read_stat, wait_gone
-from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.delivery.sessions import SessionInbox
 from runtime.messaging.mailbox import Mailbox
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests.conftest import (
     alive,

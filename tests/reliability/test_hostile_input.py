@@ -24,13 +24,12 @@ from runtime.compiler.library import RecipeSource, compile_source
 from runtime.compiler.placeholders import split_words, substitute_word, value_text
 from runtime.core.errors import ActorsError, BadInput
 from runtime.core.ids import is_valid_id
-from runtime.delivery.sessions import session_key, session_paths
 from runtime.messaging.addresses import parse_address
 from runtime.messaging.envelope import MAX_BODY_DEPTH, MAX_ENVELOPE_BYTES
 from runtime.routing.in_run import finish, recv
 from runtime.routing.router import send
 from runtime.runs.ownership import Principal, current_principal
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_key, session_paths
 from tests.conftest import cli, finished, make_fifo, read_fifo_line, run_token, write_recipe
 from tests.reliability._checks import assert_clean, fast_cli, fast_cli_all, refused, tree
 from tests.reliability._report import record

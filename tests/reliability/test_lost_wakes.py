@@ -242,7 +242,7 @@ def test_a_follow_up_whose_appender_was_killed_after_the_write_still_wakes_inbox
 ) -> None:
     """The session side has the same order: `actors inbox wait`, asleep with no timer,
     must wake for a follow-up whose appender died right after writing it."""
-    from runtime.delivery.sessions import session_paths
+    from runtime.store.layout import session_paths
     from runtime.store.writes import ensure_dir
 
     bells = ensure_dir(session_paths(home, "coord").doorbells)

@@ -28,10 +28,10 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import actors
 from runtime.core.process import wait_gone
-from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.delivery.sessions import SessionInbox
 from runtime.messaging.boxes import run_mailbox
 from runtime.runner.fold import fold_run
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change, wake_ups, write_recipe
 from tests.reliability._report import record as report_row
 from tests.reliability.test_attack_signals import Victim, _finished_looking_run, _rewrite
@@ -269,9 +269,7 @@ def _parent_with_child(tmp_path: Path, parent_template: Any) -> tuple[dict[str, 
     fifo, pidfile = make_fifo(tmp_path / "kid.ready"), tmp_path / "kid.pid"
     kid = write_recipe(tmp_path, "idle-kid", IDLE)
     parallel = isinstance(parent_template, list)
-    parent = write_recipe(
-        tmp_path, "parent", {"template": parent_template, "parallel": parallel}
-    )
+    parent = write_recipe(tmp_path, "parent", {"template": parent_template, "parallel": parallel})
     actors.spawn(
         str(parent), as_="parent", values={"k": str(kid), "f": str(fifo), "p": str(pidfile)}
     )

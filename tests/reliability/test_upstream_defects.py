@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import actors
-from runtime.delivery.sessions import SessionInbox, session_paths
+from runtime.delivery.sessions import SessionInbox
 from runtime.store.journals import StateCompactor
-from runtime.store.layout import StateRoot
+from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests.conftest import (
     alive,
