@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from actors.cli.commands import FAST, FastSpec
+from actors.cli.commands import FAST, FAST_SUBCOMMANDS, FastSpec
 
 
 def run(args: list[str]) -> bool:
@@ -35,13 +35,17 @@ def run(args: list[str]) -> bool:
         sys.stdout.write(TOP_HELP)
         sys.stdout.flush()
         return True
-    spec = FAST.get(args[0]) if args else None
+    spec, rest = (FAST.get(args[0]), args[1:]) if args else (None, [])
+    if spec is None and len(args) >= 2:
+        spec, rest = FAST_SUBCOMMANDS.get((args[0], args[1])), args[2:]
     if spec is None:
         return False
-    parsed = _parse(spec, args[1:])
+    parsed = _parse(spec, rest)
     if parsed is None:
         return False
     for key in spec.seconds:
+        if parsed[key] is None:
+            continue  # absent, with no default: None, as click passes it
         value = _seconds(parsed[key])
         if value is None:
             return False
@@ -119,11 +123,9 @@ def _parse(spec: FastSpec, args: list[str]) -> dict[str, Any] | None:
     return values
 
 
-def _seconds(text: str | None) -> float | None:
-    """`--grace` as click's FLOAT would take it (its default when absent); None: let click
-    report a bad value."""
-    if text is None:
-        return 5.0
+def _seconds(text: str) -> float | None:
+    """A seconds option as click's FLOAT would take it; None: let click report a bad
+    value."""
     try:
         value = float(text)
     except ValueError:

@@ -126,6 +126,7 @@ CANCEL_ARGS = FastSpec(
     required=KILL_ARGS.required,
     flags=KILL_ARGS.flags,
     options={"--session": "session", "--grace": "grace"},
+    defaults={"grace": "5"},
     seconds=("grace",),
 )
 
@@ -159,6 +160,13 @@ STATUS_ARGS = FastSpec(
     positionals=("run",),
     flags={"--line": "line", "--json": "as_json", "--stdin": "stdin"},
     options={"--session": "session", "--then": "then"},
+)
+
+INBOX_WAIT_ARGS = FastSpec(
+    body="actors.cli._inbox_wait:inbox_wait",
+    flags={"--json": "as_json"},
+    options={"--session": "session", "--timeout": "timeout"},
+    seconds=("timeout",),
 )
 
 _RUNS = "actors.cli.runs"
@@ -289,4 +297,9 @@ COMMANDS: Mapping[str, str] = MappingProxyType({c.name: c.target for c in TABLE}
 """Verb -> "module:attr" of its click command."""
 
 FAST: Mapping[str, FastSpec] = MappingProxyType({c.name: c.fast for c in TABLE if c.fast})
+FAST_SUBCOMMANDS: Mapping[tuple[str, str], FastSpec] = MappingProxyType(
+    {("inbox", "wait"): INBOX_WAIT_ARGS}
+)
+"""Subcommands the hand parser serves too: `inbox wait`, which an agent re-arms after
+every wake."""
 """The verbs the hand parser serves, with their specs."""

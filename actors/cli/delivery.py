@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from actors.cli._format import ProgressLine, emit_json
+from actors.cli._format import emit_json
+from actors.cli._inbox_wait import session_id as _session_id
 from runtime.core import config
 from runtime.core.errors import BadInput
 from runtime.core.terminal import cell
@@ -20,12 +21,6 @@ from runtime.store.layout import StateRoot
 
 def _root() -> StateRoot:
     return StateRoot.from_env()
-
-
-def _session_id(explicit: str | None) -> str:
-    from runtime.runs.ownership import local_user_session
-
-    return explicit or config.text(config.SESSION) or local_user_session()
 
 
 def _options(pairs: tuple[str, ...]) -> dict[str, str]:
@@ -198,70 +193,9 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     is folded and its `run.exited` follow-up wakes this wait. A timeout exits 75 with
     nothing on stdout.
     """
-    import select
+    from actors.cli._inbox_wait import inbox_wait as body
 
-    from runtime.delivery.boundary import doorbell_unread
-    from runtime.delivery.sessions import SessionInbox
-    from runtime.messaging.doorbells import doorbell
-    from runtime.runner.guardian import Guard
-    from runtime.store.layout import session_paths
-
-    owner = _session_id(session)
-    root = _root()
-    paths = session_paths(root, owner)
-    started = time.monotonic()
-    deadline = None if timeout is None else started + timeout
-    line = ProgressLine()
-    # armed first: a root that cannot take a doorbell (read-only, full) is one line and
-    # exit 2 before the guardian starts; the guardian's first folds then ring it
-    with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, owner)) as guard:
-        guard.scan(fail_fast=True)  # its bell armed at its start; the dead runs folded now
-        while True:
-            # the doorbell rings inside the appender's lock: read after it (no lost wake)
-            SessionInbox(paths).read_barrier()
-            # follow-ups held for the next prompt / tool call are not a reason to wake
-            unread = doorbell_unread(root, owner)
-            if unread:
-                line.clear()
-                _print_wake(owner, unread, as_json)
-                return
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                line.clear()
-                raise SystemExit(75)
-            if line.live:  # redraw the progress line each second; the doorbell still wakes at once
-                line.show(f"  waiting for follow-ups to {owner}: {time.monotonic() - started:.0f}s")
-                remaining = 1.0 if remaining is None else min(remaining, 1.0)
-            poller = select.poll()
-            for watched in [fd, *guard.fds()]:
-                poller.register(watched, select.POLLIN)
-            ms = None if remaining is None else int(remaining * 1000) + 1
-            for ready, _ in poller.poll(ms):
-                if ready == fd:
-                    with contextlib.suppress(BlockingIOError):
-                        os.read(fd, 65536)
-                else:
-                    guard.handle(ready)  # a run of ours died: its follow-up rings fd
-
-
-def _print_wake(owner: str, unread: list[dict[str, Any]], as_json: bool) -> None:
-    """The wake: the one doorbell line, or with --json its facts (nothing is marked read)."""
-    from runtime.delivery.boundary import doorbell_line
-
-    if not as_json:
-        click.echo(doorbell_line(owner, unread))
-        return
-    envelopes = [e["envelope"] for e in unread]
-    emit_json(
-        {
-            "session": owner,
-            "unread": len(unread),
-            "followups": [
-                {k: env.get(k) for k in ("id", "type", "from", "summary")} for env in envelopes
-            ],
-            "read_with": f"actors inbox read --session {owner}",
-        }
-    )
+    body(session, timeout, as_json)
 
 
 @click.command("flush")

@@ -17,8 +17,8 @@ or `off`. Where none can be made (no cgroup v2, not delegated, a read-only mount
 Linux), runs are supervised exactly as before: the session and identity proof of
 runtime.core.members is the documented fallback.
 
-A run's cgroup is `<parent>/actors/<root-tag>.<run id>.<instance>`: the root tag (the
-state root's device and inode) keeps two state roots' runs apart; all instances of one id in one root
+A run's cgroup is `<parent>/actors/<root-tag>.<run id>.<instance>`: the root tag (a CRC
+of the state root's real path) keeps two state roots' runs apart; all instances of one id in one root
 share a prefix, so a kill finds every cgroup the run id ever had without reading a file
 the run could have rewritten.
 """
@@ -99,16 +99,12 @@ def parent_dir() -> Path | None:
 
 
 def root_tag(state_root: Path | str) -> str:
-    """A name for a state root (its directory's device and inode), so two roots' runs of
-    one id never share a cgroup name; a root not made yet is named by its path's hash.
-    (No hashlib on the runner's start: this is its one use there.)"""
-    try:
-        st = os.stat(state_root)
-    except OSError:
-        import zlib
+    """Eight hex digits naming a state root (a CRC-32 of its real path, which exists or
+    not yet), so two roots' runs of one id never share a cgroup name. (zlib, not
+    hashlib: this is on the runner's start, and a name needs no cryptography.)"""
+    import zlib
 
-        return f"p{zlib.crc32(os.fsencode(os.path.realpath(str(state_root)))):08x}"
-    return f"{st.st_dev:x}-{st.st_ino:x}"
+    return f"{zlib.crc32(os.fsencode(os.path.realpath(str(state_root)))):08x}"
 
 
 def run_prefix(state_root: Path | str, run_id: str) -> str:

@@ -17,14 +17,19 @@ import pytest
 
 from actors.cli import cli
 from actors.cli._fast import _body, _seconds
-from actors.cli.commands import FAST, TABLE, Command, FastSpec
+from actors.cli.commands import FAST, FAST_SUBCOMMANDS, TABLE, Command, FastSpec
 from actors.tool_models import TOOLS
 
 
 def _command(name: str) -> click.Command:
-    command = cli.get_command(click.Context(cli), name)
-    assert isinstance(command, click.Command), name
-    return command
+    """The click command of a verb, or of a subcommand (`inbox wait`)."""
+    group: click.Command = cli
+    for word in name.split():
+        assert isinstance(group, click.Group), name
+        found = group.get_command(click.Context(group), word)
+        assert isinstance(found, click.Command), name
+        group = found
+    return group
 
 
 @pytest.mark.parametrize("entry", TABLE, ids=[entry.name for entry in TABLE])
@@ -61,9 +66,14 @@ def _click_view(command: click.Command, spec: FastSpec) -> dict[str, tuple[objec
     return seen
 
 
-@pytest.mark.parametrize("name", sorted(FAST))
+HAND_PARSED = sorted(FAST) + [" ".join(pair) for pair in sorted(FAST_SUBCOMMANDS)]
+
+
+@pytest.mark.parametrize("name", HAND_PARSED)
 def test_each_hand_parsed_spec_takes_exactly_its_click_commands_parameters(name: str) -> None:
-    spec, command = FAST[name], _command(name)
+    first, _, second = name.partition(" ")
+    spec = FAST[name] if name in FAST else FAST_SUBCOMMANDS[(first, second)]
+    command = _command(name)
     defaults = command.make_context(name, ["x"] * spec.required).params  # as the body gets them
     assert _spec_view(spec) == _click_view(command, spec)
     assert [p.name for p in command.params if isinstance(p, click.Argument)] == list(
@@ -78,16 +88,20 @@ def test_each_hand_parsed_spec_takes_exactly_its_click_commands_parameters(name:
         else:
             assert key not in spec.choices
         if key in spec.seconds:
-            assert param.type is click.FLOAT and defaults[key] == _seconds(None)
+            default = spec.defaults.get(key)
+            assert param.type is click.FLOAT
+            assert defaults[key] == (None if default is None else _seconds(default))
         elif not param.is_flag and not param.multiple:
             assert spec.defaults.get(key) == defaults[key], key
     for opt in spec.click_only:  # left to click, so click must know it
         assert any(opt in p.opts for p in command.params if isinstance(p, click.Option))
 
 
-@pytest.mark.parametrize("name", sorted(FAST))
+@pytest.mark.parametrize("name", HAND_PARSED)
 def test_each_hand_parsed_verb_has_a_callable_body(name: str) -> None:
-    assert callable(_body(FAST[name].body))
+    first, _, second = name.partition(" ")
+    spec = FAST[name] if name in FAST else FAST_SUBCOMMANDS[(first, second)]
+    assert callable(_body(spec.body))
 
 
 def test_version_is_served_without_click_or_package_metadata() -> None:

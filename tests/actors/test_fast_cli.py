@@ -71,7 +71,8 @@ def test_kill_and_cancel_parse_their_run_and_flags() -> None:
     }
     parsed = _parse(_CANCEL, ["a", "--grace=0.5"])
     assert parsed is not None and _seconds(parsed["grace"]) == 0.5
-    assert _seconds(None) == 5.0  # click's default
+    absent = _parse(_CANCEL, ["a"])
+    assert absent is not None and absent["grace"] == "5"  # click's default
     assert _seconds("soon") is None  # click reports the bad value
     assert _parse(_STOP, ["a", "--grace", "1"]) is None  # kill has no --grace
     assert _parse(_STOP, []) is None
