@@ -1,18 +1,20 @@
 """Durable mailboxes: ring and append in one critical section, claim exclusively.
 
-An inbox is a JSONL journal. A message enters as one `queued` entry line (fsync'd before
-the journal's lock is released); every later change (`sent`, `claimed`, `handled`,
-`failed`, `queued` again after a dead consumer's claim) is appended as a small state
-line, and the current state is the fold of the lines. Claims happen under an exclusive
-flock, so two consumers never get the same entry; who holds a claim and when it ends is
-`claims`.
+A run's (or a branch's) inbox is a durable inbox journal (`durable_inbox`: the ringing
+append, the read barrier, state lines, the fold). A message enters as one `queued`
+entry line (fsync'd before the journal's lock is released); every later change (`sent`,
+`claimed`, `handled`, `failed`, `queued` again after a dead consumer's claim) is
+appended as a small state line, and the current state is the fold of the lines. What
+this module adds is the mailbox's policy: claims happen under the exclusive sidecar
+flock, so two consumers never get the same entry (who holds a claim and when it ends is
+`claims`), the FIFO fast path's commit markers, and a consumer's wait.
 
 Waking never carries data (`doorbells`) and needs no timer: the sender takes the
 journal's flock, rings every consumer's doorbell FIFO, appends and fsyncs, then unlocks;
-a consumer reads (claims) under that same flock. A woken consumer therefore blocks until
-the sender's append is whole and durable, or until the kernel drops a killed sender's
-lock; and a consumer that armed its doorbell after a sender rang reads after that
-sender's unlock. No kill point leaves a written message without a wake
+a consumer reads (claims) behind that same flock. A woken consumer therefore blocks
+until the sender's append is whole and durable, or until the kernel drops a killed
+sender's lock; and a consumer that armed its doorbell after a sender rang reads after
+that sender's unlock. No kill point leaves a written message without a wake
 (docs/messaging.md, Doorbells). One wake drains everything queued.
 """
 
