@@ -180,27 +180,25 @@ class SessionInbox(DurableInbox[dict[str, Any]]):
         return appended
 
     def append_locked(self, delivery_id: str, envelope: Envelope, mode: str) -> bool:
-        """`append` for a caller that holds the inbox lock (and rings `ring_wake` after).
+        """`append` for a caller that holds the inbox lock (and rings `ring_wake` after):
+        the lock makes the check for the delivery id and the append one decision.
 
-        Every doorbell is rung inside the journal's critical section and before the
-        line is written, as a run's mailbox does (docs/messaging.md, Doorbells): a
-        waiter reads after `read_barrier`, so an appender killed after its write has
-        already rung, and one killed before it appended nothing. No timer stands behind
-        the doorbell."""
-
-        def new_line() -> bytes | None:
-            if delivery_id in self.refresh():
-                return None  # a second submission of this delivery id: nothing at all
-            entry: SessionEntry = {
-                "id": delivery_id,
-                "state": "unread",
-                "mode": mode,
-                "queued_at": now_iso(),
-                "envelope": envelope,
-            }
-            return encode_line(entry)
-
-        return self.append_ringing(new_line)
+        The append is the journal's ringing append (docs/messaging.md, Doorbells): every
+        doorbell is rung under the journal's flock before the line is written and
+        fsynced, so an appender killed after its write has already rung, and one killed
+        before it appended nothing; a waiter reads after `read_barrier`. No timer stands
+        behind the doorbell."""
+        if delivery_id in self.refresh():
+            return False  # a second submission of this delivery id: nothing at all
+        entry: SessionEntry = {
+            "id": delivery_id,
+            "state": "unread",
+            "mode": mode,
+            "queued_at": now_iso(),
+            "envelope": envelope,
+        }
+        self.append_ringing(encode_line(entry))
+        return True
 
     def ring_wake(self, delivery_id: str) -> None:
         """The advisory wake-file line a harness watches (Claude Code's FileChanged)."""

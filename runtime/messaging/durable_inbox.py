@@ -10,12 +10,11 @@ on top. The mechanics they share:
   ring the doorbells, write the whole line, fsync, unlock (`append_ringing`). A process
   killed anywhere in it either appended nothing or has already rung; a woken reader
   waits for the same lock, so it never reads a line before it is whole and durable
-  (docs/messaging.md, Doorbells). The line may be made inside that section, before
-  the ring, by a check that may also decline it (a session's deduplication by delivery
-  id).
+  (docs/messaging.md, Doorbells).
 - **A decision** that reads the journal and then writes to it (a claim, a deduplicated
   append, a take, a move) holds the sidecar lock (`deciding`), so two deciders never
-  act on the same fold. Reading behind the **read barrier** (`reading`) holds the
+  act on the same fold: an entry a session has already is never appended again, since
+  every one of its appenders decides under this lock. Reading behind the **read barrier** (`reading`) holds the
   sidecar and then the journal's flock: every append that rang a reader before has
   ended by then (written and fsynced, or its writer died and the kernel dropped its
   lock).
@@ -32,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -83,19 +82,10 @@ class DurableInbox(Generic[EntryT]):
 
     # -- writing -----------------------------------------------------------------------
     def append_ringing(
-        self,
-        data: bytes | Callable[[], bytes | None],
-        *,
-        ring: bool = True,
-        kind: str | None = None,
-        fsync: bool = True,
-    ) -> bool:
+        self, data: bytes, *, ring: bool = True, kind: str | None = None, fsync: bool = True
+    ) -> None:
         """Under the journal's flock: ring the doorbells (with `ring`; those that want a
-        `kind` message, every one for None), append `data` (whole lines), fsync,
-        unlock. True when appended.
-
-        `data` may be a function that makes the lines under the lock, or returns None
-        to append nothing and ring nobody (a session's deduplication by delivery id).
+        `kind` message, every one for None), append `data` (whole lines), fsync, unlock.
 
         The ring comes first and inside the lock, so no kill point separates a written
         line from its wake: killed before the write, nothing was appended (and the
@@ -107,11 +97,6 @@ class DurableInbox(Generic[EntryT]):
         fd = lock_current(self.inbox)
         try:
             try:
-                if callable(data):
-                    made = data()
-                    if made is None:
-                        return False
-                    data = made
                 if ring:
                     ring_doorbells(self.doorbells, kind)
                     pause_point(self.after_ring)
@@ -123,7 +108,6 @@ class DurableInbox(Generic[EntryT]):
                 unlock(fd)
         finally:
             os.close(fd)
-        return True
 
     def append_changes(
         self, lines: Iterable[Mapping[str, Any]], *, fsync: bool = False, fd: int | None = None
