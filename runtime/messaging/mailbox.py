@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
-from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, me, settle, watch_holders
 from runtime.messaging.doorbells import doorbell
 from runtime.messaging.durable_inbox import DurableInbox
 from runtime.store.appends import append_jsonl, encode_line
@@ -92,6 +91,8 @@ class Mailbox(DurableInbox["MailboxEntry"]):
             "envelope": envelope,
         }
         if state == "sending":  # who may still write it to the FIFO (see `claim`)
+            from runtime.messaging.claims import me  # consumers' rules: a send skips them
+
             entry["sending_by"] = me()
         queued = state == "queued"
         self.append_ringing(
@@ -166,9 +167,10 @@ class Mailbox(DurableInbox["MailboxEntry"]):
         exclude_types: tuple[str, ...] = (),
         limit: int = 1,
         consumer: str = "recv",
-        lease_s: float = LEASE_S,
+        lease_s: float | None = None,
     ) -> list[MailboxEntry]:
-        """Exclusively claim up to `limit` open entries (oldest first)."""
+        """Exclusively claim up to `limit` open entries (oldest first), each for `lease_s`
+        seconds (default `claims.LEASE_S`)."""
         ensure_dir(self.inbox.parent)
         claimed: list[MailboxEntry] = []
         if not os.path.lexists(self.inbox):
@@ -199,10 +201,14 @@ class Mailbox(DurableInbox["MailboxEntry"]):
         exclude_types: tuple[str, ...],
         limit: int,
         consumer: str,
-        lease_s: float,
+        lease_s: float | None,
     ) -> tuple[list[InboxLine], list[str]]:
         """Under the claim lock: the lines that settle stuck entries and claim up to
         `limit` open ones (appended to `claimed`), and the commit markers they spend."""
+        # imported by consumers only: `message` never claims, and pays nothing for it
+        from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, settle
+
+        lease = LEASE_S if lease_s is None else lease_s
         now = time.time()
         lines: list[InboxLine] = []
         done_commits: list[str] = []
@@ -218,7 +224,7 @@ class Mailbox(DurableInbox["MailboxEntry"]):
                     done_commits.append(ident)
             if state not in CLAIMABLE or not _wanted(entry, types, exclude_types):
                 continue
-            lines.append(claim_line(entry, consumer, lease_s))
+            lines.append(claim_line(entry, consumer, lease))
             claimed.append(entry)
         return lines, done_commits
 
@@ -246,6 +252,8 @@ class Mailbox(DurableInbox["MailboxEntry"]):
             if remaining is not None and remaining <= 0:
                 return []
             held = [e for e in self._held_entries() if _wanted(e, types, exclude_types)]
+            from runtime.messaging.claims import watch_holders  # (loaded by the claim)
+
             with watch_holders(held, time.time()) as (pidfds, due):
                 if due is not None:
                     remaining = due if remaining is None else min(remaining, due)
@@ -256,6 +264,8 @@ class Mailbox(DurableInbox["MailboxEntry"]):
 
     def _held_entries(self) -> list[MailboxEntry]:
         """Open entries someone else holds (`claimed`, or `sending` on the fast path)."""
+        from runtime.messaging.claims import CLAIMABLE  # (loaded by the claim)
+
         return [e for i in self._open if (e := self._entries[i]).get("state") not in CLAIMABLE]
 
     def _doorbell(self) -> int:
