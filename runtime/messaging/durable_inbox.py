@@ -33,10 +33,9 @@ import contextlib
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from runtime.core.faults import pause_point
-from runtime.messaging.doorbells import ring as ring_doorbells
 from runtime.store.appends import (
     append_line,
     encode_line,
@@ -98,6 +97,10 @@ class DurableInbox(Generic[EntryT]):
         try:
             try:
                 if ring:
+                    # deferred for start-up cost: a session inbox's readers (the hooks in
+                    # front of every prompt) never ring, and need not load the doorbells
+                    from runtime.messaging.doorbells import ring as ring_doorbells
+
                     ring_doorbells(self.doorbells, kind)
                     pause_point(self.after_ring)
                 write_locked(fd, self.inbox, data, self.compactor)
@@ -178,22 +181,25 @@ class DurableInbox(Generic[EntryT]):
                 return self._entries
 
     def _fold(self, records: list[dict[str, Any]]) -> None:
-        entries, open_ids, open_states = self._entries, self._open, self.open_states
+        # every name the loop uses is local (the fold of a whole session inbox runs for
+        # each append); the records are freshly parsed, so they are kept, not copied
+        entries: dict[str, Any] = self._entries
+        open_ids, open_states, admits = self._open, self.open_states, self.admits
         for record in records:
             ident = record.get("id")
             if not isinstance(ident, str):
                 continue
             current = entries.get(ident)
             if current is None:
-                if not self.admits(record):
+                if not admits(record):
                     continue  # and its state lines are skipped the same way
-                current = entries[ident] = cast("EntryT", record)
+                entries[ident] = current = record
             elif "envelope" not in record:
-                cast("dict[str, Any]", current).update(record)  # a state line
+                current.update(record)  # a state line
             else:
                 continue  # a second entry line of an id: the first one stands
             if current.get("state") in open_states:
-                open_ids.setdefault(ident)
+                open_ids[ident] = None  # (an id already there keeps its place)
             else:
                 open_ids.pop(ident, None)
 
