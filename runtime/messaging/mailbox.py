@@ -1,4 +1,4 @@
-"""Durable mailboxes: ring and append in one critical section, claim exclusively.
+"""Durable mailboxes: a run's inbox journal, claimed exclusively by its consumers.
 
 A run's (or a branch's) inbox is a durable inbox journal (`durable_inbox`: the ringing
 append, the read barrier, state lines, the fold). A message enters as one `queued`
