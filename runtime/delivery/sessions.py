@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
 from runtime.core.ids import is_valid_id, now_iso
+from runtime.messaging.durable_inbox import DurableInbox
 from runtime.store import safe
-from runtime.store.appends import append_jsonl, locked
+from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.layout import SessionPaths, StateRoot, session_key, session_paths
-from runtime.store.reads import fold, read_json, read_jsonl
+from runtime.store.reads import read_json
 from runtime.store.trust import trusted_dir
 from runtime.store.writes import ensure_dir, write_json_atomic
 
@@ -135,26 +136,45 @@ def forget_session(root: StateRoot, owner: str) -> None:
     safe.rmtree(paths.dir)  # from its parent's descriptor, never through a link
 
 
-class SessionInbox:
-    """The durable, deduplicated follow-up inbox of one session."""
+class SessionInbox(DurableInbox[dict[str, Any]]):
+    """The durable, deduplicated follow-up inbox of one session: the durable journal
+    (runtime.messaging.durable_inbox) with one entry per delivery id, taken by one
+    reader at a time, then read, given back or moved to a successor.
+
+    Its sidecar lock (`.inbox.lock`) is held by every appender, since an append decides
+    (is this delivery id new?), and by takers and movers; a reader behind
+    `read_barrier` therefore also waits for an appender of an older version, which rang
+    under this lock alone. The journal is never compacted (deduplication spans its
+    whole history)."""
+
+    open_states = frozenset({"unread", "taken"})
+    after_ring = "sessions.append.after_ring"
+    after_write = "sessions.append.after_write"
 
     def __init__(self, paths: SessionPaths) -> None:
+        super().__init__(paths.inbox, paths.doorbells, paths.inbox_lock)
         self.paths = paths
 
     def append(self, delivery_id: str, envelope: Envelope, mode: str) -> bool:
         """Append unless this delivery id is already there; True when appended."""
         ensure_dir(self.paths.dir)
-        with locked(self.paths.inbox_lock):
+        with self.deciding():
             appended = self.append_locked(delivery_id, envelope, mode)
         if appended:
             self.ring_wake(delivery_id)
         return appended
 
     def append_locked(self, delivery_id: str, envelope: Envelope, mode: str) -> bool:
-        """`append` for a caller that holds the inbox lock (and rings `ring_wake` after)."""
-        for record in read_jsonl(self.paths.inbox).records:
-            if record.get("id") == delivery_id:
-                return False
+        """`append` for a caller that holds the inbox lock (and rings `ring_wake` after):
+        the lock makes the check for the delivery id and the append one decision.
+
+        The append is the journal's ringing append (docs/messaging.md, Doorbells): every
+        doorbell is rung under the journal's flock before the line is written and
+        fsynced, so an appender killed after its write has already rung, and one killed
+        before it appended nothing; a waiter reads after `read_barrier`. No timer stands
+        behind the doorbell."""
+        if delivery_id in self.refresh():
+            return False  # a second submission of this delivery id: nothing at all
         entry: SessionEntry = {
             "id": delivery_id,
             "state": "unread",
@@ -162,14 +182,7 @@ class SessionInbox:
             "queued_at": now_iso(),
             "envelope": envelope,
         }
-        from runtime.messaging.doorbells import ring
-
-        # Rung inside the lock and before the append, as a run's mailbox does
-        # (docs/messaging.md, Doorbells): a waiter reads after `read_barrier`, so an
-        # appender killed after its write has already rung, and one killed before
-        # it appended nothing. No timer stands behind the doorbell.
-        ring(self.paths.doorbells)
-        append_jsonl(self.paths.inbox, entry, fsync=True)
+        self.append_ringing(encode_line(entry))
         return True
 
     def ring_wake(self, delivery_id: str) -> None:
@@ -177,23 +190,10 @@ class SessionInbox:
         with contextlib.suppress(OSError, ActorsError):  # advisory: the entry is durable
             append_jsonl(self.paths.wake, {"ts": now_iso(), "id": delivery_id})
 
-    def read_barrier(self) -> None:
-        """Return once no append is in progress: an appender that rang a waiter before
-        this call has finished its line (or died, and the kernel dropped its lock)."""
-        if self.paths.dir.is_dir():
-            with locked(self.paths.inbox_lock):
-                pass
-
-    def entries(self) -> list[dict[str, Any]]:
-        """Current state of every entry (the fold of the journal), in arrival order."""
-        return [
-            e
-            for e in fold(read_jsonl(self.paths.inbox).records).values()
-            if isinstance(e.get("envelope"), dict)
-        ]
-
     def unread(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries() if _unread(e)]
+        """Unread entries, and those taken by a reader that is gone, in arrival order."""
+        entries = self.refresh()
+        return [entries[i] for i in self._open if _unread(entries[i])]
 
     def take(self) -> list[dict[str, Any]]:
         """Every unread entry, taken by this process in one locked step: no other reader
@@ -204,18 +204,16 @@ class SessionInbox:
 
         if not self.paths.inbox.exists():
             return []  # nothing was ever delivered: a reader creates nothing
-        with locked(self.paths.inbox_lock):
-            unread = self.unread()
-            if unread:
-                self._journal(
-                    [e["id"] for e in unread],
-                    {"state": "taken", "taken_by": capture(os.getpid()), "taken_at": now_iso()},
-                )
+        with self.reading() as fd:
+            unread = [dict(e) for e in self.unread()]  # as they were when taken
+            if unread and fd is not None:
+                change = {"state": "taken", "taken_by": capture(os.getpid()), "taken_at": now_iso()}
+                self.append_changes([{"id": e["id"], **change} for e in unread], fd=fd)
         return unread
 
     def give_back(self, ids: list[str]) -> None:
         """Entries taken but not written out (the output failed): unread again."""
-        self._journal(ids, {"state": "unread"})
+        self._change(ids, {"state": "unread"})
 
     def drain(self) -> list[dict[str, Any]]:
         """Every unread entry, taken and marked read at once (for a caller that has
@@ -225,21 +223,15 @@ class SessionInbox:
         return unread
 
     def mark_read(self, ids: list[str]) -> None:
-        self._journal(ids, {"state": "read", "read_at": now_iso()}, fsync=True)
+        self._change(ids, {"state": "read", "read_at": now_iso()}, fsync=True)
 
     def mark(self, ids: list[str], state: str, stamp_field: str, **extra: str) -> None:
         """One state line per id (`moved`, with the session it went to), fsynced."""
-        self._journal(ids, {"state": state, stamp_field: now_iso(), **extra}, fsync=True)
+        self._change(ids, {"state": state, stamp_field: now_iso(), **extra}, fsync=True)
 
-    def _journal(self, ids: list[str], change: dict[str, Any], *, fsync: bool = False) -> None:
+    def _change(self, ids: list[str], change: dict[str, Any], *, fsync: bool = False) -> None:
         """One state change of several entries, appended as one write."""
-        if not ids:
-            return
-        from runtime.store.appends import append_line, encode_line
-
-        append_line(
-            self.paths.inbox, b"".join(encode_line({"id": i, **change}) for i in ids), fsync=fsync
-        )
+        self.append_changes([{"id": i, **change} for i in ids], fsync=fsync)
 
 
 def _unread(entry: dict[str, Any]) -> bool:

@@ -3,8 +3,9 @@
 A consumer sleeps on a private FIFO in the box's `doorbells/` directory; a sender writes
 one byte into every FIFO that wants the message's type. No timer backs them up: a sender
 rings inside the critical section of its append, before writing, and consumers read
-under the same lock (`mailbox.Mailbox.append_ringing`), so no kill point loses a wake;
-a full FIFO already holds a pending wake, so coalesced rings lose nothing either. Its own
+under the same lock (`durable_inbox.DurableInbox.append_ringing`), so no kill point
+loses a wake; a full FIFO already holds a pending wake, so coalesced rings lose nothing
+either. Its own
 module because rooms, the runner and the delivery watcher ring and listen without any
 inbox of their own.
 """

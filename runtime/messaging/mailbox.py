@@ -1,18 +1,20 @@
-"""Durable mailboxes: ring and append in one critical section, claim exclusively.
+"""Durable mailboxes: a run's inbox journal, claimed exclusively by its consumers.
 
-An inbox is a JSONL journal. A message enters as one `queued` entry line (fsync'd before
-the journal's lock is released); every later change (`sent`, `claimed`, `handled`,
-`failed`, `queued` again after a dead consumer's claim) is appended as a small state
-line, and the current state is the fold of the lines. Claims happen under an exclusive
-flock, so two consumers never get the same entry; who holds a claim and when it ends is
-`claims`.
+A run's (or a branch's) inbox is a durable inbox journal (`durable_inbox`: the ringing
+append, the read barrier, state lines, the fold). A message enters as one `queued`
+entry line (fsync'd before the journal's lock is released); every later change (`sent`,
+`claimed`, `handled`, `failed`, `queued` again after a dead consumer's claim) is
+appended as a small state line, and the current state is the fold of the lines. What
+this module adds is the mailbox's policy: claims happen under the exclusive sidecar
+flock, so two consumers never get the same entry (who holds a claim and when it ends is
+`claims`), the FIFO fast path's commit markers, and a consumer's wait.
 
 Waking never carries data (`doorbells`) and needs no timer: the sender takes the
 journal's flock, rings every consumer's doorbell FIFO, appends and fsyncs, then unlocks;
-a consumer reads (claims) under that same flock. A woken consumer therefore blocks until
-the sender's append is whole and durable, or until the kernel drops a killed sender's
-lock; and a consumer that armed its doorbell after a sender rang reads after that
-sender's unlock. No kill point leaves a written message without a wake
+a consumer reads (claims) behind that same flock. A woken consumer therefore blocks
+until the sender's append is whole and durable, or until the kernel drops a killed
+sender's lock; and a consumer that armed its doorbell after a sender rang reads after
+that sender's unlock. No kill point leaves a written message without a wake
 (docs/messaging.md, Doorbells). One wake drains everything queued.
 """
 
@@ -22,42 +24,37 @@ import contextlib
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
-from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, me, settle, watch_holders
-from runtime.messaging.doorbells import doorbell, ring
-from runtime.store.appends import (
-    append_jsonl,
-    encode_line,
-    lock_current,
-    locked,
-    unlock,
-    write_locked,
-)
+from runtime.messaging.doorbells import doorbell
+from runtime.messaging.durable_inbox import DurableInbox
+from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.journals import INBOX, LOG, OPEN_STATES
 from runtime.store.layout import FIFO_COMMITS
-from runtime.store.reads import read_jsonl
 from runtime.store.writes import DiskWriteError, ensure_dir
 
 if TYPE_CHECKING:
     # Type-only: a TypedDict class body costs ~0.5 ms at import (each postponed
     # annotation is compiled), and `actors message` imports this module.
-    from runtime.messaging.entries import MailboxEntry
+    from runtime.messaging.entries import InboxLine, MailboxEntry
     from runtime.messaging.envelope import Envelope
 
 
-READ_STEP = 1 << 20
-"""How much of an inbox a fold reads at a time: its memory is this plus what it keeps."""
+class Mailbox(DurableInbox["MailboxEntry"]):
+    """A run's or a branch's inbox: the durable journal (`DurableInbox`) plus claims.
 
+    Its sidecar lock (`.inbox.jsonl.lock`) is the claim lock: senders never take it,
+    they append under the journal's flock alone. With `types`, the fold keeps only
+    entries of those types (and their state lines): a consumer that wants a few types
+    (the runner: `control.*`) holds no copy of the rest, however many of them wait
+    unread."""
 
-class Mailbox:
-    """One inbox journal plus its doorbell directory; keeps an incremental fold.
-
-    With `types`, the fold keeps only entries of those types (and their state lines): a
-    consumer that wants a few types (the runner: `control.*`) holds no copy of the rest,
-    however many of them wait unread."""
+    compactor = INBOX
+    open_states = OPEN_STATES
+    after_ring = "mailbox.append.after_ring"
+    after_write = "mailbox.append.after_write"
 
     def __init__(
         self,
@@ -67,20 +64,12 @@ class Mailbox:
         *,
         types: tuple[str, ...] | None = None,
     ) -> None:
-        self.inbox, self.doorbells, self.wake_log = inbox, doorbells, wake_log
+        super().__init__(inbox, doorbells, inbox.with_name(f".{inbox.name}.lock"))
+        self.wake_log = wake_log
         self.types = types
         self.commits = inbox.with_name(FIFO_COMMITS)
-        self._offset = 0
-        self._identity: tuple[int, int] | None = None
-        self._entries: dict[str, MailboxEntry] = {}
-        self._open: dict[str, None] = {}
-        """Ids of entries that are not settled, oldest first (what a claim scans)."""
         self._bell: int | None = None
         self._bell_cm: Any = None
-
-    @property
-    def lock_path(self) -> Path:
-        return self.inbox.with_name(f".{self.inbox.name}.lock")
 
     # -- sending -----------------------------------------------------------------------
     def deliver(
@@ -91,8 +80,9 @@ class Mailbox:
         instance: str | None = None,
         state: str = "queued",
     ) -> MailboxEntry:
-        """Ring every doorbell and durably append a message, in one critical section
-        (`append_ringing`); then the advisory wake line. Returns the entry."""
+        """Ring the doorbells and durably append a message, in one critical section
+        (`append_ringing`; a `sending` entry rings none: the FIFO fast path wakes its
+        reader); then the advisory wake line. Returns the entry."""
         entry: MailboxEntry = {
             "id": envelope["id"],
             "state": state,
@@ -101,38 +91,16 @@ class Mailbox:
             "envelope": envelope,
         }
         if state == "sending":  # who may still write it to the FIFO (see `claim`)
+            from runtime.messaging.claims import me  # consumers' rules: a send skips them
+
             entry["sending_by"] = me()
-        kind = str(envelope.get("type")) if state == "queued" else None
-        self.append_ringing(encode_line(entry), kind, fsync=fsync)
-        if kind is not None:
+        queued = state == "queued"
+        self.append_ringing(
+            encode_line(entry), ring=queued, kind=str(envelope.get("type")), fsync=fsync
+        )
+        if queued:
             self.log_wake(envelope)
         return entry
-
-    def append_ringing(self, data: bytes, kind: str | None, *, fsync: bool = True) -> None:
-        """Under the journal's flock: ring the doorbells that want `kind` (None: ring
-        none), append `data` (whole lines), fsync, unlock.
-
-        The ring comes first and inside the lock, so no kill point separates a written
-        line from its wake: killed before the write, nothing was appended (and the
-        caller got no success); killed after it, the consumers were already rung and
-        each reads under this lock, which the kernel releases with the dead sender. The
-        fsync is inside too, so a woken consumer never reads a line a power loss could
-        still take back (durable before readable).
-        """
-        fd = lock_current(self.inbox)
-        try:
-            try:
-                if kind is not None:
-                    ring(self.doorbells, kind)
-                    pause_point("mailbox.append.after_ring")
-                write_locked(fd, self.inbox, data, INBOX)
-                pause_point("mailbox.append.after_write")
-                if fsync:
-                    os.fsync(fd)
-            finally:
-                unlock(fd)
-        finally:
-            os.close(fd)
 
     def log_wake(self, envelope: Envelope) -> None:
         """Record the advisory doorbell line in wake.jsonl (for observers that tail files).
@@ -155,17 +123,14 @@ class Mailbox:
                 )
 
     def mark(self, entry_id: str, state: str, **fields: Any) -> None:
-        append_jsonl(
-            self.inbox,
-            {"id": entry_id, "state": state, f"{state}_at": now_iso(), **fields},
-            compactor=INBOX,
-        )
+        """One state line: `state`, stamped `<state>_at`, plus `fields`."""
+        self.append_changes([{"id": entry_id, "state": state, f"{state}_at": now_iso(), **fields}])
 
     def requeue(self, entry_id: str, envelope: Envelope) -> None:
         """Mark a `sending` entry `queued` and ring for it, in one critical section (the
         FIFO fast path's fallback; see `append_ringing`)."""
         line = encode_line({"id": entry_id, "state": "queued", "queued_at": now_iso()})
-        self.append_ringing(line, str(envelope.get("type")), fsync=False)
+        self.append_ringing(line, kind=str(envelope.get("type")), fsync=False)
         self.log_wake(envelope)
 
     # -- the FIFO fast path (see docs/messaging.md, The FIFO fast path) ------------------
@@ -186,47 +151,13 @@ class Mailbox:
         return os.path.lexists(self.commits / entry_id)
 
     # -- reading -----------------------------------------------------------------------
-    def refresh(self) -> dict[str, MailboxEntry]:
-        """Fold lines appended since the last call into the current entry states (all
-        again from the start when the journal was compacted since), a bounded step at a
-        time."""
-        while True:
-            chunk = read_jsonl(
-                self.inbox, offset=self._offset, identity=self._identity, limit=READ_STEP
-            )
-            if chunk.reset:
-                self._entries.clear()
-                self._open.clear()
-            self._offset, self._identity = chunk.next_offset, chunk.identity
-            self._fold(chunk.records)
-            if not chunk.more:
-                return self._entries
-
-    def _fold(self, records: list[dict[str, Any]]) -> None:
-        for record in records:
-            ident = record.get("id")
-            if not isinstance(ident, str):
-                continue
-            current = self._entries.get(ident)
-            if current is None:
-                # a foreign or damaged line whose envelope is not an object is not an entry
-                envelope = record.get("envelope")
-                if not (isinstance(envelope, dict) and isinstance(envelope.get("type"), str)):
-                    continue
-                if self.types is not None and envelope["type"] not in self.types:
-                    continue  # not wanted here: its state lines are skipped the same way
-                current = self._entries[ident] = cast("MailboxEntry", dict(record))
-            elif "envelope" not in record:
-                current.update(cast("MailboxEntry", record))  # a state line: no envelope
-            else:
-                continue
-            if current.get("state") in OPEN_STATES:
-                self._open.setdefault(ident)
-            else:
-                self._open.pop(ident, None)
-
-    def entries(self) -> list[MailboxEntry]:
-        return list(self.refresh().values())
+    def admits(self, record: dict[str, Any]) -> bool:
+        """An entry line with an envelope of a type, and one of `types` when given (a
+        type not wanted here is skipped with its state lines)."""
+        envelope = record.get("envelope")
+        if not (isinstance(envelope, dict) and isinstance(envelope.get("type"), str)):
+            return False
+        return self.types is None or envelope["type"] in self.types
 
     # -- consuming ---------------------------------------------------------------------
     def claim(
@@ -236,31 +167,28 @@ class Mailbox:
         exclude_types: tuple[str, ...] = (),
         limit: int = 1,
         consumer: str = "recv",
-        lease_s: float = LEASE_S,
+        lease_s: float | None = None,
     ) -> list[MailboxEntry]:
-        """Exclusively claim up to `limit` open entries (oldest first)."""
+        """Exclusively claim up to `limit` open entries (oldest first), each for `lease_s`
+        seconds (default `claims.LEASE_S`)."""
         ensure_dir(self.inbox.parent)
         claimed: list[MailboxEntry] = []
         if not os.path.lexists(self.inbox):
             # nothing sent yet: a sender creates the journal before it rings, so one that
             # starts now rings this consumer's (already armed) doorbell
             return claimed
-        with locked(self.lock_path):
-            # the senders' lock too: a sender that rang before this claim has finished
-            # its append (or died) by the time this fold reads (see `append_ringing`)
-            fd = lock_current(self.inbox)
-            try:
-                lines, done_commits = self._pick(
-                    claimed, types, exclude_types, limit, consumer, lease_s
-                )
-                if lines:
-                    data = b"".join(encode_line(line) for line in lines)
-                    write_locked(fd, self.inbox, data, INBOX)
-            finally:
-                unlock(fd)
-                os.close(fd)
-            for ident in done_commits:  # settled `sent` in the journal: the marker is spent
-                self.uncommit_fifo(ident)
+        # behind the read barrier (the claim lock, then the senders' flock): a sender that
+        # rang before this claim has finished its append (or died) by the time this fold
+        # reads (see `append_ringing`)
+        with self.reading() as fd:
+            if fd is None:
+                return claimed  # the journal went away (a prune) since the look above
+            lines, done_commits = self._pick(
+                claimed, types, exclude_types, limit, consumer, lease_s
+            )
+            self.append_changes(lines, fd=fd)
+        for ident in done_commits:  # settled `sent` in the journal: the marker is spent
+            self.uncommit_fifo(ident)
         if claimed:
             pause_point("mailbox.claim.after_lease")
         self.refresh()
@@ -273,12 +201,16 @@ class Mailbox:
         exclude_types: tuple[str, ...],
         limit: int,
         consumer: str,
-        lease_s: float,
-    ) -> tuple[list[dict[str, Any]], list[str]]:
+        lease_s: float | None,
+    ) -> tuple[list[InboxLine], list[str]]:
         """Under the claim lock: the lines that settle stuck entries and claim up to
         `limit` open ones (appended to `claimed`), and the commit markers they spend."""
+        # imported by consumers only: `message` never claims, and pays nothing for it
+        from runtime.messaging.claims import CLAIMABLE, LEASE_S, claim_line, settle
+
+        lease = LEASE_S if lease_s is None else lease_s
         now = time.time()
-        lines: list[dict[str, Any]] = []
+        lines: list[InboxLine] = []
         done_commits: list[str] = []
         entries = self.refresh()
         for ident in self._open:
@@ -287,12 +219,12 @@ class Mailbox:
             entry = entries[ident]
             state, settled = settle(entry, now, self._committed)
             if settled is not None:
-                lines.append(dict(settled))
+                lines.append(settled)
                 if state == "sent":
                     done_commits.append(ident)
             if state not in CLAIMABLE or not _wanted(entry, types, exclude_types):
                 continue
-            lines.append(dict(claim_line(entry, consumer, lease_s)))
+            lines.append(claim_line(entry, consumer, lease))
             claimed.append(entry)
         return lines, done_commits
 
@@ -320,6 +252,8 @@ class Mailbox:
             if remaining is not None and remaining <= 0:
                 return []
             held = [e for e in self._held_entries() if _wanted(e, types, exclude_types)]
+            from runtime.messaging.claims import watch_holders  # (loaded by the claim)
+
             with watch_holders(held, time.time()) as (pidfds, due):
                 if due is not None:
                     remaining = due if remaining is None else min(remaining, due)
@@ -330,6 +264,8 @@ class Mailbox:
 
     def _held_entries(self) -> list[MailboxEntry]:
         """Open entries someone else holds (`claimed`, or `sending` on the fast path)."""
+        from runtime.messaging.claims import CLAIMABLE  # (loaded by the claim)
+
         return [e for i in self._open if (e := self._entries[i]).get("state") not in CLAIMABLE]
 
     def _doorbell(self) -> int:

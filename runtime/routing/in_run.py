@@ -18,7 +18,6 @@ from runtime.core.errors import BadInput, Conflict, Refused
 from runtime.core.faults import pause_point
 from runtime.messaging.boxes import CONTROL_TYPES, branch_mailbox, run_mailbox
 from runtime.runs.ownership import Principal
-from runtime.store.appends import locked
 from runtime.store.layout import StateRoot
 from runtime.views.status import find_run
 
@@ -140,7 +139,7 @@ def finish(
     pause_point("messaging.finish.before_mark")
     # Check and mark in one step under the claim lock: a consumer that stalled past its
     # lease must not acknowledge a message another consumer has claimed in the meantime.
-    with locked(box.lock_path):
+    with box.deciding():
         entry = box.refresh().get(entry_id)
         holder: Holder = (entry.get("claimed_by") or {}) if entry is not None else {}
         if entry is None or entry.get("state") != "claimed" or holder.get("pid") != os.getpid():

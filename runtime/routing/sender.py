@@ -171,9 +171,10 @@ class Sender:
         return ids
 
     def _append(self, data: bytes) -> None:
-        """Ring, write, fsync, unlock: the one critical section of
-        `Mailbox.append_ringing`, with descriptors kept open between messages (the ring
-        first, so no kill point leaves a written line without its wake)."""
+        """Ring, write, fsync, unlock: the critical section of every inbox
+        (runtime.messaging.durable_inbox, `DurableInbox.append_ringing`), with the
+        descriptors kept open between messages (the ring first, so no kill point leaves
+        a written line without its wake)."""
         # lock_current swaps the kept descriptor for the new file when a compaction has
         # replaced the inbox meanwhile
         self._fd = lock_current(self._inbox, self._fd if self._fd >= 0 else None)
