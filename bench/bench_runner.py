@@ -81,7 +81,7 @@ class Runs:
     def spawn(self) -> tuple[int, float]:
         started = time.perf_counter()
         out = subprocess.run(
-            [self.python, "-m", "actors", "spawn", str(self.recipe), "--json"],
+            [self.python, "-P", "-m", "actors", "spawn", str(self.recipe), "--json"],
             env=self.env,
             check=True,
             capture_output=True,

@@ -256,12 +256,12 @@ def _memory(runs: list[tuple[dict[str, Any], Path | None]], sessions: dict[int, 
     consumer: list[float] = []
     other: list[float] = []
     rss = 0
-    for record, out in runs:
+    for record, _out in runs:
         pid = int(record["pid"])
         for member in sessions.get(pid, []):
             got = _rollup(member)
             rss += got.get("Rss", 0)
-            kind = runner if member == pid else consumer if out is not None else other
+            kind = runner if member == pid else consumer if _is_python(member) else other
             kind.append(got.get("Pss", 0))
     total = (sum(runner) + sum(consumer) + sum(other)) / 1024
     emit(
@@ -274,6 +274,14 @@ def _memory(runs: list[tuple[dict[str, Any], Path | None]], sessions: dict[int, 
                 f"  PSS per {label:<16} n={len(values):<5} median {sorted(values)[len(values) // 2] / 1024:6.2f} MB"
                 f"  p99 {percentile(values, 99) / 1024:6.2f} MB"
             )
+
+
+def _is_python(pid: int) -> bool:
+    """A consumer (a Python script in `actors.recv`), not a `sleep` leaf."""
+    try:
+        return b"python" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return False
 
 
 def _spawn_cpu(

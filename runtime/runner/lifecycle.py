@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from runtime.compiler.redact import redact_deep, secret_texts
 from runtime.core import cgroups, config, platform
-from runtime.core.errors import log_exception
+from runtime.core.errors import ActorsError, log_exception
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
-from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, verify
+from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, read_proc, verify
+from runtime.runner import entry
 from runtime.runner.bells import ring_guardians
 from runtime.runner.output import output_preview
 from runtime.store.appends import locked
@@ -338,8 +339,32 @@ def sweep(paths: RunPaths, run: RunRecord) -> None:
     holds without a cgroup."""
     group = run_cgroup(paths, run)
     if group is not None and cgroups.leave(group):
+        _rescue_runners(group)
         cgroups.kill([group])
     kill_session(os.getpid())  # proven: we are alive and lead this session
+
+
+def _rescue_runners(group: Path) -> None:
+    """A run spawned by one of this run's commands starts its runner inside this run's
+    cgroup, and moves it into its own at its start (moving a process costs the kernel
+    ~15 ms, which spawn does not wait for). One that has not moved yet is moved now,
+    into its own run's cgroup, before this one is killed: a run this run spawned
+    outlives it. A runner is known by its argv (the entry point and its run's
+    directory); the cgroup it goes to is that run's, so a process that only borrows
+    the argv lands in the cgroup of the run it names, and dies with that run."""
+
+    for pid in cgroups.members(group):
+        argv = (read_proc(pid, "cmdline") or b"").split(b"\0")
+        if len(argv) < 4 or os.fsdecode(argv[2]) != entry.ENTRY:
+            continue
+        other = RunPaths(Path(os.fsdecode(argv[3])))
+        try:
+            found = read_json(other.run_json)
+        except ActorsError:
+            continue
+        target = run_cgroup(other, cast("RunRecord", found)) if isinstance(found, dict) else None
+        if target is not None and target != group:
+            cgroups.place(target, pid)
 
 
 def _live_waiter(run: RunRecord) -> int | None:
@@ -380,6 +405,7 @@ def begin(
     global liveness
     liveness = platform.hold_liveness(str(paths.liveness))  # before the identity is public
     group = run_cgroup(paths, run)
+    pause_point("runner.before_cgroup")
     joined = group is not None and cgroups.join(group)
     identity = capture(os.getpid())
     patiently(  # a full disk: wait, rather than leave a run that never says it started

@@ -22,7 +22,7 @@ from runtime.core import config
 from runtime.core.errors import ActorsError, Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
 from runtime.core.process import remember_child
-from runtime.runner import entry as runner_entry
+from runtime.runner.entry import ENTRY
 from runtime.store import safe
 from runtime.store.events import record_event, write_progress
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
@@ -90,11 +90,6 @@ def communication(run_id: str, owner: str) -> dict[str, Any]:
         "contacts": [{"address": "coordinator", "role": "coordinator", "session": owner}],
         "updated_at": now_iso(),
     }
-
-
-ENTRY = os.path.abspath(runner_entry.__file__)
-"""The runner's entry point, started by path so that a parked runner imports no
-module of the runtime (runtime/runner/entry.py)."""
 
 
 def runner_argv(paths: RunPaths) -> list[str]:

@@ -239,12 +239,6 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
         record["waiter"] = capture(os.getpid())
     token = claim(root, paths, record)
     pid = start_runner(paths, root, token)
-    if record["cgroup"] is not None:
-        # into its own cgroup before spawn returns: a run spawned from inside another
-        # is never swept with its parent's cgroup when the parent ends right after
-        from runtime.core import cgroups
-
-        cgroups.place(Path(record["cgroup"]), pid)
     identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
     record.update({"pid": pid, "argv": runner_argv(paths), "process_identity": identity})
     # No journal append here: the runner may already hold (or, stopped, keep holding)

@@ -311,11 +311,34 @@ def test_a_run_spawned_by_the_last_command_of_another_outlives_it(
     if not _cgroups_here():
         pytest.skip("no delegated cgroup v2 here")
     monkeypatch.setenv("ACTORS_CGROUP", "auto")
+    barrier = tmp_path / "barrier"
+    # the kid's runner stops itself before it moves into its own cgroup: the parent ends
+    # (and sweeps its cgroup) while the kid's runner is still in it
+    armed = f"ACTORS_PAUSE_AT=runner.before_cgroup ACTORS_PAUSE_FIFO={barrier}"
     recipe = write_recipe(
-        tmp_path, "spawner", {"template": "actors spawn -t 'sleep 300' --as run:kid"}
+        tmp_path,
+        "spawner",
+        {"template": f"env {armed} actors spawn -t 'sleep 300' --as run:kid"},
     )
     proc = cli("spawn", str(recipe), "--as", "run:spawner", "--wait", timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    wait_for_change(
+        tmp_path,
+        lambda: barrier.exists() and barrier.read_text().endswith("\n"),
+        30,
+        what="the kid's runner to stop before its cgroup",
+    )
+    kid_runner = int(barrier.read_text().split()[0])
+    from runtime.core.process import wait_gone
+
+    assert wait_gone([int(json.loads(home.run("spawner").run_json.read_text())["pid"])], 30)
+    os.kill(kid_runner, signal.SIGCONT)  # the parent is gone: the kid goes on
+    wait_for_change(
+        home.run("kid").dir,
+        lambda: '"run.runner.start"' in home.run("kid").events.read_text(),
+        30,
+        what="the kid's runner to start",
+    )
     kid = json.loads(cli("status", "kid", "--json").stdout)
     assert kid["status"] == "running", kid
     code, text, _ = _kill("kid", "--force")  # it belongs to run:spawner
