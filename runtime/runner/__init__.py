@@ -10,3 +10,9 @@ Imports `runtime.views` (a guardian reads the runs it watches), `runtime.deliver
 run's end becomes a follow-up), `runtime.messaging`, `runtime.compiler`, `runtime.store`
 and `runtime.core`; never `runtime.runs`, which starts runners from outside.
 """
+
+import os
+
+ENTRY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "entry.py")
+"""The runner's entry point, as spawn starts it (runtime.runs.launch): a runner is known
+by it in its argv (runtime.runner.lifecycle)."""

@@ -16,9 +16,6 @@ identity holds. ACTORS_RUNNER_STATE says which image this is:
 import os
 import sys
 
-ENTRY = os.path.abspath(__file__)
-"""This file, as spawn starts it (runtime.runs.launch): a runner is known by it in its argv."""
-
 STATE = "ACTORS_RUNNER_STATE"
 """runtime.core.config.RUNNER_STATE's name; this file may not import it (it would load
 the runtime), and tests/runtime/test_config.py holds the two equal."""

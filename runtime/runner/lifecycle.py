@@ -25,7 +25,7 @@ from runtime.core.errors import ActorsError, log_exception
 from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
 from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, read_proc, verify
-from runtime.runner import entry
+from runtime.runner import ENTRY
 from runtime.runner.bells import ring_guardians
 from runtime.runner.output import output_preview
 from runtime.store.appends import locked
@@ -355,7 +355,7 @@ def _rescue_runners(group: Path) -> None:
 
     for pid in cgroups.members(group):
         argv = (read_proc(pid, "cmdline") or b"").split(b"\0")
-        if len(argv) < 4 or os.fsdecode(argv[2]) != entry.ENTRY:
+        if len(argv) < 4 or os.fsdecode(argv[2]) != ENTRY:
             continue
         other = RunPaths(Path(os.fsdecode(argv[3])))
         try:

@@ -22,7 +22,7 @@ from runtime.core import config
 from runtime.core.errors import ActorsError, Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
 from runtime.core.process import remember_child
-from runtime.runner.entry import ENTRY
+from runtime.runner import ENTRY
 from runtime.store import safe
 from runtime.store.events import record_event, write_progress
 from runtime.store.layout import MAIN_ROOM, RunPaths, StateRoot
