@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from typing import Any
 
 import click
 
@@ -48,8 +49,15 @@ def ls_cmd(as_json: bool) -> None:
     """Each group: its limit, what runs in it and what waits, first come first."""
     from runtime.runner.slots import describe, names
 
+    from runtime.core.errors import ActorsError
+
     root = StateRoot.from_env()
-    groups = [describe(root.group(name)) for name in names(root)]
+    groups: list[dict[str, Any]] = []
+    for name in names(root):
+        try:
+            groups.append(describe(root.group(name)))
+        except ActorsError as exc:  # one damaged group never hides the others
+            groups.append({"group": name, "damaged": exc.message})
     if as_json:
         emit_json(groups)
         return
@@ -58,11 +66,13 @@ def ls_cmd(as_json: bool) -> None:
         return
     rows = [
         [
-            g["group"],
+            cell(g["group"]),
             f"{len(g['running'])}/{g['parallel']}",
             str(len(g["queued"])),
             cell(", ".join(str(label) for label in g["running"]))[:60],
         ]
+        if "damaged" not in g
+        else [cell(g["group"]), "-", "-", cell(f"(damaged: {g['damaged']})")[:60]]
         for g in groups
     ]
     click.echo(table(rows, ["GROUP", "RUNNING", "QUEUED", "MEMBERS"]))

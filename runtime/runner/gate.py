@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from runtime.core.errors import NotFound
+from runtime.core.errors import ActorsError, NotFound
 from runtime.core.platform import ExitWatch
 from runtime.runner.slots import Slot, Waiter
 from runtime.store.layout import StateRoot
@@ -59,9 +59,10 @@ class Gate:
     def __init__(self, root: StateRoot, run: dict[str, Any]) -> None:
         self.root = root
         self.run_id: str = run["run"]
-        self.after: list[str] = list(run.get("after") or [])
-        self.group: str | None = run.get("group")
-        self.order: str = run.get("queue_order") or run["run_instance_id"]
+        after, group, order = run.get("after"), run.get("group"), run.get("queue_order")
+        self.after: list[str] = [a for a in after if isinstance(a, str)] if isinstance(after, list) else []
+        self.group: str | None = group if isinstance(group, str) else None
+        self.order: str = order if isinstance(order, str) else run["run_instance_id"]
         self.waiter: Waiter | None = None
         self.slot: Slot | None = None
         self.watches: dict[str, ExitWatch] = {}
@@ -104,6 +105,10 @@ class Gate:
                 self.skipped = f"group {self.group} was removed"
                 self.close()
                 return
+            except ActorsError as exc:  # its group.json damaged, a link planted in it
+                self.skipped = f"group {self.group}: {exc.message}"
+                self.close()
+                return
             if self.slot is None:
                 return
             self.waiter = None  # take() closed it
@@ -115,6 +120,9 @@ class Gate:
                 paths, record = find_run(self.root, dep)
             except NotFound:
                 self.skipped = f"run {dep} does not exist any more"
+                return
+            except ActorsError as exc:  # a bad id, a damaged run.json
+                self.skipped = f"run {dep}: {exc.message}"
                 return
             status = derive(paths, record)["status"]
             if status == "done":

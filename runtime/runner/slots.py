@@ -3,19 +3,24 @@ live process holds, and the kernel frees it when that process dies.
 
 A group lives in `groups/<name>/`: `group.json` ({"parallel": N}), `slot-<i>.lock` for
 each of the N slots (a holder takes an exclusive, non-blocking flock on one and keeps the
-descriptor for its life), `slot-<i>.holder` (the holder's process identity, so a waiter
-can watch for its exit), `queue/` (one entry per waiter, named by a time-ordered id:
-first come, first served) and `doorbells/` (rung when a slot is given back, the queue's
-head leaves or the limit changes).
+descriptor for its life), `slot-<i>.live` (flocked by the holder too: what watchers wait
+on), `slot-<i>.holder` (who holds it, for the views), `queue/` (one entry per waiter,
+flocked by it while it waits, named by a time-ordered id: first come, first served) and
+`doorbells/` (rung when a slot is given back, the queue's head changes or the limit does).
+
+Who is alive is what the kernel says, never what a file says: a slot or queue entry
+counts as held only while a process holds its flock, and a watcher waits on the process
+/proc/locks names as the holder (a pidfd, proven after it is opened) or, on the portable
+path, on the lock itself. A record planted in the group (a forged holder or queue entry
+naming pid 1) neither blocks the queue nor misdirects a watch.
 
 A waiter (`Waiter`) takes a slot only when it is the first live entry of the queue; until
-then it sleeps on the group's doorbell and on the exit watches of the slot holders and of
-the waiters ahead of it (runtime.core.platform.ExitWatch). A holder that ends normally
-gives its slot back and rings; one that dies (SIGKILL) loses its flock to the kernel and
-its watchers wake on its exit. Nothing polls, and a waiter that dies is skipped (its
-identity no longer verifies). Its users: a run spawned into a group (its runner waits
-here before its graph starts, runtime.runner.gate) and `actors group run NAME -- CMD`
-(a swarm's agents take their turns this way).
+then it sleeps on the group's doorbell and on one exit watch: the head on the slots'
+holders, every other waiter on the one just ahead of it. A holder that ends gives its
+slot back and rings; one that dies (SIGKILL) loses its flock to the kernel and its
+watcher wakes on its exit. Nothing polls. Its users: a run spawned into a group (its
+runner waits here before its graph starts, runtime.runner.gate) and `actors group run
+NAME -- CMD` (a swarm's agents take their turns this way).
 """
 
 from __future__ import annotations
@@ -23,17 +28,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+from pathlib import Path
 from typing import Any
 
-from runtime.core.errors import BadInput, Conflict, NotFound, StateDamaged
+from runtime.core.errors import ActorsError, BadInput, Conflict, NotFound, StateDamaged
 from runtime.core.ids import new_id, now_iso
-from runtime.core.platform import ExitWatch
-from runtime.core.process import capture, verify
+from runtime.core.platform import ExitWatch, locked, watch_lock
 from runtime.messaging.doorbells import Bell, ring
 from runtime.store import safe
 from runtime.store.layout import GroupPaths, StateRoot
 from runtime.store.reads import read_json
-from runtime.store.writes import ensure_dir, write_json_atomic
+from runtime.store.writes import dump_json, ensure_dir, write_all, write_json_atomic
 
 MAX_PARALLEL = 1024
 
@@ -85,8 +90,8 @@ def describe(paths: GroupPaths) -> dict[str, Any]:
     return {
         "group": paths.name,
         "parallel": limit(paths),
-        "running": [held[i].get("label") for i in sorted(held)],
-        "queued": [record.get("label") for _, record in queued(paths)],
+        "running": [held[i] for i in sorted(held)],
+        "queued": [label for _, label in queued(paths)],
     }
 
 
@@ -117,33 +122,47 @@ def safe_exists(path: Any) -> bool:
     return True
 
 
-def _alive(record: Any) -> dict[str, Any] | None:
-    """The process identity a holder or queue record names, when that process is alive
-    now. Its start time and boot pin it; its argv is not compared (a holder may exec
-    its command, runtime.runner.gate)."""
-    identity = record.get("identity") if isinstance(record, dict) else None
-    if not isinstance(identity, dict):
+def _open_lockable(path: Path) -> int | None:
+    """A group file opened to test or watch its lock (never through a link), or None."""
+    try:  # O_NONBLOCK: a FIFO planted there must not hang the open
+        return safe.open_file(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ActorsError):
         return None
-    pinned = {k: v for k, v in identity.items() if k not in ("argv", "cwd")}
-    return identity if verify(pinned)[0] == "valid" else None
 
 
-def holders(paths: GroupPaths) -> dict[int, dict[str, Any]]:
-    """Slot -> the holder record of each slot held by a live process now."""
-    found = {}
-    for index in range(limit(paths)):
-        try:
-            record = read_json(paths.holder(index))
-        except (StateDamaged, OSError):
-            continue
-        if _alive(record) is not None:
-            found[index] = record
-    return found
+def _held(path: Path) -> bool:
+    """Whether a live process holds this slot's or queue entry's flock now."""
+    fd = _open_lockable(path)
+    if fd is None:
+        return False
+    try:
+        return locked(fd)
+    finally:
+        os.close(fd)
 
 
-def queued(paths: GroupPaths) -> list[tuple[str, dict[str, Any]]]:
-    """The live waiters, first come first: (entry name, its record). An entry whose
-    waiter is gone is removed on the way (it can never take a slot)."""
+def _label(path: Path) -> str:
+    """What a holder or queue record calls its process (shown, never trusted)."""
+    try:
+        record = read_json(path, max_bytes=64 * 1024)
+    except (StateDamaged, OSError):
+        return "?"
+    label = record.get("label") if isinstance(record, dict) else None
+    return label if isinstance(label, str) else "?"
+
+
+def holders(paths: GroupPaths) -> dict[int, str]:
+    """Slot -> the label of its holder, for each slot a live process holds now."""
+    return {
+        index: _label(paths.holder(index))
+        for index in range(limit(paths))
+        if _held(paths.live(index))
+    }
+
+
+def queued(paths: GroupPaths) -> list[tuple[str, str]]:
+    """The live waiters, first come first: (entry name, its label). An entry no process
+    holds any more (its waiter died, or it was never one) is removed on the way."""
     try:
         with safe.scandir(paths.queue) as (_, entries):
             names = sorted(e.name for e in entries if e.name.endswith(".json"))
@@ -152,12 +171,8 @@ def queued(paths: GroupPaths) -> list[tuple[str, dict[str, Any]]]:
     live = []
     for name in names:
         entry = paths.queue / name
-        try:
-            record = read_json(entry)
-        except (StateDamaged, OSError):
-            record = None
-        if _alive(record) is not None:
-            live.append((name, record))
+        if _held(entry):
+            live.append((name, _label(entry)))
         else:
             with contextlib.suppress(OSError, StateDamaged):
                 safe.unlink(entry)
@@ -202,36 +217,41 @@ class Waiter:
     """One process's place in a group's queue, until it holds a slot (`take`).
 
     Only the queue's head competes for a slot and watches the holders' exits; every
-    other waiter watches the one just ahead of it (its exit). All of them sleep on the
-    group's doorbell, rung when a slot is given back or the queue's head changes."""
+    other waiter watches the one just ahead of it. All of them sleep on the group's
+    doorbell, rung when a slot is given back or the queue's head changes."""
 
-    def __init__(
-        self, paths: GroupPaths, label: str, entry: str, bell: Bell, alive: int
-    ) -> None:
-        self.paths, self.label, self.entry, self.bell, self.alive = (
-            paths, label, entry, bell, alive
-        )
-        self.identity = capture(os.getpid()) or {"pid": os.getpid()}
-        self.watches: dict[int, ExitWatch] = {}
+    def __init__(self, paths: GroupPaths, label: str, entry: str, bell: Bell, alive: int) -> None:
+        self.paths, self.label, self.entry = paths, label, entry
+        self.bell = bell
+        self.alive = alive
+        """The entry's descriptor, flocked exclusively while this waiter waits: the
+        entry is live exactly as long as this process is."""
+        self.watches: dict[str, ExitWatch] = {}
+        """Watched file (a slot's `.live`, the entry ahead) -> the exit watch on its holder."""
 
     @classmethod
     def join(cls, root: StateRoot, name: str, label: str, order: str | None = None) -> Waiter:
         """Enter group `name`'s queue; `order` (a time-ordered id, by default now) is the
-        place: the earliest order goes first. NotFound for a group never set."""
+        place: the earliest order goes first. NotFound for a group never set. The entry
+        is flocked before it is renamed into the queue, so no one ever sees it unheld."""
         paths = root.group(name)
         limit(paths)  # a group never set is refused before anything is written
-        entry = f"{order or new_id()}.{os.getpid()}.json"
         ensure_dir(paths.queue)
-        identity = capture(os.getpid()) or {"pid": os.getpid()}
-        write_json_atomic(
-            paths.queue / entry, {"label": label, "identity": identity, "queued_at": now_iso()}
-        )
-        fd = safe.open_file(paths.queue / entry, os.O_RDONLY | os.O_CLOEXEC)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # ours alone: it was made a moment ago
-        """An exclusive flock on the entry for as long as this waiter waits: a watcher
-        without a pidfd learns of its death when a shared lock on it is granted."""
+        entry = f"{order or new_id()}.{os.getpid()}.json"
+        staged = paths.queue / f".{entry}.tmp"
+        fd = safe.open_file(staged, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            record = {"label": label, "pid": os.getpid(), "queued_at": now_iso()}
+            write_all(fd, dump_json(record), staged)
+            safe.rename(staged, paths.queue / entry)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError, ActorsError):
+                safe.unlink(staged)
+            raise
         waiter = cls(paths, label, entry, Bell.open(paths.doorbells), fd)
-        ring(paths.doorbells)  # a new face: the one behind it (if any) looks again
+        ring(paths.doorbells)  # a new face: the queue looks again
         return waiter
 
     def snapshot(self) -> dict[str, Any]:
@@ -243,22 +263,16 @@ class Waiter:
             "entry": self.entry,
             "bell": [bell.read, bell.write, str(bell.path)],
             "alive": self.alive,
-            "watches": {str(pid): w.fd for pid, w in self.watches.items()},
+            "watches": {path: w.fd for path, w in self.watches.items()},
         }
 
     @classmethod
     def adopt(cls, root: StateRoot, saved: dict[str, Any]) -> Waiter:
-        from pathlib import Path
-
         read, write, path = saved["bell"]
-        waiter = cls(
-            root.group(saved["group"]),
-            saved["label"],
-            saved["entry"],
-            Bell(read, write, Path(path)),
-            saved["alive"],
-        )
-        waiter.watches = {int(pid): ExitWatch(fd) for pid, fd in saved["watches"].items()}
+        bell = Bell(read, write, Path(path))
+        group = root.group(saved["group"])
+        waiter = cls(group, saved["label"], saved["entry"], bell, saved["alive"])
+        waiter.watches = {path: ExitWatch(fd) for path, fd in saved["watches"].items()}
         return waiter
 
     def kept(self) -> list[int]:
@@ -273,21 +287,17 @@ class Waiter:
     def take(self) -> Slot | None:
         """The slot, when this waiter is first in the queue and one is free; else None,
         having armed the exit watches it must wake on."""
-        live = queued(self.paths)
-        names = [name for name, _ in live]
+        names = [name for name, _ in queued(self.paths)]
         place = names.index(self.entry) if self.entry in names else 0
         if place == 0:
             slot = self._try_slots()
             if slot is not None:
                 self.close()
                 return slot
-            held = holders(self.paths)
-            watched = [(r, str(self.paths.live(i))) for i, r in held.items()]
-            expected = limit(self.paths)
+            wanted = [self.paths.live(i) for i in range(limit(self.paths))]
         else:
-            name, record = live[place - 1]
-            watched, expected = [(record, str(self.paths.queue / name))], 1
-        if self._watch(watched) < expected:
+            wanted = [self.paths.queue / names[place - 1]]
+        if self._watch(wanted) < len(wanted):
             self._look_again()  # one ended between the look and its watch
         return None
 
@@ -297,48 +307,47 @@ class Waiter:
 
     def _try_slots(self) -> Slot | None:
         for index in range(limit(self.paths)):
-            flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+            flags = os.O_RDWR | os.O_CREAT
             fd = safe.open_file(self.paths.slot(index), flags)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
                 continue
-            live = safe.open_file(self.paths.live(index), flags)
-            fcntl.flock(live, fcntl.LOCK_EX)  # a watcher's shared lock lasts an instant
-            write_json_atomic(
-                self.paths.holder(index),
-                {"label": self.label, "identity": self.identity, "since": now_iso()},
-            )
+            try:
+                live = safe.open_file(self.paths.live(index), flags)
+                fcntl.flock(live, fcntl.LOCK_EX)  # a watcher's probe lasts an instant
+                record = {"label": self.label, "pid": os.getpid(), "since": now_iso()}
+                write_json_atomic(self.paths.holder(index), record)
+            except BaseException:
+                os.close(fd)
+                raise
             with contextlib.suppress(OSError, StateDamaged):
                 safe.unlink(self.paths.queue / self.entry)
             ring(self.paths.doorbells)  # the queue's head left: the next one looks
             return Slot(self.paths, index, fd, live)
         return None
 
-    def _watch(self, records: list[tuple[dict[str, Any], str]]) -> int:
-        """Exit watches on the processes that must end (or leave) before this waiter's
-        turn: each a pidfd, its process proven after it is opened (so the pidfd pins
-        that process), or on the portable path a shared lock on what the process holds
-        exclusively for its life (its slot's `.live` file, or its queue entry)."""
-        wanted: dict[int, tuple[dict[str, Any], str]] = {}
-        for record, liveness in records:
-            identity = _alive(record)
-            if identity is not None and identity.get("pid") != os.getpid():
-                wanted[int(identity["pid"])] = (record, liveness)
-        for pid in list(self.watches):
-            if pid not in wanted:
-                self.watches.pop(pid).close()
-        for pid, (record, liveness) in wanted.items():
-            if pid in self.watches:
+    def _watch(self, wanted: list[Path]) -> int:
+        """An exit watch on the holder of each file in `wanted` (runtime.core.platform
+        `watch_lock`: the kernel names the holder); how many are held and watched."""
+        keys = {str(path) for path in wanted}
+        for key in list(self.watches):
+            if key not in keys:
+                self.watches.pop(key).close()
+        for path in wanted:
+            key = str(path)
+            if key in self.watches:
                 continue
-            watch = ExitWatch.open(pid, liveness)
-            if watch is None:
-                continue  # gone already: the next look sees its slot or entry free
-            if _alive(record) is not None:
-                self.watches[pid] = watch
-            else:
-                watch.close()
+            fd = _open_lockable(path)
+            if fd is None:
+                continue
+            try:
+                watch = watch_lock(fd)
+            finally:
+                os.close(fd)
+            if watch is not None:
+                self.watches[key] = watch
         return len(self.watches)
 
     def fds(self) -> list[int]:
@@ -350,9 +359,9 @@ class Waiter:
         if fd == self.bell.read:
             self.bell.drain()
             return True
-        for pid, watch in list(self.watches.items()):
+        for key, watch in list(self.watches.items()):
             if watch.fd == fd:
-                self.watches.pop(pid).close()
+                self.watches.pop(key).close()
                 return True
         return False
 
@@ -370,7 +379,7 @@ class Waiter:
             os.close(self.alive)
             self.alive = -1
         self.bell.close()
-        with contextlib.suppress(OSError, StateDamaged):
+        with contextlib.suppress(OSError, ActorsError):
             ring(self.paths.doorbells)  # the one behind looks again
 
 

@@ -48,8 +48,11 @@ def restart(
 
 
 def _request_for(old: RunRecord) -> SpawnRequest:
-    values = old.get("values") or {}
-    given = {name: values[name] for name in old.get("given_values") or [] if name in values}
+    values = old.get("values")
+    values = values if isinstance(values, dict) else {}
+    names = old.get("given_values")
+    names = [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+    given = {name: values[name] for name in names if name in values}
     recipe, template = None, None
     raw = old.get("recipe_raw")
     if old.get("origin") == "template" and isinstance(raw, dict):
@@ -68,13 +71,15 @@ def _request_for(old: RunRecord) -> SpawnRequest:
                 hint="spawn it anew with `actors spawn`",
             )
     group = old.get("group")
+    secrets = old.get("secret_names")
+    secrets = [s for s in secrets if isinstance(s, str)] if isinstance(secrets, list) else []
     return SpawnRequest(
         recipe=recipe,
         template=template,
         values=given,
-        secret_names=list(old.get("secret_names") or []),
+        secret_names=secrets,
         group=group if isinstance(group, str) else None,
-        cwd=old.get("cwd"),
+        cwd=old["cwd"] if isinstance(old.get("cwd"), str) else None,
         restart_of=_first(old),
     )
 
