@@ -180,6 +180,7 @@ def restart_fanout(tour: Tour, results: list[Result]) -> None:
     ok(out)
     first = tour.runs["fanout"]
     assert out.stdout == f"run:{first}-2\n", out.stdout
+    tour.runs["restarted"] = f"{first}-2"
     again = tour.actors("wait", f"{first}-2")
     assert again.returncode == 0 and "done (degraded)" in again.stdout, again
     record = json.loads((tour.root / "runs" / f"{first}-2" / "run.json").read_text())
@@ -312,7 +313,7 @@ def inbox_read(tour: Tour, results: list[Result]) -> None:
     assert match and int(match.group(1)) >= 1, out.stdout
     headers = re.findall(r"^\[actors\] follow-up (\S+) from run:(\S+) · delivery", out.stdout, re.M)
     assert len(headers) == int(match.group(1)), out.stdout
-    finished = {tour.runs[name] for name in ("hello", "fanout", "template")}
+    finished = {tour.runs[name] for name in ("hello", "fanout", "template", "restarted")}
     assert {run for _, run in headers} <= finished, headers
     assert tour.runs["template"] in {run for _, run in headers}, headers
     again = tour.actors("inbox", "read")
