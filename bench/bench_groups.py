@@ -3,8 +3,9 @@
 Measured: a run queued in a group of one, behind a holder whose one command blocks on a
 FIFO, its runner parked; the bench writes the FIFO (the holder's command ends), and the
 sample is the time to the queued run's `command.start`. That span holds the holder's
-whole end (result.json, follow-up, the sweep of its processes, the slot given back) and
-the queued runner's wake from its park. The same for `actors group run` waiting behind a
+wake from its own park, its whole end (result.json, follow-up, the sweep of its
+processes, the slot given back) and the queued runner's wake from its park; the second
+row starts at the holder's `run.done` (its end journaled), the hand-over alone. The same for `actors group run` waiting behind a
 holder: FIFO written -> its command started.
 
 Baseline, same process: a plain run's start, `actors.spawn` called -> its
@@ -72,7 +73,7 @@ def _plain(root: Path, index: int) -> float:
     return (began - started) * 1000
 
 
-def _queued_run(root: Path, index: int) -> float:
+def _queued_run(root: Path, index: int) -> tuple[float, float]:
     import actors
 
     fifo = root.parent / f"hold{index}.fifo"
@@ -84,8 +85,9 @@ def _queued_run(root: Path, index: int) -> float:
     _parked(int(queued["pid"]))
     released = _release(fifo)
     began = _event_at(root / "runs" / f"queued{index}" / "events.jsonl", "command.start")
+    ended = _event_at(root / "runs" / f"hold{index}" / "events.jsonl", "run.done")
     actors.wait(f"queued{index}", timeout=DEADLINE_S)
-    return (began - released) * 1000
+    return (began - released) * 1000, (began - ended) * 1000
 
 
 def _group_run(root: Path, index: int) -> float:
@@ -127,7 +129,8 @@ def main(quick: bool) -> None:
         queued = [_queued_run(root, i) for i in range(n)]
         group_run = [_group_run(root, i) for i in range(max(5, n // 3))]
         emit(row("plain run: spawn -> command.start", plain))
-        emit(row("queued run (parked): slot's holder ends -> command.start", queued, plain))
+        emit(row("queued run: holder's command ends -> command.start", [q[0] for q in queued], plain))
+        emit(row("queued run: holder's run.done -> command.start", [q[1] for q in queued], plain))
         emit(row("group run: holder ends -> its command running", group_run, plain))
 
 
