@@ -140,7 +140,9 @@ class ActorsTools:
 
             queued = expected_wait(self.root, dict(record))
         state = f"queued (waits for {queued})" if queued else "started"
-        note = f"{state} {record['address']}; its follow-up will arrive in this session (do not poll)"
+        note = (
+            f"{state} {record['address']}; its follow-up will arrive in this session (do not poll)"
+        )
         data = {"run": record["run"], "note": note}
         if queued:
             data["status"] = "queued"

@@ -100,7 +100,19 @@ def _group_run(root: Path, index: int) -> float:
     _event_at(root / "runs" / f"gate{index}" / "events.jsonl", "command.start")
     code = "import sys, time; open(sys.argv[1], 'w').write(repr(time.time()))"
     waiter = subprocess.Popen(
-        [sys.executable, "-m", "actors", "group", "run", "one", "--", sys.executable, "-c", code, str(stamp)]
+        [
+            sys.executable,
+            "-m",
+            "actors",
+            "group",
+            "run",
+            "one",
+            "--",
+            sys.executable,
+            "-c",
+            code,
+            str(stamp),
+        ]
     )
     queue = root / "groups" / "one" / "queue"
     deadline = time.monotonic() + DEADLINE_S
@@ -129,7 +141,9 @@ def main(quick: bool) -> None:
         queued = [_queued_run(root, i) for i in range(n)]
         group_run = [_group_run(root, i) for i in range(max(5, n // 3))]
         emit(row("plain run: spawn -> command.start", plain))
-        emit(row("queued run: holder's command ends -> command.start", [q[0] for q in queued], plain))
+        emit(
+            row("queued run: holder's command ends -> command.start", [q[0] for q in queued], plain)
+        )
         emit(row("queued run: holder's run.done -> command.start", [q[1] for q in queued], plain))
         emit(row("group run: holder ends -> its command running", group_run, plain))
 

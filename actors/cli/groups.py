@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
-from actors.cli._format import cell, emit_json, table
+from actors.cli._format import emit_json, table
 from actors.cli._options import json_option
+from runtime.core.terminal import cell
 from runtime.store.layout import StateRoot
 
 
@@ -47,9 +48,8 @@ def set_cmd(name: str, parallel: int, as_json: bool) -> None:
 @json_option
 def ls_cmd(as_json: bool) -> None:
     """Each group: its limit, what runs in it and what waits, first come first."""
-    from runtime.runner.slots import describe, names
-
     from runtime.core.errors import ActorsError
+    from runtime.runner.slots import describe, names
 
     root = StateRoot.from_env()
     groups: list[dict[str, Any]] = []
@@ -80,7 +80,9 @@ def ls_cmd(as_json: bool) -> None:
 
 @group_group.command("rm")
 @click.argument("name")
-@click.option("--force", is_flag=True, help="Remove it even with members (queued runs end skipped).")
+@click.option(
+    "--force", is_flag=True, help="Remove it even with members (queued runs end skipped)."
+)
 def rm_cmd(name: str, force: bool) -> None:
     """Forget group NAME (refused while something runs or waits in it)."""
     from runtime.runner.slots import remove

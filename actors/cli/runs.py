@@ -307,9 +307,7 @@ def kill_cmd(run: str, force: bool, session: str | None, as_json: bool) -> None:
 @force_option
 @session_option
 @json_option
-def restart_cmd(
-    run: str, as_: str | None, force: bool, session: str | None, as_json: bool
-) -> None:
+def restart_cmd(run: str, as_: str | None, force: bool, session: str | None, as_json: bool) -> None:
     """Start finished RUN again: the same recipe, values, directory and group, as a new
     run (its `--after` dependencies are not carried over). Prints the new address."""
     from actors.cli._lifecycle import spawn_report

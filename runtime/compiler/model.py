@@ -169,7 +169,8 @@ class Recipe(_Flags):
     retire_when: Literal["children_terminal"] | None = None
     precheck: str | None = Field(None, description="command run at spawn; non-zero refuses it")
     group: str | None = Field(
-        None, description="the group whose parallel limit its runs wait under (placeholders allowed)"
+        None,
+        description="the group whose parallel limit its runs wait under (placeholders allowed)",
     )
     args: dict[str, ArgSpec] = Field(default_factory=dict)
     run_id: str | None = None

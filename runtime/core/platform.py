@@ -182,9 +182,8 @@ def lock_holder(fd: int) -> int | None:
     for line in table.splitlines():
         fields = line.split()
         # `N: FLOCK  ADVISORY  WRITE <pid> <maj:min:ino> 0 EOF`; a waiter's line has `->`
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE":
-            if fields[5] == device and fields[4].isdigit():
-                return int(fields[4])
+        if fields[1:2] == ["FLOCK"] and fields[3:4] == ["WRITE"] and fields[5:6] == [device]:
+            return int(fields[4]) if fields[4].isdigit() else None
     return None
 
 

@@ -60,7 +60,9 @@ class Gate:
         self.root = root
         self.run_id: str = run["run"]
         after, group, order = run.get("after"), run.get("group"), run.get("queue_order")
-        self.after: list[str] = [a for a in after if isinstance(a, str)] if isinstance(after, list) else []
+        self.after: list[str] = (
+            [a for a in after if isinstance(a, str)] if isinstance(after, list) else []
+        )
         self.group: str | None = group if isinstance(group, str) else None
         self.order: str = order if isinstance(order, str) else run["run_instance_id"]
         self.waiter: Waiter | None = None
@@ -134,7 +136,9 @@ class Gate:
             elif dep not in self.watches:
                 identity = runner_identity(paths, record)
                 pid = identity.get("pid") if identity else None
-                watch = None if not isinstance(pid, int) else ExitWatch.open(pid, str(paths.liveness))
+                watch = (
+                    None if not isinstance(pid, int) else ExitWatch.open(pid, str(paths.liveness))
+                )
                 if watch is None:
                     self.recheck_at = time.monotonic() + STARTING_RECHECK_S
                 else:

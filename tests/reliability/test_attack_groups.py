@@ -165,7 +165,9 @@ def test_control_characters_in_a_group_run_label_never_reach_the_terminal(
         env=env,
     )
     try:
-        wait_for_change(home.groups, lambda: json.loads(ok("group", "ls", "--json"))[0]["running"], 30)
+        wait_for_change(
+            home.groups, lambda: json.loads(ok("group", "ls", "--json"))[0]["running"], 30
+        )
         shown = ok("group", "ls")
         assert "\x1b" not in shown and "\\x1b" in shown
     finally:

@@ -91,7 +91,9 @@ def test_past_the_limit_a_spawn_returns_at_once_queued_and_starts_in_fifo_order(
     queued = {}
     for run in ("r3", "r4", "r5"):
         gate = make_fifo(home.path.parent / f"{run}.fifo")
-        proc = ok("spawn", "-t", "cat {gate}", "-v", f"gate={gate}", "--as", run, "--group", "g", "--json")
+        proc = ok(
+            "spawn", "-t", "cat {gate}", "-v", f"gate={gate}", "--as", run, "--group", "g", "--json"
+        )
         queued[run] = json.loads(proc.stdout)
         gates[run] = gate
     assert [queued[r]["status"] for r in ("r3", "r4", "r5")] == ["queued"] * 3
@@ -292,7 +294,10 @@ def test_restart_starts_a_finished_run_again_with_its_recipe_values_and_group(
     recipe = write_recipe(
         recipes,
         "say",
-        {"args": ["py:string", "word:string", "code:int"], "template": f"{{py}} -c '{script}' {{word}} {{code}}"},
+        {
+            "args": ["py:string", "word:string", "code:int"],
+            "template": f"{{py}} -c '{script}' {{word}} {{code}}",
+        },
     )
     ok("group", "set", "g", "--parallel", "3")
     given = ["-v", f"py={sys.executable}", "-v", "word=hello there", "-v", "code=3"]
