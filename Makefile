@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup system-deps demo test check bench peers clean
+.PHONY: setup system-deps demo test check bench peers clean install
 
 # The real harnesses the peers tier drives (tests/peers), pinned in peers/package*.json and
 # installed into .peers/ (ignored). `make test` runs that tier when they are installed.
@@ -30,11 +30,24 @@ system-deps:
 
 # Bytecode is compiled ahead: with PYTHONDONTWRITEBYTECODE set (as on this team's machines)
 # Python would otherwise recompile every module on every CLI call (~25 ms of `message`).
+# The one line that puts `actors` on PATH, printed unless it already resolves to this
+# checkout's (after setup, and again at the end of the demo, where it would scroll away).
+ON_PATH := [ "$$(command -v actors)" = "$(CURDIR)/$(BIN)/actors" ] || \
+	echo 'actors is in $(BIN)/; to type it: export PATH="$(CURDIR)/$(BIN):$$PATH"  (or `make install`)'
+
 setup: system-deps $(STAMP)
 	@$(BIN)/python -m compileall -q actors runtime adapters recipes >/dev/null
+	@$(ON_PATH)
+
+# `actors` as a tool on your PATH (~/.local/bin), isolated from this checkout's .venv.
+install:
+	@if command -v uv >/dev/null 2>&1; then uv tool install --force --reinstall .; \
+	elif command -v pipx >/dev/null 2>&1; then pipx install --force .; \
+	else echo 'make install needs uv (https://docs.astral.sh/uv/) or pipx; or: export PATH="$(CURDIR)/$(BIN):$$PATH"'; exit 2; fi
 
 demo: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh
+	@$(ON_PATH)
 
 test: setup check
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)

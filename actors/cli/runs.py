@@ -79,12 +79,15 @@ def _wait_and_report(
         summaries.append(dict(summary))
         if summary["status"] not in TERMINAL:
             click.echo(f"run:{run_id} still {summary['status']} after {timeout:g}s", err=True)
-        elif not as_json:
+        elif as_json:
+            if hold and (offer := _keep_offer(run_id)):
+                summaries[-1]["keep"] = offer
+        else:
             write_line(summary_parts(summary))
             if hold and summary["status"] == "failed":  # no follow-up will say why
                 _explain(run_id)
-            elif hold:
-                _offer_to_keep(run_id)
+            elif hold and not sys.stderr.isatty() and (offer := _keep_offer(run_id)):
+                click.echo(f"actors: {offer}", err=True)
     if as_json:
         emit_json(summaries[0] if len(summaries) == 1 else summaries)
     if any(s["status"] not in TERMINAL for s in summaries):
@@ -92,9 +95,11 @@ def _wait_and_report(
     sys.exit(max(exit_code(s) for s in summaries))
 
 
-def _offer_to_keep(run_id: str) -> None:
+def _keep_offer(run_id: str) -> str | None:
     """The follow-up's offer to keep a successful ad-hoc run, which a waited run never
-    gets: one line on stderr, for the person or agent that ran it."""
+    gets. It is written for an agent (it asks it to consult the operator), so callers pass
+    it on only where an agent reads: --json, or a stderr that is not a terminal (an agent's
+    tool call captures it); a person at a terminal never sees it."""
     from runtime.core.errors import ActorsError
     from runtime.delivery.followups import keep_offer
     from runtime.views.status import find_run, read_result
@@ -103,10 +108,8 @@ def _offer_to_keep(run_id: str) -> None:
         paths, record = find_run(_root(), run_id)
         result = read_result(paths)
     except ActorsError:
-        return
-    offer = keep_offer(record, result) if result else None
-    if offer:
-        click.echo(f"actors: {offer}", err=True)
+        return None
+    return keep_offer(record, result) if result else None
 
 
 def _explain(run_id: str) -> None:

@@ -31,9 +31,10 @@ from runtime.store.reads import read_json
 from runtime.store.writes import ensure_dir, write_json_atomic
 
 MAX_RECIPE_BYTES = 1024 * 1024
-_COMPILER_KEY = "actors-recipe-compiler/2"
-"""Bumped when the compiled form changes (2: a parallel `repeat` leaf keeps `concurrency`
-and `min_successful`), so no cached tree of an older compiler is reused."""
+_COMPILER_KEY = "actors-recipe-compiler/3"
+"""Bumped when the compiled form or its checks change (2: a parallel `repeat` leaf keeps
+`concurrency` and `min_successful`; 3: shell operators are refused), so no cached tree of
+an older compiler is reused."""
 
 
 class RecipeSource(NamedTuple):

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 from pydantic_core.core_schema import ValidationInfo
 
-from runtime.compiler.placeholders import MAX_REPEAT, split_words
+from runtime.compiler.placeholders import MAX_REPEAT, check_operators, split_words
 from runtime.compiler.values import args_as_mapping
 from runtime.core.errors import BadInput
 from runtime.core.ids import is_valid_name
@@ -175,6 +175,10 @@ class Recipe(_Flags):
     args: dict[str, ArgSpec] = Field(default_factory=dict)
     run_id: str | None = None
     name: str | None = Field(None, description="legacy; ignored for identity")
+    literal_operators: bool = Field(
+        False,
+        description="its templates mean `&&`, `;`, `|`, `>` ... as plain words (else refused)",
+    )
 
     @field_validator("args", mode="before")
     @classmethod
@@ -310,6 +314,21 @@ def _mailbox_entries(entries: list[str | MailboxEntry]) -> list[dict[str, Any]]:
     return [{"type": e} if isinstance(e, str) else e.model_dump() for e in entries]
 
 
+def _command_texts(node: _Flags) -> list[str]:
+    """Every command template of a node's tree (templates, `recover`, the recipe's
+    `precheck`): what check_operators reads."""
+    texts = [t for t in (node.recover, getattr(node, "precheck", None)) if t]
+    template = getattr(node, "template", None)
+    if isinstance(template, str):
+        return [*texts, template]
+    for child in template or []:
+        if isinstance(child, str):
+            texts.append(child)
+        elif isinstance(child, Node):
+            texts.extend(_command_texts(child))
+    return texts
+
+
 def compile_recipe(
     raw: Any,
     *,
@@ -326,6 +345,12 @@ def compile_recipe(
         recipe = Recipe.model_validate(raw)
     except ValidationError as exc:
         raise BadInput(f"{source}: {format_validation_error(exc)}") from None
+    if not recipe.literal_operators:
+        try:
+            for text in _command_texts(recipe):
+                check_operators(text)
+        except BadInput as exc:
+            raise BadInput(f"{source}: {exc.message}", hint=exc.hint) from None
     artifacts = {
         name: (Artifact(path=spec) if isinstance(spec, str) else spec).model_dump()
         for name, spec in recipe.artifacts.items()

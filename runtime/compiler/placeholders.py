@@ -77,6 +77,57 @@ def split_words(template: str) -> list[str]:
     return words
 
 
+SHELL_OPERATORS = ("&&", "||", ";", "|", ">", "<", "$(", "`")
+"""What a shell would act on in a command line; a template is never run by a shell, so
+these outside quotes are refused unless the recipe sets `literal_operators` (`$(` and a
+backtick also inside double quotes, where a shell would still run them)."""
+
+
+def check_operators(template: str) -> None:
+    """Refuse a template that uses shell syntax, naming the `sh -c` rewrite that would do
+    what it seems to mean: values passed as positional arguments (`"$1"`), never pasted
+    into the script, so a value is still exactly one argument."""
+    script: list[str] = []
+    refs: list[str] = []
+    found: str | None = None
+    quote = ""
+    pos = 0
+    while pos < len(template):
+        char = template[pos]
+        placeholder = _TOKEN.match(template, pos) if char == "{" else None
+        if placeholder and placeholder.group(1) and parse_expr(placeholder.group(1)):
+            refs.append(placeholder.group(0))
+            arg = f"${len(refs)}" if len(refs) < 10 else f"${{{len(refs)}}}"
+            script.append({"": f'"{arg}"', '"': arg, "'": f"'\"{arg}\"'"}[quote])
+            pos = placeholder.end()
+            continue
+        if char == "\\" and quote != "'":
+            script.append(template[pos : pos + 2])
+            pos += 2
+            continue
+        if quote and char == quote:
+            quote = ""
+        elif not quote and char in "'\"":
+            quote = char
+        elif found is None and quote != "'":
+            for op in SHELL_OPERATORS if not quote else ("$(", "`"):
+                if template.startswith(op, pos):
+                    found = op
+                    break
+        script.append(char)
+        pos += 1
+    if found is None:
+        return
+    rewrite = " ".join(["sh -c", shlex.quote("".join(script)), *(["sh", *refs] if refs else [])])
+    raise BadInput(
+        f"template uses the shell operator {found!r}, but templates never run through a shell",
+        hint=(
+            f"to mean it, use: {rewrite} (or single-quote {found!r} to pass it as text; a recipe"
+            ' that means it literally sets "literal_operators": true)'
+        ),
+    )
+
+
 def parse_word(word: str) -> list[Part]:
     """Literal text and placeholder references, in order."""
     parts: list[Part] = []
