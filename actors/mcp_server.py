@@ -1,7 +1,7 @@
 """`actors mcp`: the coordinator tools over MCP (stdio), on trio.
 
-Tools: spawn, restart, message, inspect, inbox_read, recipes. Claude Code and Codex hand the
-model a result's structured content alone when there is one (OpenCode its text), so
+Tools: spawn, restart, message, result, status, tools_register, inspect, inbox_read,
+recipes (every verb a follow-up names has its tool). Claude Code and Codex hand the model a result's structured content alone when there is one (OpenCode its text), so
 both say the same few model-oriented things: spawn's run and its "do not poll" note,
 each follow-up's type, sender and summary (bodies on request), inspect compact unless
 `verbose`. Input and state errors come back as MCP tool errors carrying the CLI's
@@ -35,6 +35,9 @@ Working rules:
   tasks.
 - Answer a decision point with `message` (the run's declared types), stop a run with
   `message` type `control.stop` (graceful) or `control.kill`.
+- A follow-up's `next: actors result RUN` is the `result` tool (run: RUN), `actors status
+  RUN` the `status` tool, `actors tools register NAME --from-run RUN` the
+  `tools_register` tool (only once the operator agreed).
 - Use `inspect` only when a follow-up asks for it or a real decision depends on state,
   never just because time passed.
 """
@@ -167,6 +170,41 @@ class ActorsTools:
             home=self.home,
         )
         return _text(outcome), _scalars(outcome)
+
+    def _result(self, p: Any, session: str) -> tuple[str, Any]:
+        """What `actors result` shows, compact: the per-node records and the output's
+        path are left out, the run's secrets masked, every run-written string inert."""
+        from actors import api
+        from runtime.compiler.redact import redact_deep, run_secrets
+        from runtime.delivery.followups import result_line
+        from runtime.views.status import find_run
+
+        found = dict(api.result(p.run, home=self.home))
+        paths, record = find_run(self.root, str(found["run"]))
+        if found.get("run_instance_id"):
+            said = result_line(paths, record, found)  # type: ignore[arg-type]
+            found["result_line"] = said
+        for key in ("nodes", "output_file", "run_instance_id"):
+            found.pop(key, None)
+        data = _compact(redact_deep(found, run_secrets(record)))
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)[:8000]
+        return text, _bounded(data, 8000)
+
+    def _status(self, p: Any, session: str) -> tuple[str, Any]:
+        from actors import api
+
+        data = _compact(dict(api.status(p.run, home=self.home)))
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)[:8000]
+        return text, _bounded(data, 8000)
+
+    def _tools_register(self, p: Any, session: str) -> tuple[str, Any]:
+        from runtime.compiler.tools import register_tool
+        from runtime.runs.keep import recipe_from_run
+
+        data, label = recipe_from_run(self.root, p.from_run)
+        target, replaced = register_tool(p.name, data=data, label=label, update=p.update)
+        state = "updated" if replaced else "registered"
+        return f"tool {p.name} {state}: {target}", {"name": p.name, "path": str(target)}
 
     def _inspect(self, p: Any, session: str) -> tuple[str, Any]:
         from actors import api

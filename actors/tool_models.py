@@ -52,6 +52,27 @@ class MessageParams(_Params):
     reply_to: str | None = None
 
 
+class ResultParams(_Params):
+    """A finished run's result: status, code, its own result line, failure, artifacts."""
+
+    run: str = Field(description="run:ID of a finished run (what a follow-up's `next` names)")
+
+
+class StatusParams(_Params):
+    """A run's status and step counters (what a `command.done` follow-up's `next` names)."""
+
+    run: str = Field(description="run:ID")
+
+
+class ToolsRegisterParams(_Params):
+    """Keep what worked, once the operator agreed: a successful ad-hoc run's recipe as a
+    tool (what a follow-up's `keep` offer names). Never replaces a tool unless `update`."""
+
+    name: str = Field(description="the tool's name, e.g. git-log")
+    from_run: str = Field(description="run:ID of a successful spawn -t or ad-hoc file run")
+    update: bool = Field(False, description="replace an existing tool of that name")
+
+
 class InspectParams(_Params):
     """Read a run, branch, room or session on purpose (only when a follow-up asks for it)."""
 
@@ -101,6 +122,9 @@ TOOLS: dict[str, Tool] = {
     "spawn": Tool(SpawnParams, "spawn", {"file": "recipe"}),
     "restart": Tool(RestartParams, "restart"),
     "message": Tool(MessageParams, "message"),
+    "result": Tool(ResultParams, "result", read_only=True),
+    "status": Tool(StatusParams, "status", read_only=True),
+    "tools_register": Tool(ToolsRegisterParams, None),
     "inspect": Tool(InspectParams, "inspect", presentation=("verbose",), read_only=True),
     "inbox_read": Tool(InboxReadParams, None),
     "recipes": Tool(RecipesParams, None, read_only=True),

@@ -92,13 +92,53 @@ def list_view(
             progress = read_progress(root.run(r["run"]))
             progress_active = str(progress.get("active", ""))
             runs[index] = r = _with_progress_damage(r, progress)
-        rows.append(
-            [r["run"], status_word(r), age(r.get("created_at"), now), _what(r), progress_active]
-        )
-    header, *lines = padded(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"])
+        rows.append([r["run"], status_word(r), *_timing(r, now), _what(r), progress_active])
+    header, *lines = padded(rows, [*LS_HEADERS[:2], *TIMING_HEADERS, *LS_HEADERS[2:]])
     write_line(header)
     for r, cells in zip(runs, lines, strict=True):
         write_line([cells[0], painted(r, cells[1]), *cells[2:]] if len(cells) > 1 else cells)
+
+
+LS_HEADERS = ("RUN", "STATUS", "RECIPE", "ACTIVE")
+TIMING_HEADERS = ("STARTED", "DURATION", "CODE")
+
+
+def _timing(run: Mapping[str, Any], now: float) -> list[str]:
+    """When a run started (local time; the date too when not today), how long it ran
+    (so far, while active) and its exit code once it ended."""
+    from runtime.core.ids import parse_iso
+
+    try:
+        start = parse_iso(str(run.get("created_at")))
+    except (TypeError, ValueError):
+        return ["-", "-", "-"]
+    shown = time.localtime(start)
+    same_day = time.localtime(now)[:3] == shown[:3]
+    started = time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M", shown)
+    end = now if run.get("status") in ACTIVE else None
+    if run.get("ended_at"):
+        try:
+            end = parse_iso(str(run["ended_at"]))
+        except ValueError:
+            end = None
+    code = run.get("code") if run.get("status") in TERMINAL else None
+    return [started, "-" if end is None else duration(end - start), "-" if code is None else str(code)]
+
+
+def duration(seconds: float) -> str:
+    """`0.4s`, `12s`, `3m05s`, `2h03m`, `3d04h`: two units at most, never negative."""
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    whole = int(seconds)
+    for unit, size, small, small_size in (
+        ("d", 86400, "h", 3600),
+        ("h", 3600, "m", 60),
+        ("m", 60, "s", 1),
+    ):
+        if whole >= size:
+            return f"{whole // size}{unit}{(whole % size) // small_size:02d}{small}"
+    return f"{whole}s"
 
 
 COMMAND_WIDTH = 40
@@ -120,18 +160,20 @@ def _what(run: Mapping[str, Any]) -> str:
 
 
 def _tree_lines(root: StateRoot, runs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Runs with their child runs nested beneath, and each active run's branches."""
+    """Runs with their child runs nested beneath and each fan-out's branches (live from
+    progress.json, a finished one's from result.json), newest first like `ls`, in
+    aligned columns."""
     listed = {r["run"] for r in runs}
     children: dict[str, list[dict[str, Any]]] = {}
     tops = []
-    for r in reversed(runs):  # oldest first reads as a story
+    for r in runs:
         parent = str(r.get("parent") or "")
         if parent.startswith("run:") and parent[4:] in listed:
-            children.setdefault(parent[4:], []).append(r)
+            children.setdefault(parent[4:], []).append(dict(r))
         else:
-            tops.append(r)
+            tops.append(dict(r))
     now = time.time()
-    lines: list[str] = []
+    rows: list[list[str]] = []
 
     def walk(r: dict[str, Any], prefix: str, last: bool, top: bool) -> None:
         joint = "" if top else ("└─ " if last else "├─ ")
@@ -140,20 +182,40 @@ def _tree_lines(root: StateRoot, runs: Sequence[Mapping[str, Any]]) -> list[str]
             progress = read_progress(root.run(r["run"]))
             branches = progress.get("branches") or {}
             r = _with_progress_damage(r, progress)
-        lines.append(
-            f"{prefix}{joint}{cell(r['run'])}  {status_word(r)}  "
-            f"{age(r.get('created_at'), now)}  {cell(_what(r))}"
-        )
+        elif r.get("status") in TERMINAL:
+            branches = _finished_branches(root, r["run"])
+        rows.append([f"{prefix}{joint}{r['run']}", status_word(r), *_timing(r, now), _what(r)])
         inner = prefix + ("" if top else ("   " if last else "│  "))
         kids = children.get(r["run"], [])
         for label, state in branches.items():
-            lines.append(f"{inner}  · branch {cell(label)}: {cell(state)}")
+            rows.append([f"{inner}  · {label}", str(state)])
         for index, kid in enumerate(kids):
             walk(kid, inner, index == len(kids) - 1, False)
 
     for r in tops:
         walk(r, "", True, True)
-    return lines
+    width = max(len(row) for row in rows)
+    table = padded([row + [""] * (width - len(row)) for row in rows], ["", *([""] * (width - 1))])
+    return ["".join(cells) for cells in table[1:]]
+
+
+def _finished_branches(root: StateRoot, run_id: str) -> dict[str, str]:
+    """A finished run's parallel branches, label -> status, from result.json's nodes."""
+    from runtime.core.errors import ActorsError
+    from runtime.views.status import read_result
+
+    try:
+        result: Mapping[str, Any] = read_result(root.run(run_id)) or {}
+    except (ActorsError, OSError):
+        return {}
+    nodes = [n for n in result.get("nodes") or [] if isinstance(n, dict)]
+    parallel = {str(n.get("id")) for n in nodes if n.get("kind") == "parallel"}
+    found = sorted(
+        (str(n.get("id")), str(n.get("label") or n.get("id")), str(n.get("status")))
+        for n in nodes
+        if str(n.get("id")).rpartition(".")[0] in parallel
+    )
+    return {label: status for _, label, status in found}
 
 
 def status_view(

@@ -156,9 +156,16 @@ def inbox_group() -> None:
 @click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--peek", is_flag=True, help="Show without marking them read.")
-def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
+@click.option(
+    "--bodies", is_flag=True, help="Each follow-up's body too (default: its one-line summary)."
+)
+def inbox_read(session: str | None, as_json: bool, peek: bool, bodies: bool) -> None:
     """Print every unread follow-up at once and mark them read (only once the text is
-    written out: a write that fails leaves them unread)."""
+    written out: a write that fails leaves them unread).
+
+    Compact by default, as the MCP inbox_read tool: each follow-up's header and summary
+    (which names the run, its outcome or result line, and the next step); --bodies adds
+    the bodies, --json gives the whole envelopes."""
     from runtime.delivery.engine import read_inbox
 
     root, owner = _root(), _session_id(session)
@@ -170,12 +177,24 @@ def inbox_read(session: str | None, as_json: bool, peek: bool) -> None:
             # an agent reads this: each follow-up fenced and bounded (runtime.delivery.render)
             from runtime.delivery.render import followups_text
 
-            click.echo(followups_text(root, owner, unread))
+            if bodies and sys.stdout.isatty():  # the keep offer is for an agent, not a person
+                unread = [_without_keep(e) for e in unread]
+            click.echo(followups_text(root, owner, unread, with_body=bodies))
         sys.stdout.flush()  # out (or OutputLost / BrokenPipeError: they stay unread)
 
     unread = read_inbox(root, owner, peek=peek, boundary="inbox read", show=show)
     if peek:
         show(unread)
+
+
+def _without_keep(entry: dict[str, Any]) -> dict[str, Any]:
+    """An inbox entry without its body's `keep` offer (a question for an agent to put to
+    the operator), for a person reading at a terminal."""
+    body = entry["envelope"].get("body")
+    if not isinstance(body, dict) or "keep" not in body:
+        return entry
+    trimmed = {k: v for k, v in body.items() if k != "keep"}
+    return {**entry, "envelope": {**entry["envelope"], "body": trimmed}}
 
 
 @inbox_group.command("wait")

@@ -170,14 +170,23 @@ def result_cmd(run: str, as_json: bool) -> None:
             f"run {paths.run_id} is still {summary['status']}",
             hint=f"wait for it: actors wait {paths.run_id}",
         )
-    result = read_result(paths) or {
-        "run": paths.run_id,
-        "status": summary["status"],
-        "code": summary.get("code"),
-        "reason": summary.get("reason"),
-    }
+    found = read_result(paths)
+    result: dict[str, Any] = (
+        dict(found)
+        if found
+        else {
+            "run": paths.run_id,
+            "status": summary["status"],
+            "code": summary.get("code"),
+            "reason": summary.get("reason"),
+        }
+    )
     from runtime.compiler.redact import redact_deep, run_secrets
+    from runtime.delivery.followups import quoted_result, result_line
 
+    said = result_line(paths, record, found) if found else None
+    if said:  # what its follow-up's summary quoted
+        result["result_line"] = said
     secrets = run_secrets(record)  # the output head may quote a secret value
     result, summary = redact_deep(result, secrets), redact_deep(summary, secrets)
     if as_json:
@@ -185,6 +194,8 @@ def result_cmd(run: str, as_json: bool) -> None:
         return
     write_line(summary_parts({**summary, **result}))
     click.echo(f"  code     {result.get('code')}")
+    if result.get("result_line"):
+        click.echo(f"  result   {quoted_result(str(result['result_line']))}")
     for failure in result.get("failures") or []:
         click.echo(
             cell(

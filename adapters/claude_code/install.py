@@ -21,9 +21,9 @@ from typing import Any
 
 from adapters.install_edits import Change, Edit, json_edit, mcp_entry
 
-QUIET_TOOLS = ("inspect", "recipes", "inbox_read")
+QUIET_TOOLS = ("inspect", "result", "recipes", "inbox_read")
 """The actors MCP tools allowed without asking (Claude Code names them mcp__actors__NAME):
-they read runs, recipes and this session's own follow-ups."""
+they read runs, results, recipes and this session's own follow-ups."""
 STATUS_LINE = "status --line --stdin"
 """Our status line command, after the actors command; `--then CMD` composes theirs."""
 STATUS_REFRESH_S = 5

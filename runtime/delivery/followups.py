@@ -2,7 +2,8 @@
 
 Rules: one follow-up per run outcome. Terminal `done` / `failed` / `exited` transitions
 follow up; an intentional stop (`actors cancel`, `actors kill`, `control.stop`,
-`control.kill`) does not, since whoever stopped it already knows, and neither does a run
+`control.kill`) does not, since whoever stopped it already knows (except another
+session's forced `cancel` / `kill`: its owner is told once), and neither does a run
 whose spawning caller is still blocked on its result (the runner checks that waiter's
 proven identity, runtime.runner.lifecycle). Script-authored messages emitted with `--deliver
 notify|followup` bubble (a run's decision points). `command.done` stays in the outbox
@@ -23,10 +24,13 @@ messages in the parent run's inbox instead.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from runtime.core.errors import ActorsError
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
+from runtime.core.terminal import one_line
 from runtime.messaging.envelope import build_envelope
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
@@ -40,12 +44,14 @@ if TYPE_CHECKING:
 
 FOLLOW_STATUSES = ("done", "failed", "exited", "skipped")
 SEMANTIC_BODY_CHARS = 4000
+RESULT_LINE_CHARS = 160
+"""Characters of a done run's own one-line result in its follow-up's summary."""
 MAX_ARTIFACTS = 4
 _INTERNAL_TYPES = ("command.done", "run.done", "run.failed")
 
 
-def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
-    """The run's own last word: its last declared emitted message, else its stdout head."""
+def _last_emitted(paths: RunPaths, run: RunRecord) -> dict[str, Any] | None:
+    """The run's last emitted message of a type its recipe declares (`mailbox.emits`)."""
     emits = {
         e["type"] if isinstance(e, dict) else str(e)
         for e in (run.get("mailbox") or {}).get("emits", [])
@@ -53,14 +59,24 @@ def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str
     for message in reversed(tail_jsonl(paths.outbox, 200)):
         kind = message.get("type")
         if kind in emits and kind not in _INTERNAL_TYPES:
-            body = message.get("body")
-            text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
-            return {
-                "type": kind,
-                "summary": message.get("summary"),
-                "body": text[:SEMANTIC_BODY_CHARS],
-                "synthesized": False,
-            }
+            return cast("dict[str, Any]", message)
+    return None
+
+
+def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
+    """The run's own last word: its last declared emitted message, else its stdout head.
+    A body is kept as the JSON value it was (an object stays an object) when it fits
+    SEMANTIC_BODY_CHARS encoded, else it is the start of its text."""
+    message = _last_emitted(paths, run)
+    if message is not None:
+        body = message.get("body")
+        text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+        return {
+            "type": message.get("type"),
+            "summary": message.get("summary"),
+            "body": body if len(text) <= SEMANTIC_BODY_CHARS else text[:SEMANTIC_BODY_CHARS],
+            "synthesized": False,
+        }
     text = result.get("output") or result.get("reason") or ""
     return {
         "type": f"run.{result.get('status')}",
@@ -68,6 +84,46 @@ def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str
         "body": str(text)[:SEMANTIC_BODY_CHARS],
         "synthesized": True,
     }
+
+
+def result_line(paths: RunPaths, run: RunRecord, result: ResultRecord) -> str | None:
+    """A done run's own one-line result, as the run wrote it: the summary of its last
+    declared emitted message, else the last non-blank line of its output. Made inert (a
+    control character is escaped), folded to one line and cut to RESULT_LINE_CHARS; None
+    when the run wrote nothing. Callers quote it as run-written data (`quoted_result`)."""
+    if result.get("status") != "done":
+        return None
+    message = _last_emitted(paths, run)
+    said = ""
+    if message is not None and message.get("summary") not in (None, "", message.get("type")):
+        said = str(message["summary"])
+    if not said:
+        said = _last_line(result.get("output_file"))
+    line = one_line(said, RESULT_LINE_CHARS)
+    return line or None
+
+
+def _last_line(output: object, budget: int = 64 * 1024) -> str:
+    """The last non-blank line of the run's output file, reading at most `budget` bytes
+    from its end (a longer line is its end)."""
+    from runtime.store import safe
+    from runtime.store.reads import read_bytes
+
+    if not isinstance(output, str) or not output:
+        return ""
+    try:
+        size = safe.lstat(Path(output)).st_size
+        data = read_bytes(Path(output), offset=max(0, size - budget), limit=budget)
+    except (OSError, ActorsError):
+        return ""
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    return next((line for line in reversed(lines) if line.strip()), "")
+
+
+def quoted_result(line: str) -> str:
+    """The result line inside our words: one JSON string, so where it ends is plain (a
+    quote inside is escaped) and it reads as the run's data, not ours."""
+    return json.dumps(line, ensure_ascii=False)
 
 
 def next_step(run_id: str) -> str:
@@ -105,12 +161,14 @@ def failure_line(failure: dict[str, Any] | None, command_chars: int = 80) -> str
     return f"{line}: {said[-1]} (`{command}`)" if said else f"{line} (`{command}`)"
 
 
-def _headline(run_id: str, result: ResultRecord) -> str:
+def _headline(run_id: str, result: ResultRecord, said: str | None = None) -> str:
     status = result.get("status")
     headline = f"Run {run_id} {status}"
     if status == "done" and result.get("degraded"):
         failed = [f.get("label") or f.get("node") for f in result.get("failures") or []]
         headline += f", degraded ({', '.join(map(str, failed[:3]))} failed)"
+    if said:
+        headline += f": {quoted_result(said)}"
     elif status == "failed":
         why = failure_line(cast("dict[str, Any] | None", result.get("failure")))
         headline += (
@@ -164,6 +222,7 @@ def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> 
     if status not in FOLLOW_STATUSES:
         return None
     run_id = run["run"]
+    said = result_line(paths, run, result)
     artifacts = {
         name: spec.get("path")
         for name, spec in list((result.get("artifacts") or {}).items())[:MAX_ARTIFACTS]
@@ -178,6 +237,7 @@ def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> 
         "state_dir": str(paths.dir),
         "artifacts": artifacts,
         "result": _semantic(paths, run, result),
+        "result_line": said,
         "next": f"actors result {run_id}  (inspect only if this follow-up is not enough)",
     }
     if body["failure"] is None:
@@ -190,10 +250,27 @@ def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> 
         to="coordinator",
         session=run.get("owner_id"),
         sender=f"run:{run_id}",
-        summary=with_next(_headline(run_id, result), run_id),
+        summary=with_next(_headline(run_id, result, said), run_id),
         level="info" if status == "done" else "error",
         body=body,
         extra={"reason": "notification", "idempotency_key": f"{run['run_instance_id']}:terminal"},
+    )
+
+
+def forced_stop_followup(run: RunRecord, status: str, by: str) -> Envelope:
+    """The one follow-up of a stop its owner did not make: another session's `cancel` or
+    `kill --force`. Whoever stops their own run knows already (no follow-up); an owner whose
+    run another session stopped would otherwise learn of it from nobody."""
+    run_id = run["run"]
+    return build_envelope(
+        type=f"run.{status}",
+        to="coordinator",
+        session=run.get("owner_id"),
+        sender=f"run:{run_id}",
+        summary=with_next(f"Run {run_id} {status} by {by} (forced)", run_id),
+        level="warning",
+        body={"run": run_id, "status": status, "by": by, "forced": True},
+        extra={"reason": "notification", "idempotency_key": f"{run['run_instance_id']}:forced"},
     )
 
 

@@ -57,6 +57,8 @@ class Target(NamedTuple):
     """The runner's recorded identity, when it verifies now."""
     groups: list[Path]
     """The run's cgroups that hold a process now."""
+    forced: bool = False
+    """Allowed only by --force: the run is another session's, which is told (once)."""
 
 
 def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, action: str) -> Target:
@@ -70,8 +72,14 @@ def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, act
                 hint=f"pass --force to {action} it anyway",
             ) from None
         run = None
+    forced = False
     if run is not None:
-        check_control(run, principal, force=force, action=action, root=root)
+        try:
+            check_control(run, principal, force=False, action=action, root=root)
+        except Refused:
+            if not force:
+                raise
+            forced = True
     recorded = run.get("cgroup") if run is not None else None
     groups = [
         g
@@ -82,7 +90,7 @@ def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, act
     ]
     identity = _verified_runner(paths, run) if run is not None else None
     if groups or identity is not None:
-        return Target(paths, run, identity, groups)
+        return Target(paths, run, identity, groups, forced)
     if run is None:
         raise Refused(f"run {run_id}: no live process of it can be proven; nothing was signalled")
     summary = _summary(paths, run)
@@ -184,6 +192,19 @@ def _publish(target: Target, status: str, code: int, reason: str) -> None:
         ring(guardian_bells(StateRoot(paths.dir.parent.parent), str(run.get("owner_id"))))
 
 
+def _tell_owner(root: StateRoot, target: Target, status: str, principal: Principal) -> None:
+    """A forced stop of another session's run: one follow-up to its owner naming who
+    stopped it (its delivery id is the run instance's, so it is written once). Best
+    effort: the stop has happened whether or not the owner can be told."""
+    if not target.forced or target.run is None:
+        return
+    from runtime.delivery.followups import deliver, forced_stop_followup
+
+    envelope = forced_stop_followup(target.run, status, principal.id)
+    with contextlib.suppress(ActorsError, OSError):
+        deliver(root, target.run, envelope)
+
+
 def _kill_everything(target: Target) -> int:
     """Every process of the run, by every proof that holds: its cgroups at once; the
     frozen, verified runner's tree (a runner not yet in its cgroup); then proven
@@ -231,6 +252,7 @@ def kill(root: StateRoot, run_id: str, principal: Principal, *, force: bool = Fa
         by=principal.id,
     )
     _publish(target, "killed", 137, f"killed by {principal.id}")
+    _tell_owner(root, target, "killed", principal)
     return _status(target)
 
 
@@ -266,4 +288,5 @@ def cancel(
     else:
         _kill_everything(target)
     _publish(target, "cancelled", 143, f"cancelled by {principal.id}")
+    _tell_owner(root, target, "cancelled", principal)
     return _status(target)

@@ -157,10 +157,13 @@ def test_ls_status_and_json_views(home: StateRoot, tmp_path: Path) -> None:
     cli("wait", done)
     listing = cli("ls")
     lines = listing.stdout.splitlines()
-    assert lines[0].split() == ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"]
+    assert lines[0].split() == [
+        "RUN", "STATUS", "STARTED", "DURATION", "CODE", "RECIPE", "ACTIVE"
+    ]  # fmt: skip
     rows = {line.split()[0]: line.split() for line in lines[1:]}
     assert rows["busy"][1] == "running" and rows["busy"][-1] == "1"
-    assert rows["finished"][1:2] == ["done"] and rows["finished"][3] == "hello"
+    assert rows["busy"][4] == "-"  # no exit code while it runs
+    assert rows["finished"][1:2] == ["done"] and rows["finished"][4:6] == ["0", "hello"]
     only_running = json.loads(cli("ls", "--status", "running", "--json").stdout)
     assert [r["run"] for r in only_running] == [busy]
     status = json.loads(cli("status", f"run:{busy}", "--json").stdout)

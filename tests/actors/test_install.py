@@ -38,6 +38,7 @@ def test_claude_code_project_install_merges_is_idempotent_and_uninstalls_exactly
     assert merged["permissions"]["allow"] == [
         "Bash(ls)",
         "mcp__actors__inspect",
+        "mcp__actors__result",
         "mcp__actors__recipes",
         "mcp__actors__inbox_read",
     ]

@@ -70,7 +70,12 @@ def test_claude_code_allows_the_quiet_tools_and_uninstall_keeps_the_users_own(
     done = cli("install", "claude-code")
     assert "next: headless `claude -p`: add --allowedTools mcp__actors" in done.stdout
     allow = json.loads(settings.read_text())["permissions"]["allow"]
-    assert allow == [*mine, "mcp__actors__recipes", "mcp__actors__inbox_read"]
+    assert allow == [
+        *mine,
+        "mcp__actors__result",
+        "mcp__actors__recipes",
+        "mcp__actors__inbox_read",
+    ]
     assert cli("install", "claude-code").stdout.count("already installed") == 2
     edited = json.loads(settings.read_text())
     edited["theme"] = "dark"  # the user edits the file since: no byte restore possible

@@ -41,7 +41,10 @@ async def test_spawn_message_inspect_and_read_the_follow_up(home: StateRoot) -> 
             "message",
             "recipes",
             "restart",
+            "result",
             "spawn",
+            "status",
+            "tools_register",
         ]
         spawn_schema = next(t for t in tools.tools if t.name == "spawn").input_schema
         assert set(spawn_schema["properties"]) == {

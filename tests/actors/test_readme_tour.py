@@ -86,15 +86,18 @@ def tail_follow(tour: Tour, results: list[Result]) -> None:
 
 
 def ls_table(tour: Tour, results: list[Result]) -> None:
-    """`compact table (a template run shows its command); --json for machines`: the
-    template run's row is checked where the tour spawns it."""
+    """`compact table: start, duration, exit code (a template run shows its command); --json for machines`:
+    the template run's row is checked where the tour spawns it."""
     (out,) = results
     ok(out)
     head, *rows = out.stdout.splitlines()
-    assert head.split() == ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"], head
+    assert head.split() == ["RUN", "STATUS", "STARTED", "DURATION", "CODE", "RECIPE", "ACTIVE"]
     listed = {row.split()[0]: row for row in rows}
     assert set(listed) == {"tick", tour.runs["hello"], tour.runs["fanout"]}, rows
     assert "done (degraded)" in listed[tour.runs["fanout"]]
+    hello = listed[tour.runs["hello"]].split()
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", hello[2]) and hello[3].endswith("s"), hello
+    assert hello[4] == "0" and listed["tick"].split()[4] == "-", rows
     machine = tour.actors("ls", "--json")
     ok(machine)
     assert {s["run"] for s in json.loads(machine.stdout)} == set(listed)
@@ -346,7 +349,7 @@ def inbox_wait(tour: Tour, results: list[Result]) -> None:
 
 
 def tree_and_line(tour: Tour, results: list[Result]) -> None:
-    """`runs with their children and branches / a prompt indicator (▷▶▷)`"""
+    """`runs, newest first, with their children and branches / a prompt indicator (▷▶▷)`"""
     tree, line = results
     ok(tree)
     ok(line)

@@ -558,7 +558,7 @@ def test_a_newline_or_escape_in_a_field_cannot_forge_a_row(
         ["recipes", "ls"],
         ["recipes", "check"],
         ["tools"],
-        ["inbox", "read", "--peek", "--session", SESSION],
+        ["inbox", "read", "--peek", "--bodies", "--session", SESSION],
         ["inspect", "run:sayer", "--view", "messages"],
     ]
     plain = dict(zip(map(tuple, commands), fast_cli_all(commands), strict=True))
@@ -575,7 +575,7 @@ def test_a_newline_or_escape_in_a_field_cannot_forge_a_row(
     assert "\\x1b" in plain[("ls", "--tree")].stdout  # shown, escaped
     # follow-ups are fenced for an agent (runtime.delivery.render): every run-written line
     # sits behind the `| ` gutter, so none can start a row, and no control byte is raw
-    fenced = plain[("inbox", "read", "--peek", "--session", SESSION)].stdout
+    fenced = plain[("inbox", "read", "--peek", "--bodies", "--session", SESSION)].stdout
     assert FORGED in fenced.replace("\n| ", "\n")  # shown, not dropped
     assert not [ln for ln in fenced.splitlines() if ln.startswith(FORGED.split()[0])], fenced
     assert "\x1b" not in fenced
