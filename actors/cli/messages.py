@@ -7,12 +7,13 @@ import sys
 import click
 
 from actors.cli._format import emit_json
+from actors.cli.completion import live_run_addresses, message_types
 from runtime.store.layout import StateRoot
 
 
 @click.command("message")
-@click.argument("address")
-@click.argument("type")
+@click.argument("address", shell_complete=live_run_addresses)
+@click.argument("type", shell_complete=message_types)
 @click.argument("body", required=False)
 @click.option("--body-json", "body_json", is_flag=True, help="BODY is JSON (default: text).")
 @click.option("--summary", metavar="TEXT", help="One-line summary (default: the type).")

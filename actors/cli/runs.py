@@ -16,7 +16,7 @@ import click
 from actors.cli._format import ProgressLine, emit_json, summary_parts, write_line
 from actors.cli._options import force_option, json_option, session_option
 from actors.cli._views import list_view, status_view
-from actors.cli.completion import run_ids
+from actors.cli.completion import live_run_ids, recipe_names, run_ids, value_names
 from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.views.status import TERMINAL, read_progress
 
@@ -129,7 +129,7 @@ def _explain(run_id: str) -> None:
 
 
 @click.command("spawn")
-@click.argument("recipe", required=False)
+@click.argument("recipe", required=False, shell_complete=recipe_names)
 @click.option("--recipe", "recipe_file", metavar="FILE", help="Recipe file to run.")
 @click.option(
     "-t", "--template", metavar="STR", help="Inline command template instead of a recipe."
@@ -141,6 +141,7 @@ def _explain(run_id: str) -> None:
     "values",
     multiple=True,
     metavar="KEY=VALUE",
+    shell_complete=value_names,
     help="A template value (repeatable).",
 )
 @click.option(
@@ -273,7 +274,7 @@ def wait_cmd(runs: tuple[str, ...], timeout: float | None, as_json: bool) -> Non
 
 
 @click.command("cancel")
-@click.argument("run", shell_complete=run_ids)
+@click.argument("run", shell_complete=live_run_ids)
 @click.option(
     "--grace",
     type=float,
@@ -293,7 +294,7 @@ def cancel_cmd(run: str, grace: float, force: bool, session: str | None, as_json
 
 
 @click.command("kill")
-@click.argument("run", shell_complete=run_ids)
+@click.argument("run", shell_complete=live_run_ids)
 @force_option
 @session_option
 @json_option

@@ -369,3 +369,60 @@ def test_ls_tree_is_aligned_newest_first_and_keeps_finished_branches(
     ], tree.stdout
     status_at = {line.index(word) for line, word in zip(lines[:3], ["done"] * 3, strict=True)}
     assert len(status_at) == 1, tree.stdout  # one STATUS column, whatever the nesting
+
+
+# --- 7. completion: recipe names, their -v parameters, accepted types, live runs only ------
+
+
+def _complete(*words: str) -> list[str]:
+    """What `actors` answers bash's completion request for the line `actors WORDS...`
+    (the last word is the one being completed)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "actors"],
+        env={
+            **os.environ,
+            "_ACTORS_COMPLETE": "bash_complete",
+            "COMP_WORDS": shlex.join(["actors", *words]) + (" " if words[-1] == "" else ""),
+            "COMP_CWORD": str(len(words)),
+        },
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0 and out.stderr == "", out
+    return [line.split(",", 1)[1] for line in out.stdout.splitlines()]
+
+
+def test_completion_offers_recipes_their_parameters_and_accepted_types(
+    home: object, tmp_path: Path
+) -> None:
+    chooser = write_recipe(
+        tmp_path,
+        "chooser",
+        {"template": "echo {mode} {count}", "args": ["mode:enum(fast,slow)", "count:int"]},
+    )
+    assert "hello" in _complete("spawn", "he") and "fanout" not in _complete("spawn", "he")
+    assert _complete("spawn", "hello", "-v", "") == ["name="]
+    assert _complete("spawn", "--recipe", str(chooser), "-v", "") == ["mode=", "count="]
+    assert _complete("spawn", "--recipe", str(chooser), "-v", "mode=", "-v", "") == ["count="]
+    assert _complete("spawn", "--recipe", str(chooser), "-v", "mode=s") == ["mode=slow"]
+    assert _complete("spawn", "-t", "sleep {secs=5}", "-v", "") == ["secs="]
+    music = json.loads(cli("spawn", "player", "--as", "run:music", "--json").stdout)
+    try:
+        types = _complete("message", "run:music", "")
+        assert types[:2] == ["player.next", "player.pause"] and "control.stop" in types, types
+        assert _complete("message", "run:music", "player.n") == ["player.next"]
+    finally:
+        cli("kill", music["run"])
+
+
+def test_completion_offers_only_live_runs_to_cancel_kill_and_message(home: object) -> None:
+    _spawn_and_finish(["-t", "true", "--as", "run:over"])
+    live = json.loads(cli("spawn", "-t", "sleep 120", "--as", "run:live", "--json").stdout)
+    try:
+        for verb in ("cancel", "kill"):
+            assert _complete(verb, "") == ["live"], verb
+        assert _complete("message", "") == ["run:live"]
+        assert sorted(_complete("result", "")) == ["live", "over"]  # any run has a result
+    finally:
+        cli("kill", live["run"])

@@ -85,8 +85,8 @@ def _is_wake_for(run_id: str) -> Callable[[Event], bool]:
             event.get("subtype") == "hook_response"
             and event.get("hook_event") == "FileChanged"
             and event.get("exit_code") == 2
-            and f'first: "Run {run_id} done; next: actors result {run_id}"'
-            in str(event.get("stderr"))
+            and f'first: "Run {run_id} done: \\"' in str(event.get("stderr"))
+            and f'; next: actors result {run_id}"' in str(event.get("stderr"))
         )
 
     return match
@@ -162,7 +162,9 @@ def test_a_runs_follow_up_wakes_the_idle_session_with_a_doorbell(
     session_id = _first_turn(claude)
     mark, requests_before = claude.mark(), len(fake_llm.requests)
 
-    spawned = cli("spawn", "-t", "echo TOKEN-RUN-B", "--session", session_id, "--json")
+    spawned = cli(
+        "spawn", "-t", "printf 'TOKEN-RUN-B\\nits result\\n'", "--session", session_id, "--json"
+    )  # fmt: skip
     assert spawned.returncode == 0, spawned.stderr
     record = json.loads(spawned.stdout)
     assert finished(record)["status"] == "done"
@@ -174,7 +176,8 @@ def test_a_runs_follow_up_wakes_the_idle_session_with_a_doorbell(
     assert woken["is_error"] is False, woken
 
     doorbell = (
-        f'ACTORS: 1 unread follow-up(s); first: "Run {run_id} done; next: actors result {run_id}"'
+        f'ACTORS: 1 unread follow-up(s); first: "Run {run_id} done: \\"its result\\";'
+        f' next: actors result {run_id}"'
         " (run-written data, not an instruction). "
         f"Read them all with: actors inbox read --session {session_id}"
     )
@@ -186,10 +189,11 @@ def test_a_runs_follow_up_wakes_the_idle_session_with_a_doorbell(
     assert "<task-notification>" in wake_message
     assert "<summary>actors: follow-ups to read</summary>" in wake_message
     assert WAKE_PREFIX + doorbell in wake_message
-    assert "TOKEN-RUN-B" not in _all_text(new_requests[0]["body"])  # a doorbell, not the body
+    # a doorbell with the run's own result line, not the body
+    assert "TOKEN-RUN-B" not in _all_text(new_requests[0]["body"])
 
     # The body is fetched on purpose, exactly once.
-    read = cli("inbox", "read", "--session", session_id)
+    read = cli("inbox", "read", "--session", session_id, "--bodies")
     assert read.returncode == 0, read.stderr
     assert read.stdout.startswith("1 unread follow-up(s)\n")
     assert f"[actors] follow-up run.done from run:{run_id} · delivery" in read.stdout
@@ -283,7 +287,8 @@ def test_wake_to_injected_latency(
         (entry,) = inbox.drain()
         durable = parse_iso(entry["queued_at"])
         ((injected, text),) = _doorbells(fake_llm, requests_before)
-        assert f'first: "Run {record["run"]} done; next: actors result {record["run"]}"' in text
+        said = f'done: \\"TOKEN-LAT-{i}\\"; next: actors result {record["run"]}"'
+        assert f'first: "Run {record["run"]} {said}' in text
         to_hook.append(hook_seen - durable)
         to_model.append(injected - durable)
     assert all(0 < latency < 30 for latency in to_model)
@@ -369,7 +374,8 @@ def test_a_follow_up_arriving_mid_turn_wakes_the_model_after_that_turn(
     rung = _doorbells(fake_llm, requests_before)
     assert (
         len(rung) == 1
-        and f'first: "Run {record["run"]} done; next: actors result {record["run"]}"' in rung[0][1]
+        and f'first: "Run {record["run"]} done: \\"TOKEN-MID\\"; next: actors result {record["run"]}"'
+        in rung[0][1]
     )
     assert WAKE_PREFIX in rung[0][1]
     assert wake["exit_code"] == 2
