@@ -122,16 +122,25 @@ class ActorsTools:
         given = [x for x in (p.recipe, p.file, p.template) if x]
         if len(given) != 1:
             raise ActorsError("spawn needs exactly one of recipe, file or template")
-        record = api.spawn(
-            p.recipe or p.file,
-            template=p.template,
-            as_=p.as_,
-            values=p.values,
-            group=p.group,
-            after=p.after,
-            session=session,
-            home=self.home,
-        )
+        from runtime.compiler.placeholders import MissingValues
+
+        try:
+            record = api.spawn(
+                p.recipe or p.file,
+                template=p.template,
+                as_=p.as_,
+                values=p.values,
+                group=p.group,
+                after=p.after,
+                session=session,
+                home=self.home,
+            )
+        except MissingValues as exc:  # said in this tool's terms, not the CLI's -v
+            example = ", ".join(f'"{name}": ...' for name in exc.names)
+            raise ActorsError(
+                f"spawn: no value for {', '.join(exc.names)}",
+                hint=f"call spawn again with all of them in values: {{{example}}}",
+            ) from None
         return self._started(record)
 
     def _started(self, record: Any) -> tuple[str, Any]:
@@ -395,8 +404,11 @@ def build_server(
             ],
         )
 
+    from actors._version import __version__
+
     return Server(
         "actors",
+        version=__version__,
         instructions=GUIDANCE,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -48,7 +48,7 @@ def register_session(harness: str, ident: str, **options: str) -> None:
     import subprocess
 
     args = [item for key, value in options.items() for item in ("-o", f"{key}={value}")]
-    subprocess.run(
+    out = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -61,9 +61,12 @@ def register_session(harness: str, ident: str, **options: str) -> None:
             ident,
             *args,
         ],
-        check=True,
-        stdout=subprocess.DEVNULL,
+        check=False,
+        capture_output=True,  # its `export ACTORS_SESSION=...` advice is for a person
+        text=True,
     )
+    if out.returncode != 0:
+        raise SystemExit(f"bench: session register {ident}: {out.stderr.strip()}")
 
 
 def idle_cpu(pids: list[int], seconds: float) -> str:

@@ -27,8 +27,9 @@ from bench._stats import emit, register_session, row
 
 def _samples(session: str, count: int) -> list[float]:
     from runtime.delivery.engine import DeliveryRunner
+    from runtime.store.layout import StateRoot
 
-    runner = DeliveryRunner(__import__("runtime.store.layout").paths.StateRoot.from_env())
+    runner = DeliveryRunner(StateRoot.from_env())
     out = []
     for i in range(count + 1):
         envelope = {"type": "run.done", "from": "run:bench", "summary": f"bench TOKEN-{i}"}

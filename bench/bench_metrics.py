@@ -32,8 +32,8 @@ def _timed(action: Callable[[], object]) -> float:
 
 def _measure(root_dir: Path, runs: int, repeats: int) -> None:
     from actors.dashboard.metrics import render_metrics
-    from runtime.runs import tally
     from runtime.store.layout import StateRoot
+    from runtime.views import tally
     from runtime.views.index import list_runs
 
     root = StateRoot(root_dir)

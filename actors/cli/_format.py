@@ -211,6 +211,10 @@ def short(text: str | None, width: int = DESCRIPTION_WIDTH) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+PARAM_CELL = 32
+"""Characters of a parameter table's name, type and default cells (the rest is cut)."""
+
+
 def param_lines(params: list[Any], indent: str = "    ") -> list[str]:
     if not params:
         return [f"{indent}(none)"]
@@ -222,7 +226,15 @@ def param_lines(params: list[Any], indent: str = "    ") -> list[str]:
             need = f"default {_default_text(p.default)}"
         else:
             need = "optional"
-        rows.append([f"--{p.name}", p.describe_type(), need, short(p.description, 50)])
+        # every cell cut, so one long default (a prompt) cannot widen every row of the table
+        rows.append(
+            [
+                short(f"--{p.name}", PARAM_CELL),
+                short(p.describe_type(), PARAM_CELL),
+                short(need, PARAM_CELL),
+                short(p.description, 50),
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     return [
         (

@@ -208,10 +208,10 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
     exits, the harness tells the model, which reads the follow-ups and starts it again. It
     sleeps on a doorbell FIFO of the session (no polling, no inotify watch), armed before
     the inbox is checked, so a follow-up that lands in between still wakes it. Meanwhile it
-    guards the session's runs (runtime.runner.guardian): a runner that dies without a result
-    is folded and its `run.exited` follow-up wakes this wait. A timeout exits 75 with
-    nothing on stdout.
+    guards the session's runs: a runner that dies without a result is folded and its
+    `run.exited` follow-up wakes this wait. A timeout exits 75 with nothing on stdout.
     """
+    # the guarding is runtime.runner.guardian's (named here, not in the help text)
     from actors.cli._inbox_wait import inbox_wait as body
 
     body(session, timeout, as_json)
@@ -252,9 +252,10 @@ def reconcile_cmd(as_json: bool) -> None:
 def watch_cmd(timeout: float | None) -> None:
     """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops).
 
-    It guards every run of the state root (runtime.runner.guardian: a runner that dies
-    without a result is folded at once) and retries due deliveries exactly when they
-    fall due. Nothing wakes it on a timer: a quiet state root costs it no CPU."""
+    It guards every run of the state root (a runner that dies without a result is folded
+    at once) and retries due deliveries exactly when they fall due. Nothing wakes it on a
+    timer: a quiet state root costs it no CPU."""
+    # the guarding is runtime.runner.guardian's (named here, not in the help text)
     import select
 
     from runtime.delivery.engine import retry_due

@@ -1,7 +1,7 @@
 """`pi`: inject a follow-up into a pi agent as a user message, over `adapters.pi.host`.
 
 pi's RPC mode only talks to the process that spawned it, so a pi session reachable by
-actors is one started by `python -m adapters.pi.host --socket PATH -- pi ...`; this adapter
+actors is one started by `actors-pi-host --socket PATH -- pi ...`; this adapter
 is a client of that socket. (A person's interactive pi TUI is not reachable this way: it
 needs a pi extension with its own socket, which is not built here.)
 
@@ -235,7 +235,7 @@ class PiAdapter(AdapterBase):
         if not path:
             raise AdapterError(
                 "pi needs -o socket=PATH, the socket of"
-                " `python -m adapters.pi.host --socket PATH -- pi ...`"
+                " `actors-pi-host --socket PATH -- pi ...`"
             )
         if not os.path.isabs(path):
             raise AdapterError(f"pi socket must be an absolute path (got {path!r})")
@@ -253,7 +253,7 @@ class PiAdapter(AdapterBase):
         why = connect_error(options["socket"])
         if why is not None:
             raise AdapterError(
-                f"no pi host at {options['socket']} ({why}): start `python -m adapters.pi.host"
+                f"no pi host at {options['socket']} ({why}): start `actors-pi-host"
                 f" --socket {options['socket']} -- pi ...` first, {NO_CHECK}"
             )
 
@@ -278,7 +278,7 @@ class PiAdapter(AdapterBase):
 
     def _unreachable(self, ident: str, why: str) -> Receipt:
         return Refused(
-            f"pi host socket {self.socket} {why}: is `python -m adapters.pi.host"
+            f"pi host socket {self.socket} {why}: is `actors-pi-host"
             f" --socket {self.socket} -- pi ...` running?",
             retryable=True,
         ).receipt(ident)

@@ -177,7 +177,7 @@ def _rpc_command(command: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m adapters.pi.host",
+        prog="actors-pi-host",
         description="Start `pi --mode rpc` and share its JSONL stdio on a Unix socket.",
     )
     parser.add_argument("--socket", required=True, type=Path, help="the socket to serve")

@@ -348,6 +348,19 @@ class MissingValue(BadInput):
         )
 
 
+class MissingValues(BadInput):
+    """Placeholders with no value and no default, all of them at once (spawn's check), so
+    a caller fixes them in one go; `names` lets an MCP or API caller say it in its terms."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        needed = ", ".join(f"{{{name}}}" for name in names)
+        super().__init__(
+            f"the template needs a value for {needed} and none was given",
+            hint="pass " + " ".join(f"-v {name}=VALUE" for name in names),
+        )
+
+
 def substitute_word(word: str, values: Mapping[str, Any]) -> str:
     """The word with every placeholder replaced by its value's text."""
     out: list[str] = []

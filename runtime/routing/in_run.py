@@ -32,11 +32,18 @@ def current_branch() -> str | None:
     return config.branch()
 
 
-def _sender_in_run(principal: Principal) -> tuple[str, str]:
+_IN_RUN_WORDS = {
+    "emit": "emit actor messages",
+    "recv": "receive its run's messages",
+}
+"""What each in-run verb does, for the refusal outside a run."""
+
+
+def _sender_in_run(principal: Principal, verb: str = "emit") -> tuple[str, str]:
     if not principal.via_run_token:
         raise Refused(
-            "only a process inside a run can emit actor messages",
-            hint="run `actors emit` from a recipe's script (it sets $ACTORS_RUN_ID)",
+            f"only a process inside a run can {_IN_RUN_WORDS[verb]}",
+            hint=f"run `actors {verb}` from a recipe's script (it sets $ACTORS_RUN_ID)",
         )
     run_id = principal.id.removeprefix("run:")
     branch = current_branch()
@@ -116,7 +123,7 @@ def recv(
     timeout: float | None = None,
 ) -> MailboxEntry | None:
     """Claim the next message for the calling run (or branch); None on timeout."""
-    run_id, _ = _sender_in_run(principal)
+    run_id, _ = _sender_in_run(principal, "recv")
     paths, _ = find_run(root, run_id)
     branch = current_branch()
     box = branch_mailbox(paths, branch) if branch else run_mailbox(paths)
@@ -132,7 +139,7 @@ def recv(
 def finish(
     root: StateRoot, principal: Principal, entry_id: str, *, ok: bool, error: str | None = None
 ) -> None:
-    run_id, _ = _sender_in_run(principal)
+    run_id, _ = _sender_in_run(principal, "recv")  # acknowledges what recv handed out
     paths, _ = find_run(root, run_id)
     branch = current_branch()
     box = branch_mailbox(paths, branch) if branch else run_mailbox(paths)

@@ -17,6 +17,7 @@ from runtime.compiler.library import RecipeSource, compile_source, find_recipe, 
 from runtime.compiler.placeholders import (
     INJECTED,
     REPEAT_VARS,
+    MissingValues,
     missing_values,
     references,
     substitute_word,
@@ -353,15 +354,13 @@ def _checked_values(
         req.cwd if req.cwd is not None else os.getcwd(),
     )
     _check_text(values, compiled["root"])
+    missing: dict[str, None] = {}
     for words, in_repeat, seen in _walk_leaves(compiled["root"], values):
         if not any(name in values for name in REPEAT_VARS):
             _check_repeat_refs(words, in_repeat)
-        missing = missing_values(words, seen)
-        if missing:
-            raise BadInput(
-                f"the template needs a value for {{{missing[0]}}} and none was given",
-                hint=f"pass -v {missing[0]}=VALUE",
-            )
+        missing.update(dict.fromkeys(missing_values(words, seen)))
+    if missing:
+        raise MissingValues(list(missing))
     return values
 
 

@@ -4,6 +4,7 @@ kept away from a person at a terminal."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pty
@@ -426,3 +427,115 @@ def test_completion_offers_only_live_runs_to_cancel_kill_and_message(home: objec
         assert sorted(_complete("result", "")) == ["live", "over"]  # any run has a result
     finally:
         cli("kill", live["run"])
+
+
+# --- 9. small things a newcomer trips on ---------------------------------------------------
+
+
+def test_recv_outside_a_run_says_recv(home: object) -> None:
+    out = cli("recv")
+    assert out.returncode == 2
+    assert out.stderr.startswith("actors: only a process inside a run can receive"), out.stderr
+    assert "emit" not in out.stderr and "`actors recv`" in out.stderr
+
+
+def _commands() -> list[list[str]]:
+    """Every command path of the CLI: `spawn`, `inbox wait`, ..."""
+    import click
+
+    from actors.cli._app import cli as group
+
+    found: list[list[str]] = []
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        if isinstance(command, click.Group):
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                if sub is not None:
+                    walk(sub, [*path, name])
+        if path:
+            found.append(path)
+
+    walk(group, [])
+    return found
+
+
+def _is_module(dotted: str) -> bool:
+    try:
+        return importlib.util.find_spec(dotted) is not None
+    except ImportError:
+        return False
+
+
+def _import(dotted: str) -> object:
+    return importlib.import_module(dotted)
+
+
+def test_no_help_text_names_an_internal_module() -> None:
+    """`--help` is for the person typing; module paths are for the code's readers."""
+    import click
+
+    from actors.cli._app import cli as group
+
+    named = []
+    for path in _commands():
+        ctx = click.Context(group, info_name="actors")
+        command: click.Command = group
+        for name in path:
+            assert isinstance(command, click.Group)
+            ctx = click.Context(command.get_command(ctx, name), parent=ctx, info_name=name)  # type: ignore[arg-type]
+            command = ctx.command
+        text = command.get_help(ctx)
+        for dotted in re.findall(r"\b(?:runtime|adapters|actors)(?:\.[a-z_]+)+", text):
+            module, _, name = dotted.rpartition(".")
+            if _is_module(dotted) or (_is_module(module) and hasattr(_import(module), name)):
+                named.append((path, dotted))  # a module, or a name in one
+    assert named == [], named
+
+
+def test_tools_rows_stay_within_a_terminal(home: object) -> None:
+    """The shipped review-quorum's merge prompt is a long default: it is cut, not a
+    column every row is padded to."""
+    out = cli("tools")
+    assert out.returncode == 0, out.stderr
+    widest = max(len(line) for line in out.stdout.splitlines())
+    assert widest <= 140, widest
+
+
+async def test_mcp_spawn_names_every_missing_value_in_its_own_terms(home: object) -> None:
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "actors", "mcp", "--session", "coord-mcp"]
+    )
+    server.env = dict(os.environ)
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        init = await session.initialize()
+        assert init.server_info.name == "actors"
+        from actors._version import __version__
+
+        assert init.server_info.version == __version__ != ""
+        answer = await session.call_tool("spawn", {"template": "echo {alpha} {beta} {alpha}"})
+        assert answer.is_error
+        text = answer.content[0].text  # type: ignore[union-attr]
+        assert "alpha" in text and "beta" in text, text
+        assert "-v " not in text, text  # the CLI's syntax means nothing to an MCP client
+        assert '{"alpha": ..., "beta": ...}' in text, text
+    out = cli("spawn", "-t", "echo {alpha} {beta}")
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith("pass -v alpha=VALUE -v beta=VALUE"), out.stderr
+
+
+def test_the_pi_host_is_a_command_the_install_provides(tmp_path: Path) -> None:
+    """docs/harnesses.md starts pi's host by a command on PATH, not `python -m adapters...`
+    (which only works where that python can import the package)."""
+    harnesses = (REPO / "docs" / "harnesses.md").read_text()
+    assert "python -m adapters" not in harnesses
+    assert "actors-pi-host --socket" in harnesses
+    script = Path(sys.executable).parent / "actors-pi-host"
+    out = subprocess.run(
+        [str(script), "--help"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0 and out.stdout.startswith("usage: actors-pi-host"), out

@@ -199,7 +199,7 @@ def test_missing_or_dead_socket_is_a_retryable_failure(tmp_path: Path) -> None:
     assert receipt.status == "failed" and receipt.retryable, receipt
     assert receipt.reason is not None
     assert str(missing) in receipt.reason and "does not exist" in receipt.reason
-    assert "adapters.pi.host" in receipt.reason
+    assert "actors-pi-host" in receipt.reason
     dead = tmp_path / "dead.sock"  # a socket file nobody listens on (a crashed host)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.bind(str(dead))
