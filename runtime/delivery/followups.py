@@ -97,23 +97,31 @@ def result_line(paths: RunPaths, run: RunRecord, result: ResultRecord) -> str | 
     said = ""
     if message is not None and message.get("summary") not in (None, "", message.get("type")):
         said = str(message["summary"])
-    if not said:
-        said = _last_line(result.get("output_file"))
+    output = result.get("output_file")
+    if not said and isinstance(output, str) and _inside(paths.dir, output):
+        said = _last_line(Path(output))
     line = one_line(said, RESULT_LINE_CHARS)
     return line or None
 
 
-def _last_line(output: object, budget: int = 64 * 1024) -> str:
+def _inside(directory: Path, path: str) -> bool:
+    """Whether `path` names a file under the run's own directory (result.json is the
+    run's to rewrite: a path elsewhere is never read into a follow-up)."""
+    import os
+
+    normal = os.path.normpath(path)
+    return os.path.isabs(normal) and Path(normal).is_relative_to(directory)
+
+
+def _last_line(output: Path, budget: int = 64 * 1024) -> str:
     """The last non-blank line of the run's output file, reading at most `budget` bytes
-    from its end (a longer line is its end)."""
+    from its end (a longer line is its end), never through a symlink."""
     from runtime.store import safe
     from runtime.store.reads import read_bytes
 
-    if not isinstance(output, str) or not output:
-        return ""
     try:
-        size = safe.lstat(Path(output)).st_size
-        data = read_bytes(Path(output), offset=max(0, size - budget), limit=budget)
+        size = safe.lstat(output).st_size
+        data = read_bytes(output, offset=max(0, size - budget), limit=budget)
     except (OSError, ActorsError):
         return ""
     lines = data.decode("utf-8", errors="replace").splitlines()

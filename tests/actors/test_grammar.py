@@ -280,8 +280,9 @@ def test_ls_shows_the_command_of_a_template_run(home: StateRoot) -> None:
     for r in (run_id, hello):
         actors.wait(r, timeout=60)
     rows = {line.split()[0]: line for line in cli("ls").stdout.splitlines()[1:]}
-    assert rows[run_id].split(None, 3)[3] == "sh -c 'exit 0' 'a b'"
-    assert rows[hello].split()[3] == "hello"
+    # RUN STATUS STARTED DURATION CODE, then the recipe or the command as typed
+    assert rows[run_id].split(None, 5)[5] == "sh -c 'exit 0' 'a b'"
+    assert rows[hello].split()[5] == "hello"
     listed = {r["run"]: r for r in json.loads(cli("ls", "--json").stdout)}
     assert listed[run_id]["command"] == "sh -c 'exit 0' 'a b'"
     assert listed[hello]["command"] is None
@@ -392,7 +393,8 @@ def _in_pty(
 def test_colour_only_on_a_terminal_and_never_with_no_color(home: StateRoot) -> None:
     done = actors.spawn(template="true")["run"]
     failed = actors.spawn(template="false")["run"]
-    nasty = actors.spawn(template="echo Z\x1b]0;pwned\x07\x1b[2JEND")["run"]
+    # quoted: its `;` is part of the escape sequence, not a shell operator
+    nasty = actors.spawn(template="echo 'Z\x1b]0;pwned\x07\x1b[2JEND'")["run"]
     for r in (done, failed, nasty):
         actors.wait(r, timeout=60)
     env = dict(os.environ)

@@ -244,6 +244,24 @@ def test_without_a_summary_the_result_line_is_the_outputs_last_line_made_inert(
     assert "first line" not in summary
 
 
+def test_a_result_json_pointing_outside_its_run_is_never_quoted(
+    home: object, tmp_path: Path
+) -> None:
+    """result.json is the run's to rewrite: an `output_file` elsewhere (another file of
+    the user's) is not read into `actors result` or a follow-up."""
+    run_id = _spawn_and_finish(["-t", "echo fine"])
+    outside = tmp_path / "elsewhere.txt"
+    outside.write_text("SECRET-LINE\n")
+    result_file = Path(json.loads(cli("status", run_id, "--json").stdout)["state_dir"])
+    result_file = result_file / "result.json"
+    result = json.loads(result_file.read_text())
+    assert json.loads(cli("result", run_id, "--json").stdout)["result_line"] == "fine"
+    for forged in (str(outside), f"{result_file.parent}/../../../{outside}"):
+        result_file.write_text(json.dumps({**result, "output_file": forged}))
+        shown = cli("result", run_id)
+        assert shown.returncode == 0 and "SECRET-LINE" not in shown.stdout, shown.stdout
+
+
 def test_inbox_read_is_compact_unless_bodies_are_asked_for(home: object) -> None:
     _spawn_and_finish(["-t", "echo hello-body"])
     _spawn_and_finish(["-t", "false"])
