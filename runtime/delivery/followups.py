@@ -3,8 +3,8 @@
 Rules: one follow-up per run outcome. Terminal `done` / `failed` / `exited` transitions
 follow up; an intentional stop (`actors cancel`, `actors kill`, `control.stop`,
 `control.kill`) does not, since whoever stopped it already knows (except another
-session's forced `cancel` / `kill`: its owner is told once), and neither does a run
-whose spawning caller is still blocked on its result (the runner checks that waiter's
+session's forced stop: its owner is told once, `forced_stop_followup`), and neither does
+a run whose spawning caller is still blocked on its result (the runner checks that waiter's
 proven identity, runtime.runner.lifecycle). Script-authored messages emitted with `--deliver
 notify|followup` bubble (a run's decision points). `command.done` stays in the outbox
 unless the recipe opts in by listing `command.done` in `mailbox.emits` (then failed

@@ -97,6 +97,7 @@ def send(
     envelope = make_envelope(
         to=to, type=kind, body=body, sender=principal.id, summary=summary, reply_to=reply_to
     )
+    forced = force and kind in ("control.stop", "control.kill") and _forced(run, principal, root)
     check_control(run, principal, force=force, action="message", root=root)
     if address.kind == "room":
         from runtime.routing.rooms import post_room  # deferred: rooms are the rare case
@@ -136,7 +137,32 @@ def send(
     state = (
         "sent" if fifo and _fast_path(box, paths.control_fifo, entry["id"], envelope) else "queued"
     )
+    if forced:
+        _tell_owner(root, run, kind, principal)
     return {"to": to, "type": kind, "id": entry["id"], "state": state, "route": "run"}
+
+
+def _forced(run: RunRecord, principal: Principal, root: StateRoot) -> bool:
+    """Whether only --force lets `principal` stop this run (it is another session's)."""
+    from runtime.core.errors import Refused
+
+    try:
+        check_control(run, principal, force=False, action="message", root=root)
+    except Refused:
+        return True
+    return False
+
+
+def _tell_owner(root: StateRoot, run: RunRecord, kind: str, principal: Principal) -> None:
+    """Another session's forced control.stop / control.kill: the owner is told once, as
+    for a forced `actors cancel` / `kill` (the same delivery id, so never twice)."""
+    from runtime.delivery.followups import deliver, forced_stop_followup
+
+    status = "killed" if kind == "control.kill" else "cancelled"
+    try:
+        deliver(root, run, forced_stop_followup(run, status, principal.id))
+    except (ActorsError, OSError):
+        pass  # the stop is asked for whether or not the owner can be told
 
 
 def _fast_path(box: Mailbox, fifo: Path, entry_id: str, envelope: Envelope) -> bool:

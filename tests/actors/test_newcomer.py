@@ -325,8 +325,21 @@ def test_a_run_stopped_by_another_session_tells_its_owner_once(home: object) -> 
             f" next: actors result {run_id}"
         ), cli_followups
         assert cli("inbox", "read", "--session", "owner").returncode == 0
+    for kind, status in (("control.stop", "cancelled"), ("control.kill", "killed")):
+        out = cli("spawn", "-t", "sleep 120", "--session", "owner", "--json")
+        run_id = json.loads(out.stdout)["run"]
+        sent = cli("message", f"run:{run_id}", kind, "--session", "intruder", "--force")
+        assert sent.returncode == 0, sent.stderr
+        (told,) = _followups("owner")
+        assert told["summary"].startswith(f"Run {run_id} {status} by intruder (forced)"), told
+        assert cli("inbox", "read", "--session", "owner").returncode == 0
+        cli("wait", run_id)
     own = json.loads(cli("spawn", "-t", "sleep 120", "--session", "owner", "--json").stdout)
     assert cli("cancel", own["run"], "--session", "owner").returncode == 0
+    own = json.loads(cli("spawn", "-t", "sleep 120", "--session", "owner", "--json").stdout)
+    stop = cli("message", f"run:{own['run']}", "control.stop", "--session", "owner", "--force")
+    assert stop.returncode == 0, stop.stderr
+    cli("wait", own["run"])
     assert _followups("owner") == []  # whoever stops their own run knows already
 
 
