@@ -97,7 +97,12 @@ def send(
     envelope = make_envelope(
         to=to, type=kind, body=body, sender=principal.id, summary=summary, reply_to=reply_to
     )
-    forced = force and kind in ("control.stop", "control.kill") and _forced(run, principal, root)
+    forced = (
+        force
+        and kind in ("control.stop", "control.kill")
+        and not str(run.get("owner_id")).startswith("run:")  # a parent run is rung instead
+        and _forced(run, principal, root)
+    )
     check_control(run, principal, force=force, action="message", root=root)
     if address.kind == "room":
         from runtime.routing.rooms import post_room  # deferred: rooms are the rare case

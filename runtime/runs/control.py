@@ -193,11 +193,13 @@ def _publish(target: Target, status: str, code: int, reason: str) -> None:
 
 
 def _tell_owner(root: StateRoot, target: Target, status: str, principal: Principal) -> None:
-    """A forced stop of another session's run: one follow-up to its owner naming who
-    stopped it (its delivery id is the run instance's, so it is written once). Best
+    """A forced stop of another session's run: one follow-up to its owner session naming
+    who stopped it (its delivery id is the run instance's, so it is written once). Best
     effort: the stop has happened whether or not the owner can be told."""
     if not target.forced or target.run is None:
         return
+    if str(target.run.get("owner_id")).startswith("run:"):
+        return  # a parent run is rung when its child ends (ring_parent), not messaged
     from runtime.delivery.followups import deliver, forced_stop_followup
 
     envelope = forced_stop_followup(target.run, status, principal.id)

@@ -32,10 +32,10 @@ def test_supervisor_retires_once_when_its_last_child_ends(home: StateRoot, tmp_p
     assert actors.wait("child-first", timeout=60)["status"] == "done"
     assert actors.status("sup")["status"] == "running"  # one child still runs
     tree = cli("ls", "--tree").stdout.splitlines()
-    assert tree[0].startswith("sup  running")
-    assert tree[1].startswith("├─ child-first  done") and tree[2].startswith(
-        "└─ child-last  running"
-    )
+    # aligned columns, children newest first (as `ls`)
+    assert tree[0].split()[:2] == ["sup", "running"], tree
+    assert tree[1].split()[:3] == ["├─", "child-last", "running"], tree
+    assert tree[2].split()[:3] == ["└─", "child-first", "done"], tree
     children = actors.inspect("run:sup")["children"]
     assert [(c["run"], c["status"]) for c in children] == [
         ("child-last", "running"),

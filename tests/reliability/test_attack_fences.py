@@ -231,7 +231,10 @@ def test_inbox_read_and_the_body_file_show_the_run_text_fenced(
 ) -> None:
     assert cli("session", "register", "--harness", "file", "--id", SESSION).returncode == 0
     _hostile_run(tmp_path, SESSION)
-    proc = cli("inbox", "read", "--session", SESSION)
+    compact = cli("inbox", "read", "--session", SESSION, "--peek")  # summaries alone
+    assert compact.stdout.startswith("2 unread follow-up(s)\n"), compact.stdout
+    assert_fenced(compact.stdout, limit=20_000, where="actors inbox read (compact)")
+    proc = cli("inbox", "read", "--session", SESSION, "--bodies")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("2 unread follow-up(s)\n")
     assert_fenced(proc.stdout, limit=20_000, where="actors inbox read")
