@@ -114,8 +114,9 @@ def _inside(directory: Path, path: str) -> bool:
 
 
 def _last_line(output: Path, budget: int = 64 * 1024) -> str:
-    """The last non-blank line of the run's output file, reading at most `budget` bytes
-    from its end (a longer line is its end), never through a symlink."""
+    """The last non-blank line the run wrote to its output file (not a branch header of
+    ours), reading at most `budget` bytes from its end (a longer line is its end), never
+    through a symlink."""
     from runtime.store import safe
     from runtime.store.reads import read_bytes
 
@@ -125,7 +126,13 @@ def _last_line(output: Path, budget: int = 64 * 1024) -> str:
     except (OSError, ActorsError):
         return ""
     lines = data.decode("utf-8", errors="replace").splitlines()
-    return next((line for line in reversed(lines) if line.strip()), "")
+    return next((line for line in reversed(lines) if line.strip() and not _ours(line)), "")
+
+
+def _ours(line: str) -> bool:
+    """A parallel run's branch header (runtime.runner.graph joins branch outputs under
+    them; a branch's own line that looks like one is quoted `>--- branch`)."""
+    return line.startswith("--- branch: ") and line.endswith(" ---")
 
 
 def quoted_result(line: str) -> str:

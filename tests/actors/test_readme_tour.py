@@ -147,12 +147,13 @@ def run_result(tour: Tour) -> list[Result]:
 
 
 def result_fanout(tour: Tour, results: list[Result]) -> None:
-    """`code, failures, artifacts, output head`"""
+    """`code, its own result line, failures, artifacts, output head`"""
     (out,) = results
     ok(out)
     text = out.stdout
     assert text.startswith(f"run:{tour.runs['fanout']}  done (degraded)"), text
     assert re.search(r"^\s+code\s+0$", text, re.M), text
+    assert re.search(r'^\s+result\s+"\w+ checked \S+"$', text, re.M), text  # its last line
     assert "gamma" in text and "failed" in text, text  # the failed node
     assert "alpha checked" in text, text  # the output head
 
