@@ -21,6 +21,8 @@ RECV_TIMEOUT_EXIT = 75
 """`actors recv --timeout` exits with this when nothing arrived."""
 TAIL_CHARS = 400
 TERM_GRACE_S = 5.0
+TELL_AT_ONCE = 8
+"""`actors message` processes a worker runs at once to tell the others."""
 
 
 class WorkerError(Exception):
@@ -39,14 +41,40 @@ def post(kind: str, body: dict[str, Any], summary: str, level: str = "info") -> 
         raise WorkerError(f"actors emit {kind} failed ({proc.returncode}): {proc.stderr.strip()}")
 
 
-def follow_up(kind: str, body: dict[str, Any], summary: str) -> None:
+def follow_up(kind: str, body: dict[str, Any], summary: str, level: str = "warning") -> None:
     """Tell the coordinator session now (`--deliver followup`): for what it must decide
-    about, such as a failed task (retry, reassign or drop it). The room only records."""
+    about, such as a failed task (retry, reassign or drop it) or a drained swarm (merge
+    its branches). The room only records."""
     argv = ["actors", "emit", kind, json.dumps(body), "--deliver", "followup", "--body-json"]
-    argv += ["--summary", summary[:500], "--level", "warning"]
+    argv += ["--summary", summary[:500], "--level", level]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise WorkerError(f"actors emit {kind} failed ({proc.returncode}): {proc.stderr.strip()}")
+
+
+def tell_workers(run_id: str, workers: list[str], kind: str) -> list[str]:
+    """One `kind` message to each worker's branch inbox, TELL_AT_ONCE sent side by side
+    (a swarm may have 64 workers); the workers that could not be told, with why."""
+    failed = []
+    for start in range(0, len(workers), TELL_AT_ONCE):
+        batch = [
+            (
+                worker,
+                subprocess.Popen(
+                    ["actors", "message", f"branch:{run_id}/{worker}", kind],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+            for worker in workers[start : start + TELL_AT_ONCE]
+        ]
+        for worker, proc in batch:
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                failed.append(f"{worker}: {err.strip()}")
+    return failed
 
 
 def receive(block: bool) -> dict[str, Any] | None:
@@ -85,7 +113,7 @@ def run_command(
                 stderr=subprocess.STDOUT,
                 process_group=0,
             )
-        except OSError as exc:
+        except OSError as exc:  # said once: in the log, and as the problem (no tail)
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             out.write(f"cannot start {argv[0]!r}: {exc.strerror}\n".encode())
             return code, f"cannot start {argv[0]!r}: {exc.strerror}"
