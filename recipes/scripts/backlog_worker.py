@@ -536,8 +536,9 @@ class Worker:
         write_summary(path, summary)
         body = message_body(summary, path)
         line = f"{headline(summary)}; next: actors result {self.run_id}"
-        post("swarm.drained", body, line)
+        # the follow-up first: once the room shows the drain, the coordinator has it
         follow_up("swarm.drained", body, line, level="warning" if summary["failed"] else "info")
+        post("swarm.drained", body, line)
         self.say(line)
 
     def leave(self, error: str | None = None, *, may_drain: bool = True) -> None:
