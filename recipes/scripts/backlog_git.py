@@ -81,7 +81,9 @@ class Worktree:
                 shutil.rmtree(self.path, ignore_errors=True)
             git("worktree", "prune", cwd=self.repo, check=False)
             if drop_branch_at is not None:
-                at = git("rev-parse", "--verify", "--quiet", self.branch, cwd=self.repo, check=False)
+                at = git(
+                    "rev-parse", "--verify", "--quiet", self.branch, cwd=self.repo, check=False
+                )
                 if at == drop_branch_at:
                     git("branch", "-D", self.branch, cwd=self.repo, check=False)
 

@@ -20,8 +20,8 @@ from backlog_git import git, git_ok
 from backlog_options import (
     MAX_WORKERS,
     agent_commands,
-    command_line,
     backlog_source,
+    command_line,
     parse_args,
     whole,
 )
@@ -37,7 +37,9 @@ def check(argv: list[str]) -> None:
         if float(args.task_timeout) < 0:
             raise ValueError
     except ValueError:
-        raise WorkerError(f"task_timeout {args.task_timeout!r} is not a number of seconds") from None
+        raise WorkerError(
+            f"task_timeout {args.task_timeout!r} is not a number of seconds"
+        ) from None
     backlog, _ = backlog_source(args)
     if backlog is not None:
         if not backlog.is_file():

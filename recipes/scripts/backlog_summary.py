@@ -118,8 +118,9 @@ def summarize(state: dict[str, Any], settings: SwarmSettings) -> dict[str, Any]:
         "interrupted": len(interrupted),
         "left": open_items,
         "base": settings.base,
-        "base_commit": _git(settings.repo, "rev-parse", "--verify", "--quiet", settings.base)
-        .stdout.strip()
+        "base_commit": _git(
+            settings.repo, "rev-parse", "--verify", "--quiet", settings.base
+        ).stdout.strip()
         or None,
         "repo": str(settings.repo),
         "kept_alive": settings.keep_alive,

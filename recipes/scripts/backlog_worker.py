@@ -46,7 +46,6 @@ worktree), backlog_options (its command line) and backlog_summary (the drained s
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal

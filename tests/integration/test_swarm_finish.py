@@ -58,11 +58,11 @@ def agent(tmp_path: Path, name: str = "agent") -> str:
     )
 
 
-def spawn(tmp_path: Path, repo: Path, items: list[str], **values: Any) -> dict[str, Any]:
+def spawn(tmp_path: Path, at: Path, items: list[str], **values: Any) -> dict[str, Any]:
     (tmp_path / "backlog.md").write_text("".join(f"- [ ] {item}\n" for item in items))
     given = {
         "backlog": str(tmp_path / "backlog.md"),
-        "repo": str(repo),
+        "repo": str(at),
         "agent_cmd": agent(tmp_path),
         "base": "main",
         **values,
@@ -75,15 +75,15 @@ def followups(home: StateRoot, record: dict[str, Any]) -> list[dict[str, Any]]:
     return [e["envelope"] for e in entries]
 
 
-def worktrees(repo: Path) -> list[str]:
-    listed = git(repo, "worktree", "list", "--porcelain")
+def worktrees(at: Path) -> list[str]:
+    listed = git(at, "worktree", "list", "--porcelain")
     return [line.split(" ", 1)[1] for line in listed.splitlines() if line.startswith("worktree ")]
 
 
-def prunable(repo: Path) -> str:
+def prunable(at: Path) -> str:
     return subprocess.run(
         ["git", "worktree", "prune", "--dry-run", "--verbose"],
-        cwd=repo,
+        cwd=at,
         capture_output=True,
         text=True,
         check=True,
@@ -91,7 +91,9 @@ def prunable(repo: Path) -> str:
 
 
 def test_a_drained_swarm_says_so_once_with_its_branches_and_ends_done(
-    home: StateRoot, tmp_path: Path, repo: Path
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
 ) -> None:
     items = ["edit the readme", "item two", "flaky item", "item four"]
     (tmp_path / "gates").mkdir()
@@ -104,7 +106,7 @@ def test_a_drained_swarm_says_so_once_with_its_branches_and_ends_done(
         wait_room(home, run, lambda ms: any(m["type"] == "task.claim" for m in ms))
         (repo / "README.md").write_text("changed on main meanwhile\n")
         git(repo, "commit", "-qam", "main moves on")
-        messages = wait_room(home, run, lambda ms: len(results(ms)) == 3)
+        wait_room(home, run, lambda ms: len(results(ms)) == 3)
         os.write(held["edit the readme"], b"go\n")
         final = finished(record)
     assert final["status"] == "done" and not final.get("degraded"), final
@@ -180,7 +182,9 @@ def test_a_drained_swarm_says_so_once_with_its_branches_and_ends_done(
 
 
 def test_result_shows_the_table_of_a_running_and_of_a_stopped_swarm(
-    home: StateRoot, tmp_path: Path, repo: Path
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
 ) -> None:
     with gates(tmp_path / "gates", "held item"):
         record = spawn(tmp_path, repo, ["held item", "quick item"])
@@ -219,12 +223,14 @@ def test_result_shows_the_table_of_a_running_and_of_a_stopped_swarm(
     assert "swarm.drained" not in [t["type"] for t in followups(home, record)]
     # each stopped worker removed its worktree on the way out; the branches stay
     assert worktrees(repo) == [str(repo)] and prunable(repo) == ""
-    quick = [t for t in shown["tasks"] if t["item"] == "quick item"][0]
+    quick = next(t for t in shown["tasks"] if t["item"] == "quick item")
     assert git(repo, "show", f"{quick['commit']}:quick-item.txt") == "quick item by agent"
 
 
 def test_four_workers_claim_in_order_with_their_own_agents_each_item_once(
-    home: StateRoot, tmp_path: Path, repo: Path
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
 ) -> None:
     items = [f"item {n}" for n in range(1, 9)]
     record = spawn(
@@ -269,7 +275,9 @@ def test_four_workers_claim_in_order_with_their_own_agents_each_item_once(
 
 
 def test_a_kept_alive_swarm_parks_once_drained_and_its_retries_work_when_pasted(
-    home: StateRoot, tmp_path: Path, repo: Path
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
 ) -> None:
     (tmp_path / "gates").mkdir()
     (tmp_path / "gates" / "flaky-item.blocked").write_text("")
@@ -320,7 +328,9 @@ def test_a_kept_alive_swarm_parks_once_drained_and_its_retries_work_when_pasted(
 
 
 async def test_through_the_mcp_tools_the_drained_swarm_is_one_follow_up_and_one_table(
-    home: StateRoot, tmp_path: Path, repo: Path
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
 ) -> None:
     """An agent's view: spawn through the MCP tool, the one `swarm.drained` among its
     follow-ups (inbox_read), the per-task table through `inspect room:RUN --view tasks`."""

@@ -25,12 +25,12 @@ from tests.conftest import cli, snapshot
 from tests.integration.test_backlog_swarm import git, repo  # noqa: F401  (repo: the fixture)
 
 
-def repo_state(repo: Path) -> tuple[str, str, str]:
+def repo_state(at: Path) -> tuple[str, str, str]:
     """Every ref, every worktree and the status of the repository."""
     return (
-        git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
-        git(repo, "worktree", "list", "--porcelain"),
-        git(repo, "status", "--porcelain", "--ignored"),
+        git(at, "for-each-ref", "--format=%(refname) %(objectname)"),
+        git(at, "worktree", "list", "--porcelain"),
+        git(at, "status", "--porcelain", "--ignored"),
     )
 
 
