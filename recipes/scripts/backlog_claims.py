@@ -180,8 +180,10 @@ class Claims:
             return len(self._open_indexes(state))
 
     def snapshot(self) -> dict[str, Any]:
+        """A copy of the whole table, read under the lock."""
         with self.locked() as state:
-            return json.loads(json.dumps(state))
+            copy: dict[str, Any] = json.loads(json.dumps(state))
+            return copy
 
     # -- the roster and the finish line
 
