@@ -63,8 +63,10 @@ class Task:
 
 @dataclass(frozen=True)
 class Departure:
-    """What leaving the swarm left to the worker that left."""
+    """What leaving the swarm left to the worker that left (or that saw a peer go)."""
 
+    left: bool
+    """This call made the worker gone (False: it had left already)."""
     drained: bool
     """This departure drained the swarm: the leaver finishes it (as `Claims.idle` says)."""
     last: bool
@@ -168,8 +170,9 @@ class Claims:
             )
             return self._record(state, worker, item, index, "assignment"), index
 
-    def settle(self, number: int, outcome: dict[str, Any]) -> None:
-        """A claimed task's outcome: `state` (`done` / `failed`) and what came of it."""
+    def note(self, number: int, outcome: dict[str, Any]) -> None:
+        """More about a claimed task: the commands it runs with, then its outcome
+        (`state`: `done` / `failed`, and what came of it)."""
         with self.locked() as state:
             for claim in state["claims"]:
                 if claim["task"] == number:
@@ -204,13 +207,24 @@ class Claims:
             return bool(state["finishing"])
 
     def leave(self, worker: str, error: str | None = None, *, may_drain: bool = True) -> Departure:
-        """The worker is gone for good (finished, stopped or broken). A worker that was
-        stopped (`may_drain` False) never drains the swarm: a stop is not a finish."""
+        """The worker is gone for good (finished, stopped or broken; or its process
+        ended, as a peer saw). A worker that was stopped (`may_drain` False) never
+        drains the swarm: a stop is not a finish."""
         with self.locked() as state:
+            left = _state_of(state, worker) != "gone"
             _set(state, worker, "gone", error=error)
             drained = may_drain and self._drain(state, worker)
             last = all(_state_of(state, name) == "gone" for name in self.roster)
-            return Departure(drained, last, bool(state["finishing"]))
+            return Departure(left, drained, last, bool(state["finishing"]))
+
+    def peers(self, worker: str) -> dict[str, dict[str, Any]]:
+        """The other workers still in the swarm, with what they recorded when joining."""
+        with self.locked() as state:
+            return {
+                name: dict(info)
+                for name, info in state["workers"].items()
+                if name != worker and info.get("state") != "gone"
+            }
 
     def _drain(self, state: dict[str, Any], worker: str) -> bool:
         """Whether the swarm has just drained: every worker idle (or gone), nothing

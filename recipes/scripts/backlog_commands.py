@@ -14,6 +14,7 @@ import shlex
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,81 @@ def receive(block: bool) -> dict[str, Any] | None:
     if proc.returncode != 0:
         raise WorkerError(f"actors recv failed ({proc.returncode}): {proc.stderr.strip()}")
     envelope: dict[str, Any] = json.loads(proc.stdout)
+    return envelope
+
+
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22):
+    with the pid, it names one process for good. None when there is no such process
+    (or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+CANNOT_WATCH = -1
+
+
+def watch_process(pid: int, ticks: int) -> int | None:
+    """A pidfd on the process `pid` started at `ticks`, readable once it ends; None when
+    it has ended already (or its pid is another process's now); CANNOT_WATCH where
+    there are no pidfds or no /proc to tell one process from another."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None or start_ticks(os.getpid()) is None:
+        return CANNOT_WATCH
+    try:
+        fd: int = opener(pid)
+    except ProcessLookupError:
+        return None
+    if start_ticks(pid) != ticks:  # checked after the pidfd: it cannot change under it
+        os.close(fd)
+        return None
+    return fd
+
+
+def receive_watching(
+    peers: dict[str, tuple[int, int]], on_end: Callable[[str], None]
+) -> dict[str, Any]:
+    """Block on `actors recv` for the next message of this worker's branch inbox (no
+    polling) and meanwhile watch each peer's process (`name -> (pid, start ticks)`): a
+    peer whose process ends is handed to `on_end`, once, while the wait goes on."""
+    watched: dict[int, str] = {}
+    for name, (pid, ticks) in peers.items():
+        fd = watch_process(pid, ticks)
+        if fd is None:
+            on_end(name)
+        elif fd != CANNOT_WATCH:
+            watched[fd] = name
+    proc = subprocess.Popen(
+        ["actors", "recv", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        poller = select.poll()
+        poller.register(proc.stdout, select.POLLIN)
+        for fd in watched:
+            poller.register(fd, select.POLLIN)
+        while True:
+            events = [fd for fd, _ in poller.poll()]
+            if proc.stdout.fileno() in events:
+                break
+            for fd in events:
+                poller.unregister(fd)
+                os.close(fd)
+                on_end(watched.pop(fd))
+        out, err = proc.communicate()
+    finally:
+        for fd in watched:
+            os.close(fd)
+        if proc.poll() is None:  # only on an exception (a stop): recv goes with us
+            proc.kill()
+            proc.wait()
+    if proc.returncode != 0:
+        why = err.decode(errors="replace").strip()
+        raise WorkerError(f"actors recv failed ({proc.returncode}): {why}")
+    envelope: dict[str, Any] = json.loads(out)
     return envelope
 
 

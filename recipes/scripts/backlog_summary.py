@@ -78,12 +78,14 @@ def assign_command(run_id: str, claim: dict[str, Any]) -> str:
     return f"{line} --body-json"
 
 
-def retry_command(settings: SwarmSettings, claim: dict[str, Any]) -> str:
-    """The command that does a failed item again. A swarm kept alive takes it as a
-    `task.assign` to the worker that failed it; a finished swarm's item is a new swarm
-    of one worker with the same repository, base and commands (the run is over)."""
-    if settings.keep_alive:
-        return assign_command(settings.run_id, claim)
+def retry_command(settings: SwarmSettings, claim: dict[str, Any], present: list[str]) -> str:
+    """The command that does a failed (or interrupted) item again. A swarm kept alive
+    takes it as a `task.assign` to the worker that had it (another one still `present`
+    when that one is gone); a finished swarm's item is a new swarm of one worker with
+    the same repository, base and commands (the run is over)."""
+    if settings.keep_alive and present:
+        worker = claim["worker"] if claim["worker"] in present else present[0]
+        return assign_command(settings.run_id, {**claim, "worker": worker})
     words = ["actors", "spawn", RECIPE, "-v", f"repo={settings.repo}", "-v"]
     words += [f"base={settings.base}", "-v", "workers=1"]
     words += ["-v", f"items={json.dumps([claim['item']], ensure_ascii=False)}"]
@@ -109,6 +111,7 @@ def summarize(state: dict[str, Any], settings: SwarmSettings) -> dict[str, Any]:
         if report is not None and report["commits"]:
             branches.append({"worker": name, **report})
     open_items = len(state["items"]) - len({c["index"] for c in claims if c.get("index")})
+    present = [n for n, w in state["workers"].items() if w.get("state") != "gone"]
     drains = state.get("drains") or []
     return {
         "run": settings.run_id,
@@ -132,9 +135,19 @@ def summarize(state: dict[str, Any], settings: SwarmSettings) -> dict[str, Any]:
                 "worker": c["worker"],
                 "reason": c.get("reason"),
                 "failed_ref": c.get("failed_ref"),
-                "retry": retry_command(settings, c),
+                "retry": retry_command(settings, c, present),
             }
             for c in failed
+        ],
+        "interrupted_items": [
+            {
+                "task": c["task"],
+                "item": c["item"],
+                "worker": c["worker"],
+                "reason": (state["workers"].get(c["worker"]) or {}).get("error"),
+                "retry": retry_command(settings, c, present),
+            }
+            for c in interrupted
         ],
         "workers": {
             name: {k: w.get(k) for k in ("state", "branch", "error") if w.get(k) is not None}
@@ -173,16 +186,17 @@ def message_body(summary: dict[str, Any], path: Path) -> dict[str, Any]:
     body = {k: v for k, v in summary.items() if k != "tasks"}
     body["summary_file"] = str(path)
     body["next"] = f"actors result {summary['run']}"
-    for failed in body["failed_items"]:
+    for failed in body["failed_items"] + body["interrupted_items"]:
         reason = failed.get("reason") or ""
         failed["reason"] = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
     for branch in body["branches"]:
         if len(branch["commits"]) > COMMITS_SHOWN:
             branch["commits_omitted"] = len(branch["commits"]) - COMMITS_SHOWN
             branch["commits"] = branch["commits"][-COMMITS_SHOWN:]
-    while _size(body) > BODY_BYTES and body["failed_items"]:
-        body["failed_items"].pop()
-        body["failed_items_omitted"] = body.get("failed_items_omitted", 0) + 1
+    for key in ("interrupted_items", "failed_items"):
+        while _size(body) > BODY_BYTES and body[key]:
+            body[key].pop()
+            body[f"{key}_omitted"] = body.get(f"{key}_omitted", 0) + 1
     while _size(body) > BODY_BYTES and any(b["commits"] for b in body["branches"]):
         for branch in body["branches"]:
             if branch["commits"]:

@@ -61,7 +61,9 @@ from backlog_commands import (
     follow_up,
     post,
     receive,
+    receive_watching,
     run_command,
+    start_ticks,
     tail,
     tell_workers,
 )
@@ -159,6 +161,7 @@ class Worker:
             branch=self.git_branch,
             worktree=str(self.worktree),
             pid=os.getpid(),
+            ticks=start_ticks(os.getpid()),
         )
         self.joined = True
         self.set_group()
@@ -305,17 +308,54 @@ class Worker:
         if self.claims.idle(self.name):
             self.drained()
         while True:
-            got = self.task_from(receive(block=True) or {})
+            got = self.task_from(receive_watching(self.watched_peers(), self.bury))
             if isinstance(got, Task | Finish):
                 return got
             if got is not None:  # still idle: say so again, with why
                 self.awaiting(idle=True, after=None, reason=got)
+
+    def watched_peers(self) -> dict[str, tuple[int, int]]:
+        """The processes of the workers still in the swarm, as they joined it."""
+        return {
+            name: (int(info["pid"]), int(info["ticks"]))
+            for name, info in self.claims.peers(self.name).items()
+            if info.get("pid") and info.get("ticks") is not None
+        }
+
+    def bury(self, peer: str) -> None:
+        """A peer's process ended without leaving the swarm (killed, out of memory): it
+        leaves now, as this worker saw it. Its worktree is removed (its branch stays),
+        the coordinator is told, and a swarm that this drains finishes; without it, a
+        swarm with one dead worker would wait for it for ever."""
+        info = self.claims.peers(self.name).get(peer)
+        if info is None:
+            return  # it left the swarm itself (finished or stopped) before it ended
+        why = "its process ended without leaving the swarm"
+        departure = self.claims.leave(peer, why)
+        if not departure.left:
+            return  # another worker saw it first
+        self.say(f"{peer}: {why}")
+        lost = Worktree(self.tree.repo, Path(info["worktree"]), str(info["branch"]), self.base)
+        lost.remove(self.setup_lock)
+        post("actor.leave", {"worker": peer, "error": why}, f"{peer} is gone ({why})")
+        self.tell_broken(why, peer, str(info["branch"]))
+        if departure.drained:
+            self.drained()
 
     # -- doing work
     def execute(self, task: Task) -> dict[str, Any]:
         """Claim in the room, run the agent and the validation, commit; a failure leaves
         nothing on the branch (its commits set aside under a ref)."""
         started = time.monotonic()
+        # the commands first: a task whose worker dies mid-way is retried with them
+        self.claims.note(
+            task.number,
+            {
+                "agent_cmd": shlex.join(task.agent_cmd),
+                "validate_cmd": shlex.join(task.validate_cmd),
+                "overrides": task.overrides,
+            },
+        )
         self._announce(task)
         start = self.tree.head()
         artifacts: dict[str, str] = {}
@@ -419,7 +459,7 @@ class Worker:
 
     def settle(self, task: Task, result: dict[str, Any]) -> None:
         """The task's outcome in the claim table, where the drained summary reads it."""
-        self.claims.settle(
+        self.claims.note(
             task.number,
             {
                 "state": "done" if result["ok"] else "failed",
@@ -427,9 +467,6 @@ class Worker:
                 "commits": result["commits"],
                 "reason": result["reason"],
                 "failed_ref": result["artifacts"].get("failed_ref"),
-                "agent_cmd": shlex.join(task.agent_cmd),
-                "validate_cmd": shlex.join(task.validate_cmd),
-                "overrides": task.overrides,
             },
         )
 
@@ -551,18 +588,19 @@ class Worker:
         departure = self.claims.leave(self.name, error, may_drain=may_drain)
         post("actor.leave", {"worker": self.name, "error": error}, f"{self.name} leaves")
         if error is not None and may_drain and not departure.last:
-            self.tell_broken(error)
+            self.tell_broken(error, self.name, self.git_branch)
         if departure.drained:
             self.drained()
         if departure.last and departure.finishing:
             self.tell_drained()
 
-    def tell_broken(self, error: str) -> None:
-        """One `worker.failed` follow-up: this worker stopped on an error and the swarm
-        goes on without it (the run's own end says it when it was the last one)."""
-        summary = f"Run {self.run_id}: worker {self.name} stopped: {' '.join(error.split())}"
+    def tell_broken(self, error: str, worker: str, branch: str) -> None:
+        """One `worker.failed` follow-up: `worker` stopped on an error (or its process
+        ended) and the swarm goes on without it (the run's own end says it when it was
+        the last one)."""
+        summary = f"Run {self.run_id}: worker {worker} stopped: {' '.join(error.split())}"
         tail_ = "; the others go on; next: actors result " + self.run_id
-        body = {"run": self.run_id, "worker": self.name, "branch": self.git_branch, "error": error}
+        body = {"run": self.run_id, "worker": worker, "branch": branch, "error": error}
         follow_up("worker.failed", body, summary[: 500 - len(tail_)] + tail_)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -379,3 +380,91 @@ async def test_through_the_mcp_tools_the_drained_swarm_is_one_follow_up_and_one_
             ("solid item", "done"),
         ]
         assert view.structured_content["drained"]["done"] == 1
+
+
+HOSTILE = "hostile $(touch PWNED) '; touch PWNED2; ' `touch PWNED3` \x1b[31mred\x1b[0m"
+
+
+def test_a_hostile_item_stays_text_in_retries_and_tables(
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
+) -> None:
+    """An item is data everywhere it goes: its retry commands, pasted into a shell, run
+    nothing it says and give back the same text; the table shows its escape codes inert."""
+    (tmp_path / "gates").mkdir()
+    blocked = tmp_path / "gates" / f"{slug(HOSTILE)}.blocked"
+    blocked.write_text("")
+    record = spawn(tmp_path, repo, [HOSTILE], workers=1)
+    run = record["run"]
+    assert finished(record)["status"] == "done"
+    told = followups(home, record)
+    assert [t["type"] for t in told] == ["task.failed", "swarm.drained", "run.done"]
+    assign = told[0]["body"]["retry"]
+    assert shlex.split(assign) == [
+        "actors",
+        "message",
+        f"branch:{run}/w1",
+        "task.assign",
+        json.dumps({"item": HOSTILE}),
+        "--body-json",
+    ]
+    shown = cli("result", run)
+    assert shown.returncode == 0 and "\x1b" not in shown.stdout, shown.stdout
+    assert "\\x1b[31mred" in shown.stdout  # shown, inert
+
+    blocked.unlink()
+    (retry,) = [f["retry"] for f in told[1]["body"]["failed_items"]]
+    pasted = subprocess.run(["sh", "-c", retry], capture_output=True, text=True, cwd=tmp_path)
+    assert pasted.returncode == 0, pasted.stderr
+    again = pasted.stdout.strip().removeprefix("run:")
+    assert finished(actors.status(again))["status"] == "done"
+    (result,) = [
+        m["body"]
+        for m in actors.inspect(f"room:{again}", "messages")["messages"]
+        if m["type"] == "task.result"
+    ]
+    assert result["ok"] and result["item"] == HOSTILE
+    for where in (tmp_path, repo, Path.cwd()):
+        assert not list(where.glob("PWNED*")), where
+
+
+def test_a_worker_killed_mid_task_does_not_hold_the_swarm_for_ever(
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
+) -> None:
+    """front is SIGKILLed while its agent works (an OOM kill, say): back, idle, sees its
+    process end, buries it (its worktree removed, the coordinator told) and the swarm
+    drains without it; the item it had is listed as interrupted, with a retry."""
+    with gates(tmp_path / "gates", "held item"):
+        record = spawn(tmp_path, repo, ["held item", "item two", "item three"])
+        run = record["run"]
+        wait_room(
+            home,
+            run,
+            lambda ms: (
+                len(results(ms)) == 2
+                and any(m["type"] == "task.awaiting" and m["body"]["idle"] for m in ms)
+            ),
+        )
+        claims = json.loads((Path(record["state_dir"]) / "backlog" / "claims.json").read_text())
+        os.kill(int(claims["workers"]["front"]["pid"]), signal.SIGKILL)
+        final = finished(record)
+    assert final["status"] in ("done", "failed"), final
+    told = followups(home, record)
+    kinds = [t["type"] for t in told]
+    assert kinds.count("swarm.drained") == 1 and kinds.count("worker.failed") == 1, kinds
+    (broken,) = [t for t in told if t["type"] == "worker.failed"]
+    assert broken["body"]["worker"] == "front" and broken["from"] == f"branch:{run}/back"
+    (drained,) = [t["body"] for t in told if t["type"] == "swarm.drained"]
+    assert (drained["done"], drained["failed"], drained["interrupted"]) == (2, 0, 1)
+    (lost,) = drained["interrupted_items"]
+    assert lost["item"] == "held item" and lost["worker"] == "front"
+    assert lost["reason"] == "its process ended without leaving the swarm"
+    assert lost["retry"].startswith("actors spawn backlog-implementers ")
+    assert "agent_cmd=env AGENT_NAME=agent" in lost["retry"]
+    assert drained["workers"]["front"]["state"] == "gone"
+    assert worktrees(repo) == [str(repo)] and prunable(repo) == ""
+    shown = json.loads(cli("result", run, "--json").stdout)
+    assert {t["item"]: t["state"] for t in shown["tasks"]}["held item"] == "interrupted"
