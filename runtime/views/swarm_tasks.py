@@ -110,7 +110,10 @@ def _claim(body: Mapping[str, Any], worker: str, ts: Any) -> TaskRow:
 
 
 def _settle(rows: list[TaskRow], body: Mapping[str, Any], worker: str, ts: Any) -> None:
-    """Settle the newest open claim of this worker the result answers (by task number)."""
+    """Settle the newest open claim of this worker the result answers (by task number);
+    a result without one (a rejected assignment) answers no claim."""
+    if body.get("task") is None:
+        return
     for row in reversed(rows):
         if row["task"] == body.get("task") and row["worker"] == worker:
             if row["state"] != "working":
