@@ -11,6 +11,7 @@ import json
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -166,6 +167,16 @@ def receive_watching(
 
 
 # -- commands ---------------------------------------------------------------------------
+
+
+def unfound(program: str, cwd: Path, env: dict[str, str]) -> str | None:
+    """Why `program` cannot start in `cwd` (not on PATH, not an executable file), or
+    None: asked before it is handed to `actors group run`, so a missing agent is said
+    the same way, once, with a group or without."""
+    if "/" in program:
+        path = cwd / Path(program).expanduser()
+        return None if path.is_file() and os.access(path, os.X_OK) else "not an executable file"
+    return None if shutil.which(program, path=env.get("PATH")) else "not found on PATH"
 
 
 def run_command(

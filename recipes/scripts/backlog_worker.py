@@ -66,6 +66,7 @@ from backlog_commands import (
     start_ticks,
     tail,
     tell_workers,
+    unfound,
 )
 from backlog_git import Worktree, file_lock
 from backlog_options import parse_args, roster, worker_settings
@@ -77,6 +78,7 @@ from backlog_summary import (
     summarize,
     write_summary,
 )
+from command_check import program_of
 
 REASON_CHARS = 1000
 FINISH = "swarm.finish"
@@ -413,17 +415,21 @@ class Worker:
             BACKLOG_WORKTREE=str(self.worktree),
         )
         artifacts["agent_log"] = str(agent_log)
-        argv = self.in_group([*task.agent_cmd, task.item])
-        code, problem = run_command(argv, self.worktree, agent_log, env, self.task_timeout)
-        if problem or code != 0:
-            return _why("agent", code, problem, agent_log)
-        if not task.validate_cmd:
-            return None
+        why = self._run("agent", [*task.agent_cmd, task.item], agent_log, env)
+        if why is not None or not task.validate_cmd:
+            return why
         artifacts["validate_log"] = str(validate_log)
-        argv = self.in_group(task.validate_cmd)
-        code, problem = run_command(argv, self.worktree, validate_log, env, self.task_timeout)
+        return self._run("validation", task.validate_cmd, validate_log, env)
+
+    def _run(self, what: str, argv: list[str], log: Path, env: dict[str, str]) -> str | None:
+        """One command of a task, in a slot of the swarm's group; why it failed, or None.
+        A program that cannot start is said once, before any slot is taken."""
+        missing = unfound(program_of(argv), self.worktree, env)
+        if missing:
+            return f"{what} cannot start {program_of(argv)!r}: {missing}"
+        code, problem = run_command(self.in_group(argv), self.worktree, log, env, self.task_timeout)
         if problem or code != 0:
-            return _why("validation", code, problem, validate_log)
+            return _why(what, code, problem, log)
         return None
 
     def commit(self, task: Task) -> tuple[bool, str]:
@@ -593,6 +599,23 @@ class Worker:
             self.drained()
         if departure.last and departure.finishing:
             self.tell_drained()
+        if departure.last:
+            self.drop_group()
+
+    def drop_group(self) -> None:
+        """The last one out forgets the swarm's own group (a named one stays)."""
+        if self.group or not (self.state_dir / "backlog" / "group.set").exists():
+            return
+        log = self.logs / "group.log"
+        code, problem = run_command(
+            ["actors", "group", "rm", f"swarm-{self.run_id}"],
+            self.state_dir,
+            log,
+            dict(os.environ),
+            None,
+        )
+        if problem or code != 0:
+            self.say(f"could not remove group swarm-{self.run_id}: {problem or tail(log)}")
 
     def tell_broken(self, error: str, worker: str, branch: str) -> None:
         """One `worker.failed` follow-up: `worker` stopped on an error (or its process

@@ -320,7 +320,7 @@ def test_a_kept_alive_swarm_parks_once_drained_and_its_retries_work_when_pasted(
     assert sent.returncode == 0, sent.stderr
     messages = wait_room(home, run, lambda ms: len(results(ms)) == 4)
     assert results(messages)[-1]["reason"] == (
-        "agent cannot start 'no-such-agent-here': No such file or directory"
+        "agent cannot start 'no-such-agent-here': not found on PATH"
     )
     stop = cli("message", f"run:{run}", "control.stop")
     assert stop.returncode == 0, stop.stderr
