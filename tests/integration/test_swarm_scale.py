@@ -3,15 +3,14 @@ them are alive at once than the group's parallel limit, however many workers it 
 
 Each stand-in agent records when it started and ended (its own pid in the name) and
 commits one file; the test also samples /proc for live agent processes and for the
-PSS of every process of the run, and counts what is left when it ends. The small test
-runs in the default tier; the 40-worker, 80-item one is `slow` (.ci/run's soak tier).
+PSS of every process of the run, and counts what is left when it ends (the measurement
+is bench/bench_swarm.py's, which prints the same figures). The small test runs in the
+default tier; the 40-worker, 80-item one is `slow` (.ci/run's soak tier).
 """
 
 from __future__ import annotations
 
-import re
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -19,24 +18,13 @@ from typing import Any
 import pytest
 
 import actors
+from bench.bench_swarm import AGENT, Sampler, most_at_once
 from runtime.core.process import session_members
 from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import StateRoot, session_paths
 from runtime.views.status import load_run
 from tests.conftest import cli, finished
 from tests.integration.test_backlog_swarm import git, repo  # noqa: F401  (repo: the fixture)
-
-AGENT = """#!/bin/sh
-# a stand-in agent: its start and end (with its pid) in MARKS, one committed file
-for item; do :; done
-marks=$1
-echo "start $(date +%s.%N)" > "$marks/$$"
-name=$(printf %s "$item" | tr -c 'A-Za-z0-9' _)
-echo "$item" > "work-$name.txt"
-sleep "$2"
-git add -A && git commit -qm "agent: $item"
-echo "end $(date +%s.%N)" >> "$marks/$$"
-"""
 
 
 def groups_available() -> bool:
@@ -48,63 +36,6 @@ needs_groups = pytest.mark.skipif(
     not groups_available(),
     reason="needs `actors group set` / `actors group run` (issue 28's capacity half)",
 )
-
-
-def most_at_once(marks: Path) -> tuple[int, int]:
-    """(the most agents whose recorded lives overlapped, how many agents ran)."""
-    edges: list[tuple[float, int]] = []
-    lives = 0
-    for mark in marks.iterdir():
-        times = dict(line.split() for line in mark.read_text().splitlines())
-        assert set(times) == {"start", "end"}, (mark.name, times)  # every agent finished
-        edges += [(float(times["start"]), 1), (float(times["end"]), -1)]
-        lives += 1
-    alive = peak = 0
-    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):  # an end before a start
-        alive += step
-        peak = max(peak, alive)
-    return peak, lives
-
-
-class Sampler:
-    """/proc, sampled every 20 ms until stopped: the most live agent processes (each
-    `sh AGENT`, not counting the forks its shell makes for git), the most processes of
-    the run's session and their total PSS."""
-
-    def __init__(self, agent: Path, sid: int) -> None:
-        self.agent, self.sid = str(agent).encode(), sid
-        self.agents = self.processes = self.pss_kb = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        while not self.stop.wait(0.02):
-            members = session_members(self.sid)
-            agents, pss = set(), 0
-            for pid in members:
-                try:
-                    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
-                    parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, ValueError, IndexError):
-                    continue
-                if len(argv) > 1 and argv[1] == self.agent:
-                    agents.add((pid, parent))
-                found = re.search(r"^Pss:\s+(\d+)", rollup, re.M)
-                pss += int(found.group(1)) if found else 0
-            pids = {pid for pid, _ in agents}
-            shells = [pid for pid, parent in agents if parent not in pids]
-            self.agents = max(self.agents, len(shells))
-            self.processes = max(self.processes, len(members))
-            self.pss_kb = max(self.pss_kb, pss)
-
-    def __enter__(self) -> Sampler:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
 
 
 def run_swarm(
