@@ -36,9 +36,13 @@ def spawn(
     values: Mapping[str, Any] | None = None,
     session: str | None = None,
     secret_names: list[str] | None = None,
+    group: str | None = None,
+    after: list[str] | None = None,
     home: str | None = None,
 ) -> RunRecord:
-    """Start a detached run; returns its run.json record (`record["run"]` is the id)."""
+    """Start a detached run; returns its run.json record (`record["run"]` is the id).
+    `group`: it waits for a free slot of that group; `after`: for those runs to end
+    `done` (it ends `skipped` if one ends otherwise)."""
     from runtime.runs.spawn import SpawnRequest, spawn as _spawn
 
     request = SpawnRequest(
@@ -48,8 +52,31 @@ def spawn(
         values=dict(values or {}),
         session=session,
         secret_names=list(secret_names or []),
+        group=group,
+        after=list(after or []),
     )
     return _spawn(request, _root(home))
+
+
+def restart(
+    run: str,
+    *,
+    as_: str | None = None,
+    session: str | None = None,
+    force: bool = False,
+    home: str | None = None,
+) -> RunRecord:
+    """Start a finished run again with the same recipe, values and group; the new run's
+    record (its id: `<run>-2`, `-3`, ... unless `as_`)."""
+    from runtime.runs.restart import restart as _restart
+
+    return _restart(
+        _root(home),
+        parse_run_ref(run),
+        run_id=parse_run_ref(as_) if as_ else None,
+        session=session,
+        force=force,
+    )
 
 
 def status(run: str, *, home: str | None = None) -> RunStatus:

@@ -1,6 +1,6 @@
 """`actors mcp`: the coordinator tools over MCP (stdio), on trio.
 
-Tools: spawn, message, inspect, inbox_read, recipes. Claude Code and Codex hand the
+Tools: spawn, restart, message, inspect, inbox_read, recipes. Claude Code and Codex hand the
 model a result's structured content alone when there is one (OpenCode its text), so
 both say the same few model-oriented things: spawn's run and its "do not poll" note,
 each follow-up's type, sender and summary (bodies on request), inspect compact unless
@@ -27,7 +27,9 @@ GUIDANCE = """\
 You can run long or background work as detached run actors (the `actors` tools).
 Working rules:
 - Spawn anything that may outlive this turn (builds, test suites, watchers, subagents)
-  with `spawn`; it returns at once with the run's address.
+  with `spawn`; it returns at once with the run's address. Give it a `group` to hold
+  how many run at once (it is then queued until a slot frees) or `after` runs it
+  needs; `restart` starts a finished run again.
 - Do not poll. Each run delivers a follow-up to this session when it finishes or needs a
   decision; read them with `inbox_read` when you are told follow-ups arrived, or between
   tasks.
@@ -122,13 +124,35 @@ class ActorsTools:
             template=p.template,
             as_=p.as_,
             values=p.values,
+            group=p.group,
+            after=p.after,
             session=session,
             home=self.home,
         )
+        return self._started(record)
+
+    def _started(self, record: Any) -> tuple[str, Any]:
+        """A run was started (spawn, restart): its address, whether it is queued, and
+        that its follow-up will come by itself."""
+        queued = None
+        if record.get("group") or record.get("after"):
+            from runtime.runner.gate import expected_wait
+
+            queued = expected_wait(self.root, dict(record))
+        state = f"queued (waits for {queued})" if queued else "started"
         note = (
-            f"started {record['address']}; its follow-up will arrive in this session (do not poll)"
+            f"{state} {record['address']}; its follow-up will arrive in this session (do not poll)"
         )
-        return note, {"run": record["run"], "note": note}
+        data = {"run": record["run"], "note": note}
+        if queued:
+            data["status"] = "queued"
+        return note, data
+
+    def _restart(self, p: Any, session: str) -> tuple[str, Any]:
+        from actors import api
+
+        record = api.restart(p.run, as_=p.as_, session=session, home=self.home)
+        return self._started(record)
 
     def _message(self, p: Any, session: str) -> tuple[str, Any]:
         from actors import api

@@ -27,6 +27,19 @@ class SpawnParams(_Params):
     file: str | None = Field(None, description="path of a recipe JSON file")
     template: str | None = Field(None, description="inline command template (no shell)")
     values: dict[str, JsonValue] = Field(default_factory=dict, description="template values")
+    group: str | None = Field(
+        None, description="start when this group has a free slot (queued till then)"
+    )
+    after: list[str] = Field(
+        default_factory=list, description="runs that must end done first (else: skipped)"
+    )
+
+
+class RestartParams(_Params):
+    """Start a finished run again: same recipe, values and group, as a new run."""
+
+    run: str = Field(description="run:ID of a finished run")
+    as_: str | None = Field(None, alias="as", description="run:ID to use (default: <run>-2)")
 
 
 class MessageParams(_Params):
@@ -87,6 +100,7 @@ class Tool(NamedTuple):
 
 TOOLS: dict[str, Tool] = {
     "spawn": Tool(SpawnParams, "spawn", {"file": "recipe"}),
+    "restart": Tool(RestartParams, "restart"),
     "message": Tool(MessageParams, "message"),
     "inspect": Tool(InspectParams, "inspect", presentation=("verbose",), read_only=True),
     "inbox_read": Tool(InboxReadParams, None),

@@ -83,6 +83,8 @@ STATUS_COLOURS = {
     "exited": "red",
     "damaged": "red",
     "cancelled": "yellow",
+    "skipped": "yellow",
+    "queued": "cyan",
     "starting": "cyan",
     "running": "cyan",
 }
@@ -194,7 +196,9 @@ def print_started(record: Mapping[str, Any], as_json: bool, **extra: Any) -> Non
         return
     sys.stdout.write(record["address"] + "\n")
     sys.stdout.flush()
-    if stderr_is_tty():
+    if extra.get("status") == "queued":
+        sys.stderr.write(f"  queued: waits for {cell(str(extra.get('waiting_for')))}\n")
+    elif stderr_is_tty():
         sys.stderr.write(f"  started; follow with: actors tail {record['run']} -f\n")
 
 

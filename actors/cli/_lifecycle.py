@@ -50,6 +50,8 @@ def start_run(
     secrets: list[str] | tuple[str, ...] = (),
     session: str | None = None,
     waiter: bool = False,
+    group: str | None = None,
+    after: list[str] | tuple[str, ...] = (),
 ) -> RunRecord:
     """Start the detached run `actors spawn` names; returns its record. `waiter`: the
     caller will block on the result (`spawn --wait`), so no follow-up is owed to it."""
@@ -67,16 +69,30 @@ def start_run(
             session=session,
             secret_names=list(secrets),
             waiter=waiter,
+            group=group,
+            after=list(after),
         )
     )
 
 
 def spawn(*, as_json: bool = False, **request: Any) -> None:
     """The body of `actors spawn` without `--wait`: start the run, print its address."""
+    spawn_report(start_run(**request), as_json)
+
+
+def spawn_report(record: RunRecord, as_json: bool) -> None:
+    """A run was started (spawn, restart): its address, and for a run that waits
+    (`--group`, `--after`) whether it is queued and for what."""
     from actors.cli._format import print_started
 
-    record = start_run(**request)
-    print_started(record, as_json, run_instance_id=record["run_instance_id"])
+    extra: dict[str, Any] = {"run_instance_id": record["run_instance_id"]}
+    if record.get("group") or record.get("after"):
+        from runtime.runner.gate import expected_wait
+        from runtime.store.layout import StateRoot
+
+        waiting = expected_wait(StateRoot.from_env(), dict(record))
+        extra.update({"status": "queued" if waiting else "starting", "waiting_for": waiting})
+    print_started(record, as_json, **extra)
 
 
 def kill(run: str, *, force: bool, session: str | None, as_json: bool) -> None:

@@ -143,8 +143,10 @@ SPAWN_ARGS = FastSpec(
         "-v": "values",
         "--value": "values",
         "--secret": "secrets",
+        "--group": "group",
+        "--after": "after",
     },
-    multiple=("values", "secrets"),
+    multiple=("values", "secrets", "after"),
     click_only=("--wait",),  # it draws a progress line, which is click's command's job
 )
 
@@ -198,6 +200,16 @@ TABLE: tuple[Command, ...] = (
     ),
     Command(
         "kill", f"{_RUNS}:kill_cmd", "Kill a run and every process it started, at once.", KILL_ARGS
+    ),
+    Command(
+        "restart",
+        f"{_RUNS}:restart_cmd",
+        "Start a finished run again with the same recipe and values.",
+    ),
+    Command(
+        "group",
+        "actors.cli.groups:group_group",
+        "Cap how many runs and commands run at once (parallel groups).",
     ),
     Command(
         "archive",

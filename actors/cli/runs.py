@@ -147,6 +147,19 @@ def _explain(run_id: str) -> None:
     metavar="NAME",
     help="Treat this value as secret (redacted).",
 )
+@click.option(
+    "--group",
+    metavar="NAME",
+    help="Start when group NAME has a free slot (`actors group set`); queued till then.",
+)
+@click.option(
+    "--after",
+    "after",
+    multiple=True,
+    metavar="RUN",
+    shell_complete=run_ids,
+    help="Start once RUN ended done (repeatable); skipped if it ends any other way.",
+)
 @click.option("--wait", is_flag=True, help="Block with a progress line; exit with the run's code.")
 @session_option
 @json_option
@@ -157,6 +170,8 @@ def spawn_cmd(
     as_: str | None,
     values: tuple[str, ...],
     secrets: tuple[str, ...],
+    group: str | None,
+    after: tuple[str, ...],
     wait: bool,
     session: str | None,
     as_json: bool,
@@ -171,6 +186,7 @@ def spawn_cmd(
       actors spawn hello
       actors spawn recipes/fanout.json --as run:fan
       actors spawn -t 'sleep {secs=5}' -v secs=2 --wait
+      actors spawn build --group agents --after run:tests
     """
     from actors.cli._lifecycle import spawn, start_run
 
@@ -181,6 +197,8 @@ def spawn_cmd(
         "values": values,
         "secrets": secrets,
         "session": session,
+        "group": group,
+        "after": after,
     }
     if not wait:
         spawn(recipe=recipe, as_json=as_json, **request)
@@ -281,3 +299,21 @@ def kill_cmd(run: str, force: bool, session: str | None, as_json: bool) -> None:
     from actors.cli._lifecycle import kill
 
     kill(run, force=force, session=session, as_json=as_json)
+
+
+@click.command("restart")
+@click.argument("run", shell_complete=run_ids)
+@click.option("--as", "as_", metavar="run:ID", help="Run id to use (default: <run>-2, -3, ...).")
+@force_option
+@session_option
+@json_option
+def restart_cmd(run: str, as_: str | None, force: bool, session: str | None, as_json: bool) -> None:
+    """Start finished RUN again: the same recipe, values, directory and group, as a new
+    run (its `--after` dependencies are not carried over). Prints the new address."""
+    from actors.cli._lifecycle import spawn_report
+    from runtime.runs.restart import restart
+
+    root = StateRoot.from_env()
+    run_id = parse_run_ref(as_) if as_ else None
+    record = restart(root, parse_run_ref(run), run_id=run_id, session=session, force=force)
+    spawn_report(record, as_json)

@@ -22,7 +22,7 @@ from runtime.compiler.values import args_as_mapping
 from runtime.core.errors import BadInput
 from runtime.core.ids import is_valid_name
 
-COMPILED_VERSION = 2
+COMPILED_VERSION = 3
 FailurePolicy = Literal["continue", "branch", "root"]
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*")
 _UNITS_MS = {"ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0, None: 1.0}
@@ -168,6 +168,10 @@ class Recipe(_Flags):
     mailbox: Mailbox | None = None
     retire_when: Literal["children_terminal"] | None = None
     precheck: str | None = Field(None, description="command run at spawn; non-zero refuses it")
+    group: str | None = Field(
+        None,
+        description="the group whose parallel limit its runs wait under (placeholders allowed)",
+    )
     args: dict[str, ArgSpec] = Field(default_factory=dict)
     run_id: str | None = None
     name: str | None = Field(None, description="legacy; ignored for identity")
@@ -341,6 +345,7 @@ def compile_recipe(
             "endpoint": mailbox.endpoint,
         },
         "retire_when": recipe.retire_when,
+        "group": recipe.group,
         "precheck": split_words(recipe.precheck) if recipe.precheck else None,
         "args": {name: spec.model_dump() for name, spec in recipe.args.items()},
         "run_id": recipe.run_id,

@@ -129,13 +129,19 @@ class ExitWatch:
 
     @classmethod
     def _by_lock(cls, liveness: str) -> ExitWatch | None:
-        import fcntl
-        import threading
-
         try:
             held = os.open(liveness, os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
             return None
+        return cls.on_lock(held)
+
+    @classmethod
+    def on_lock(cls, held: int) -> ExitWatch:
+        """A watch readable once the exclusive flock on the open file `held` is gone
+        (this takes `held` over: its thread closes it)."""
+        import fcntl
+        import threading
+
         read, write = os.pipe()
         os.set_blocking(read, False)
 
@@ -158,6 +164,56 @@ class ExitWatch:
         os.close(self.fd)
         if self._write >= 0:
             os.close(self._write)
+
+
+def lock_holder(fd: int) -> int | None:
+    """The pid that holds an exclusive flock on the open file `fd`, from /proc/locks
+    (Linux): the kernel's own record, which no state file can forge. None when nobody
+    holds one, or where /proc/locks cannot tell (then use `ExitWatch` on the file)."""
+    if portable():
+        return None
+    st = os.fstat(fd)
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", "rb") as locks:
+            table = locks.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    for line in table.splitlines():
+        fields = line.split()
+        # `N: FLOCK  ADVISORY  WRITE <pid> <maj:min:ino> 0 EOF`; a waiter's line has `->`
+        if fields[1:2] == ["FLOCK"] and fields[3:4] == ["WRITE"] and fields[5:6] == [device]:
+            return int(fields[4]) if fields[4].isdigit() else None
+    return None
+
+
+def watch_lock(fd: int) -> ExitWatch | None:
+    """An exit watch on whoever holds an exclusive flock on the open file `fd` (a group's
+    slot or queue entry, runtime.runner.slots): a pidfd on the holder /proc/locks names,
+    proven to hold it still once the pidfd is open (so it is no recycled pid); else (the
+    portable path, a holder it cannot name) a thread blocked on a shared lock of the
+    file. None when nobody holds it. `fd` stays the caller's."""
+    pid = lock_holder(fd)
+    if pid is not None and hasattr(os, "pidfd_open"):
+        watch = ExitWatch.open(pid, None)
+        if watch is not None and lock_holder(fd) == pid:
+            return watch
+        if watch is not None:
+            watch.close()
+    return ExitWatch.on_lock(os.dup(fd)) if locked(fd) else None
+
+
+def locked(fd: int) -> bool:
+    """Whether some process holds an exclusive flock on the open file `fd` now: a shared
+    lock tried on it and dropped at once (the caller holds none on this descriptor)."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
 
 
 def hold_liveness(path: str) -> int:

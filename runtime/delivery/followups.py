@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from runtime.store.records import ResultRecord, RunRecord
 
 
-FOLLOW_STATUSES = ("done", "failed", "exited")
+FOLLOW_STATUSES = ("done", "failed", "exited", "skipped")
 SEMANTIC_BODY_CHARS = 4000
 MAX_ARTIFACTS = 4
 _INTERNAL_TYPES = ("command.done", "run.done", "run.failed")
@@ -118,6 +118,8 @@ def _headline(run_id: str, result: ResultRecord) -> str:
         )
     elif status == "exited":
         headline += ": the runner vanished without a result"
+    elif status == "skipped":
+        headline += f" ({result.get('reason') or 'a run it came after did not end done'})"
     return headline
 
 

@@ -76,6 +76,9 @@ class RunContext:
         self.paths, self.instance, self.values = paths, instance, values
         self.env, self.cwd, self.secrets, self.grace = env, cwd, secrets, grace
         self.stop_reason: str | None = None
+        self.skipped: str | None = None
+        """Why the graph never started: a run it came `--after` did not end `done`
+        (runtime.runner.gate)."""
         self.abort: dict[str, Any] | None = None
         self.cwd_error: OSError | None = None
         """Why the run's directory could not be entered (every command then fails to
@@ -133,24 +136,26 @@ class RunContext:
         self._commands += 1
         return f"command-{self._commands:03d}"
 
-    def progress(self) -> None:
-        """progress.json now. Advisory (status never depends on it), so a disk that
-        takes no more leaves the last one in place; the run's end writes it patiently."""
+    def progress(self, phase: str = "running", **extra: Any) -> None:
+        """progress.json now. Advisory (a live runner's `queued` is read from it, never
+        a verdict), so a disk that takes no more leaves the last one in place; the run's
+        end writes it patiently."""
         try:
-            self._write_progress()
+            self._write_progress(phase, extra)
         except DiskWriteError as exc:
             if os_errno(exc) not in TRANSIENT:
                 raise
 
-    def _write_progress(self) -> None:
+    def _write_progress(self, phase: str = "running", extra: dict[str, Any] | None = None) -> None:
         write_progress(
             self.paths.progress,
             self.instance,
-            phase="running",
+            phase=phase,
             active=self.active,
             completed=self.completed,
             failed=self.failed,
             branches=self.branches,
+            **(extra or {}),
         )
 
     def log(self, stream: str) -> LogFile:

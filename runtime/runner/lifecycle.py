@@ -117,6 +117,8 @@ def earned(
 
 def _verdict(ctx: RunContext, outcome: Outcome | None) -> dict[str, Any]:
     """The run's status, code and reason, from how its graph ended (or was stopped)."""
+    if ctx.skipped is not None:
+        return {"status": "skipped", "code": 1, "reason": f"skipped: {ctx.skipped}"}
     if ctx.abort is not None:
         return {
             "status": "failed",
@@ -256,9 +258,12 @@ def finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
         ),
         "write progress.json",
     )
-    event = {"done": "run.done", "cancelled": "run.cancelled", "killed": "run.killed"}.get(
-        result["status"], "run.failed"
-    )
+    event = {
+        "done": "run.done",
+        "cancelled": "run.cancelled",
+        "killed": "run.killed",
+        "skipped": "run.skipped",
+    }.get(result["status"], "run.failed")
     ident = new_id()
 
     def terminal_event() -> None:
@@ -407,6 +412,11 @@ def begin(
     group = run_cgroup(paths, run)
     pause_point("runner.before_cgroup")
     joined = group is not None and cgroups.join(group)
+    if isinstance(run.get("cwd"), str):
+        try:  # before the identity is taken: a restart's runner starts elsewhere
+            os.chdir(run["cwd"])
+        except OSError:
+            pass  # new_context says so to every command
     identity = capture(os.getpid())
     patiently(  # a full disk: wait, rather than leave a run that never says it started
         lambda: record_event(

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from runtime.messaging.entries import MailboxEntry
     from runtime.messaging.mailbox import Mailbox
     from runtime.runner.context import Outcome, RunContext
+    from runtime.runner.gate import Gate
     from runtime.runner.guardian import Guard
     from runtime.runner.steps import Deliveries
     from runtime.store.layout import RunPaths
@@ -77,6 +78,9 @@ class Runner:
         self.paths, self.run, self.ctx = paths, run, ctx
         self.graph = Graph(ctx, run["template"])
         self.bells: dict[str, Bell] = {}
+        self.gate: Gate | None = None
+        """What the run waits for before its graph starts (runtime.runner.gate): None
+        for most runs, which start at once."""
         self.guard: Guard | None = None
         """The guardian of the runs this run spawned, made at the first ring of its bell
         (runtime.runner.guardian): most runs spawn none and never import it."""
@@ -87,6 +91,7 @@ class Runner:
         """Whether the graph was told to stop (once, when ctx.stop_reason is first set)."""
         self.started, self.started_at = time.monotonic(), ""
         self.last_event = time.monotonic()
+        self.graph_started = False
         self.linger = LINGER_MIN_S
         self.deliveries: Deliveries | None = None
         self.park: Callable[[Runner], None] | None = None
@@ -119,6 +124,45 @@ class Runner:
 
     # --- the loop ---------------------------------------------------------------------
 
+    def start(self) -> None:
+        """The graph starts now, or, for a run that waits (`--after`, `--group`), once
+        its gate opens: until then the run is `queued`."""
+        gate = self.gate
+        if gate is None:
+            self.graph_started = True
+            self.ctx.progress()
+            self.graph.start()
+            return
+        record_event(
+            self.paths.events, self.ctx.instance, "run.queued", group=gate.group, after=gate.after
+        )
+        gate.look()
+        self.through_gate()
+
+    def through_gate(self) -> None:
+        """Once the gate is open, the graph starts (once); while it is shut, progress
+        says what the run waits for."""
+        gate = self.gate
+        if gate is None or gate.skipped is not None or self.ctx.stop_reason is not None:
+            return
+        if not gate.opened:
+            self.ctx.progress(phase="queued", waiting_for=gate.waiting_for())
+            return
+        if self.graph_started:
+            return
+        self.graph_started = True
+        slot = None if gate.slot is None else gate.slot.index
+        record_event(
+            self.paths.events,
+            self.ctx.instance,
+            "run.dequeued",
+            group=gate.group,
+            slot=slot,
+            waited_ms=round((time.monotonic() - self.started) * 1000),
+        )
+        self.ctx.progress()
+        self.graph.start()
+
     def supervise(self) -> Outcome | None:
         """Run the graph to its end; its outcome, or None when it was stopped first."""
         self.claim_controls()
@@ -126,14 +170,23 @@ class Runner:
             self.check_retire()
         graph = self.graph
         while True:
-            if self.ctx.stop_reason is not None and not self.stopped:
+            gate = self.gate
+            if gate is not None and not self.graph_started:
+                if self.ctx.stop_reason is not None:
+                    return None  # stopped while queued: its graph never started
+                if gate.skipped is not None:
+                    self.ctx.skipped = gate.skipped
+                    return None
+            elif self.ctx.stop_reason is not None and not self.stopped:
                 self.stopped = True
                 graph.stop()
             if graph.done:
                 return graph.outcome
             now = time.monotonic()
             parking = self.park_at()
-            deadlines = [t for t in (graph.deadline(), self.retire_at, parking) if t is not None]
+            gate_at = gate.deadline() if gate is not None else None
+            times = (graph.deadline(), self.retire_at, parking, gate_at)
+            deadlines = [t for t in times if t is not None]
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
             ready = self.wait(timeout)
             now = time.monotonic()
@@ -145,6 +198,9 @@ class Runner:
                 if not self.holding():
                     self.park(self)  # exec(): returns only when it could not
                 self.last_event = now
+            if gate is not None and not self.graph_started:
+                gate.tick(now)
+                self.through_gate()
             graph.tick(now)
             self.tick_retire(now)
             self.tell_followers()
@@ -165,6 +221,8 @@ class Runner:
             return None
         if self.guard is not None and not self.guard.crosses_exec():
             return None  # a portable exit watch is a thread: it would not survive exec
+        if self.gate is not None and not self.gate.crosses_exec():
+            return None
         if self.deliveries is not None and self.deliveries.pending():
             return None
         return self.last_event + self.linger
@@ -179,7 +237,8 @@ class Runner:
     def fds(self) -> list[int]:
         bells = [bell.read for bell in self.bells.values()]
         guard = self.guard.fds() if self.guard is not None else []
-        return [self.wakeup, *bells, *guard, *self.graph.fds()]
+        gate = self.gate.fds() if self.gate is not None else []
+        return [self.wakeup, *bells, *guard, *gate, *self.graph.fds()]
 
     def wait(self, timeout: float | None) -> list[int]:
         poller = select.poll()
@@ -199,6 +258,8 @@ class Runner:
         elif "retire" in self.bells and fd == self.bells["retire"].read:
             self.bells["retire"].drain()
             self.check_retire()
+        elif self.gate is not None and self.gate.handle(fd):
+            self.through_gate()
         elif self.guard is None or not self.guard.handle(fd):
             self.graph.readable(fd)
 
@@ -277,7 +338,10 @@ class Runner:
     # --- the end ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Doorbells (their FIFOs removed) and exit watches."""
+        """Doorbells (their FIFOs removed) and exit watches (a group slot is kept until
+        the run's end is written and its processes are gone: `Gate.release`)."""
+        if self.gate is not None:
+            self.gate.close()
         for bell in self.bells.values():
             bell.close()
         self.bells.clear()

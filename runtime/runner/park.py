@@ -48,8 +48,12 @@ def first(args: list[str]) -> int:
     try:
         runner.listen()
         runner.watch_signals()
-        runner.ctx.progress()
-        runner.graph.start()
+        if run.get("after") or run.get("group"):
+            from runtime.runner.gate import Gate
+            from runtime.store.layout import StateRoot
+
+            runner.gate = Gate(StateRoot.from_env(), dict(run))
+        runner.start()
     except BaseException as exc:  # no descriptor left, say: it still ends with a result
         with contextlib.suppress(Exception):  # what it holds is released at exit anyway
             runner.close()
@@ -95,7 +99,7 @@ def supervise(runner: Runner) -> int:
             runner.close()
         return crash(runner.paths, runner.run, exc)
     runner.close()
-    return conclude(
+    code = conclude(
         runner.paths,
         runner.run,
         runner.ctx,
@@ -103,6 +107,9 @@ def supervise(runner: Runner) -> int:
         (runner.started, runner.started_at),
         runner.deliveries,
     )
+    if runner.gate is not None:
+        runner.gate.release()  # the end is written and its processes are gone
+    return code
 
 
 # --- across exec ----------------------------------------------------------------------
@@ -115,6 +122,8 @@ def snapshot(runner: Runner) -> dict[str, Any]:
         "ctx": runner.ctx.snapshot(),
         "bells": {n: [b.read, b.write, str(b.path)] for n, b in runner.bells.items()},
         "guard": None if runner.guard is None else _guard(runner.guard),
+        "gate": None if runner.gate is None else runner.gate.snapshot(),
+        "graph_started": runner.graph_started,
         "retire": [runner.retire_at, runner.retire_seen],
         "stopped": runner.stopped,
         "started": runner.started,
@@ -136,6 +145,7 @@ def _kept(runner: Runner) -> list[int]:
     if runner.guard is not None:
         fds += [runner.guard.bell.read, runner.guard.bell.write]
         fds += [w.fd for w in runner.guard.watches.values()]
+    fds += runner.gate.kept() if runner.gate is not None else []
     fds += runner.graph.fds_kept() + runner.ctx.fds_kept()
     return fds + ([lifecycle.liveness] if lifecycle.liveness >= 0 else [])
 
@@ -144,7 +154,8 @@ def _waited(runner: Runner) -> list[int]:
     """The descriptors the parked image waits on (any of them wakes it)."""
     bells = [bell.read for bell in runner.bells.values()]
     guard = runner.guard.fds() if runner.guard is not None else []
-    return bells + guard + list(runner.graph.fds())
+    gate = runner.gate.fds() if runner.gate is not None else []
+    return bells + guard + gate + list(runner.graph.fds())
 
 
 def exec_self(setting: str) -> None:
@@ -170,7 +181,8 @@ def park(runner: Runner) -> None:
         view = view[os.write(fd, view) :]
     for kept in [fd, *_kept(runner)]:
         os.set_inheritable(kept, True)
-    times = [t for t in (runner.graph.deadline(), runner.retire_at) if t is not None]
+    gate_at = runner.gate.deadline() if runner.gate is not None else None
+    times = [t for t in (runner.graph.deadline(), runner.retire_at, gate_at) if t is not None]
     deadline = repr(min(times)) if times else "-"
     waited = ",".join(str(w) for w in _waited(runner))
     signals = ",".join(str(int(s)) for s in stop_signals())
@@ -220,6 +232,12 @@ def resume(args: list[str], state_fd: int, signums: list[int]) -> int:
     runner.bells = {n: Bell(r, w, Path(p)) for n, (r, w, p) in state["bells"].items()}
     if state["guard"] is not None:
         runner.guard = _adopt_guard(state["guard"], run)
+    if state["gate"] is not None:
+        from runtime.runner.gate import Gate
+        from runtime.store.layout import StateRoot
+
+        runner.gate = Gate.restore(StateRoot.from_env(), dict(run), state["gate"])
+    runner.graph_started = state["graph_started"]
     runner.retire_at, runner.retire_seen = state["retire"]
     runner.stopped = state["stopped"]
     runner.started, runner.started_at = state["started"], state["started_at"]

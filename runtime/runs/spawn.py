@@ -48,7 +48,19 @@ class SpawnRequest:
     A plain class, not a dataclass: `dataclasses` (and the `inspect` it imports) would be
     a tenth of a cached spawn's start-up."""
 
-    __slots__ = ("recipe", "run_id", "secret_names", "session", "template", "values", "waiter")
+    __slots__ = (
+        "after",
+        "cwd",
+        "group",
+        "recipe",
+        "restart_of",
+        "run_id",
+        "secret_names",
+        "session",
+        "template",
+        "values",
+        "waiter",
+    )
 
     def __init__(
         self,
@@ -59,8 +71,20 @@ class SpawnRequest:
         session: str | None = None,
         secret_names: list[str] | None = None,
         waiter: bool = False,
+        group: str | None = None,
+        after: list[str] | None = None,
+        cwd: str | None = None,
+        restart_of: str | None = None,
     ) -> None:
         self.recipe, self.template, self.run_id = recipe, template, run_id
+        self.group = group
+        """The group whose parallel limit the run waits under (runtime.runner.slots);
+        None: the recipe's `group`, if any."""
+        self.after: list[str] = [] if after is None else after
+        """Runs that must end `done` before this one starts (runtime.runner.gate)."""
+        self.cwd = cwd
+        """The run's directory (paths in values resolve against it); None: ours."""
+        self.restart_of = restart_of
         # The caller blocks on the result itself: it is recorded as the run's waiter, and
         # no follow-up is owed while it is alive at the run's end.
         self.waiter = waiter
@@ -191,7 +215,8 @@ def _given(req: SpawnRequest, source: RecipeSource, compiled: dict[str, Any]) ->
 
     params = graph_params(parameters(source.raw), compiled["root"])
     owner = f"recipe {source.name}" if source.name else "the template"
-    return convert_given(owner, params, {name: [value] for name, value in req.values.items()})
+    given = {name: [value] for name, value in req.values.items()}
+    return convert_given(owner, params, given, cwd=req.cwd)
 
 
 def _resolve_artifacts(
@@ -226,12 +251,17 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     paths = _free_run_paths(root, req, source, compiled)
     values = _checked_values(req, source, compiled, paths)
     check_declared_secrets(values, req.secret_names)  # too short to mask: refused
+    group, after = _waits(root, req, compiled, values)
     if compiled.get("precheck"):
         from runtime.runs.precheck import precheck
 
         precheck(source.name or "run", compiled["precheck"], values)
-    cwd = Path.cwd()
+    cwd = Path(req.cwd) if req.cwd is not None else Path.cwd()
     record = _run_record(req, source, compiled, paths, values, principal.id, cwd)
+    if group is not None or after:
+        record.update({"group": group, "after": after, "queue_order": new_id()})
+    if req.restart_of is not None:
+        record["restart_of"] = req.restart_of
     record["parent"] = principal.id if principal.via_run_token else None
     record["cgroup"] = _cgroup_path(root, record)
     _add_origin(record, req, source)
@@ -240,6 +270,8 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     token = claim(root, paths, record)
     pid = start_runner(paths, root, token)
     identity = capture(pid, argv=runner_argv(paths), cwd=str(cwd))
+    if identity is not None and str(cwd) != os.getcwd():
+        identity["cwd"] = None  # it moves there as it starts; its start time pins it
     record.update({"pid": pid, "argv": runner_argv(paths), "process_identity": identity})
     # No journal append here: the runner may already hold (or, stopped, keep holding)
     # events.jsonl's lock; `run.start` was written before the runner existed (claim).
@@ -247,6 +279,28 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     recipe.remember()  # fill the compile cache now that the spawn succeeded
     reap_children()
     return record
+
+
+def _waits(
+    root: StateRoot, req: SpawnRequest, compiled: dict[str, Any], values: dict[str, Any]
+) -> tuple[str | None, list[str]]:
+    """The run's group (given, else the recipe's, its placeholders filled) and the runs it
+    comes after, each proven to exist now: a typo is refused before anything is written."""
+    group = req.group
+    if group is None and compiled.get("group"):
+        group = substitute_word(compiled["group"], values)
+    if group is not None:
+        from runtime.runner.slots import limit
+
+        limit(root.group(group))  # NotFound (with the `group set` to run) if never set
+    after: list[str] = []
+    for ref in req.after:
+        from runtime.views.status import find_run
+
+        paths, _ = find_run(root, parse_run_ref(ref))
+        if paths.run_id not in after:
+            after.append(paths.run_id)
+    return group, after
 
 
 def _cgroup_path(root: StateRoot, record: RunRecord) -> str | None:
@@ -294,7 +348,9 @@ def _checked_values(
     if source.file is not None:
         injected["recipe_dir"] = str(source.file.parent)
     values = apply_args(
-        compiled.get("args") or {}, _merge_values(req, source, compiled, injected), os.getcwd()
+        compiled.get("args") or {},
+        _merge_values(req, source, compiled, injected),
+        req.cwd if req.cwd is not None else os.getcwd(),
     )
     _check_text(values, compiled["root"])
     for words, in_repeat, seen in _walk_leaves(compiled["root"], values):
@@ -360,9 +416,9 @@ def _add_origin(record: RunRecord, req: SpawnRequest, source: RecipeSource) -> N
         roots = {d.resolve() for d in search_dirs() if d.is_dir()}
         origin = "library" if source.file.parent.resolve() in roots else "file"
     record["origin"] = origin
+    record["given_values"] = sorted(req.values)  # what `actors restart` gives again
     if origin != "library":
         record["recipe_raw"] = source.raw
-        record["given_values"] = sorted(req.values)
 
 
 __all__ = ["INJECTED", "SpawnRequest", "spawn"]

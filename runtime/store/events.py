@@ -14,7 +14,14 @@ from runtime.store.appends import append_jsonl
 from runtime.store.journals import LOG
 from runtime.store.writes import write_json_atomic
 
-TERMINAL_EVENTS = {"run.done", "run.failed", "run.cancelled", "run.killed", "run.exited"}
+TERMINAL_EVENTS = {
+    "run.done",
+    "run.failed",
+    "run.cancelled",
+    "run.killed",
+    "run.exited",
+    "run.skipped",
+}
 STOP_EVENTS = {"run.kill": "killed", "run.cancel": "cancelled"}
 PREVIEW_CHARS = 4096
 """The longest text an event keeps of one field (a command line, a reason)."""
@@ -92,5 +99,5 @@ def has_event(events_file: Path, ident: str) -> bool:
 def write_progress(progress_file: Path, instance: str, **fields: Any) -> None:
     """Replace progress.json (atomic; fsync only for terminal phases)."""
     record = {"run_instance_id": instance, "updated_at": now_iso(), **fields}
-    terminal = fields.get("phase") in ("done", "failed", "cancelled", "killed", "exited")
+    terminal = fields.get("phase") in ("done", "failed", "cancelled", "killed", "exited", "skipped")
     write_json_atomic(progress_file, record, fsync=terminal)

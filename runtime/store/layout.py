@@ -160,6 +160,15 @@ class StateRoot(_Place):
         return self.path / GUARDIANS
 
     @property
+    def groups(self) -> Path:
+        """Named groups with a parallel limit (runtime.runner.slots)."""
+        return self.path / "groups"
+
+    def group(self, name: str) -> GroupPaths:
+        """A group's files; its name is an id, so it cannot name anything outside."""
+        return GroupPaths(self.groups / check_id(name, "group name"))
+
+    @property
     def harness_processes(self) -> Path:
         """`<pid>-<start ticks>` -> its session now; `caller.key` (actors.mcp_session)."""
         return self.path / "harness-processes"
@@ -198,6 +207,48 @@ def refuse_symlinks(*paths: Path, root: Path | None = None) -> None:
     writers outside the state root), and are trusted only if ours (`trusted_dir`)."""
     for path in paths:
         trusted_dir(path, root=root)
+
+
+class GroupPaths(_Place):
+    """The files of one group (`groups/<name>/`): its limit, its slots, its queue."""
+
+    __slots__ = ()
+
+    @property
+    def dir(self) -> Path:
+        return self._at
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def record(self) -> Path:
+        """`group.json`: {"parallel": N}."""
+        return self.dir / "group.json"
+
+    def slot(self, index: int) -> Path:
+        """`slot-<i>.lock`: a holder keeps an exclusive flock on it for its life."""
+        return self.dir / f"slot-{index}.lock"
+
+    def live(self, index: int) -> Path:
+        """`slot-<i>.live`: also flocked by slot i's holder for its life, for watchers
+        without a pidfd (a shared lock here never competes with a taker of the slot)."""
+        return self.dir / f"slot-{index}.live"
+
+    def holder(self, index: int) -> Path:
+        """`slot-<i>.holder`: who holds slot i (its process identity and label)."""
+        return self.dir / f"slot-{index}.holder"
+
+    @property
+    def queue(self) -> Path:
+        """One `<id>.json` per waiter, first come first served by name."""
+        return self.dir / "queue"
+
+    @property
+    def doorbells(self) -> Path:
+        """Rung when a slot is given back, the queue's head leaves or the limit changes."""
+        return self.dir / DOORBELLS
 
 
 class RunPaths(_Place):

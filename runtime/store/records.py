@@ -59,6 +59,10 @@ RunRecord = TypedDict(
         "origin": NotRequired[str],
         "recipe_raw": NotRequired[dict[str, Any] | None],
         "given_values": NotRequired[list[str]],
+        "group": NotRequired[str | None],
+        "after": NotRequired[list[str]],
+        "queue_order": NotRequired[str],
+        "restart_of": NotRequired[str],
     },
 )
 """run.json, written by spawn (`_run_record`; `pid`, `argv`, `process_identity` filled in
@@ -70,8 +74,13 @@ none can be made.
 a foreground `actors run`); while it is alive at the run's end, no follow-up is owed.
 `origin`: `library` (a recipe found by name or in a recipe root), `file` (an ad-hoc
 recipe file) or `template` (`spawn -t`); `recipe_raw` (the recipe as given) and
-`given_values` (the names the caller set) are kept for the last two, so `actors tools
-register NAME --from-run RUN` can keep what worked."""
+`given_values` (the names the caller set, kept for every run: `actors restart` gives them
+again) are kept for the last two, so `actors tools register NAME --from-run RUN` can keep
+what worked.
+`group`, `after`, `queue_order`: a run that waits before its graph starts
+(runtime.runner.gate): its group, the runs that must end `done` first, and its place in
+the group's queue (a time-ordered id taken at spawn). `restart_of`: the run that
+`actors restart` started again."""
 
 
 class NodeRecord(TypedDict):
@@ -144,6 +153,8 @@ class ProgressRecord(TypedDict, total=False):
     failed: int
     degraded: bool
     branches: dict[str, str]
+    waiting_for: str
+    """While `phase` is `queued`: what the run waits for (runtime.runner.gate)."""
     damaged: str
     """Never in the file: what `read_progress` found wrong with it, for the views."""
 
@@ -179,6 +190,8 @@ class RunStatus(TypedDict, total=False):
     completed: int
     failed: int
     branches: dict[str, str]
+    waiting_for: str
+    """A queued run's wait: `run X` or `a slot of group G (n ahead)`."""
 
 
 class ListedRun(TypedDict):

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
     from runtime.store.records import ProgressRecord, ResultRecord, RunRecord, RunStatus
 
-TERMINAL = ("done", "failed", "cancelled", "killed", "exited")
-ACTIVE = ("starting", "running")
+TERMINAL = ("done", "failed", "cancelled", "killed", "exited", "skipped")
+ACTIVE = ("starting", "queued", "running")
 STARTING_GRACE_S = 10.0
 
 
@@ -146,6 +146,7 @@ _PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
     "completed": (int,),
     "failed": (int,),
     "branches": (dict,),
+    "waiting_for": (str,),
 }
 
 
@@ -290,6 +291,7 @@ PROVEN_BY_RUNNER = {
     "run.failed": "failed",
     "run.cancelled": "cancelled",
     "run.killed": "killed",
+    "run.skipped": "skipped",
 }
 """The runner's own terminal events (written just before result.json) and their status."""
 
@@ -376,6 +378,8 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
     verdict, reason = verify(identity) if identity else ("unverifiable", "no pid yet")
     if verdict == "valid":
         out["status"] = "running"
+        if run.get("group") or run.get("after"):
+            _queued(paths, run, out)
     elif identity is None and _young(run):
         out["status"] = "starting"
     else:
@@ -392,6 +396,21 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
             out["reason"] = reason
     out["process"] = verdict
     return out
+
+
+def _queued(paths: RunPaths, run: RunRecord, out: RunStatus) -> None:
+    """A live runner that waits at its gate (runtime.runner.gate) is `queued` until its
+    progress.json says `running` (written just before its graph starts); a run without
+    `group` or `after` never reads it here."""
+    progress = read_progress(paths)
+    if progress.get("run_instance_id") != run.get("run_instance_id"):
+        progress = {}
+    if progress.get("phase") != "running":
+        out["status"] = "queued"
+        after, group = run.get("after"), run.get("group")
+        out["waiting_for"] = progress.get("waiting_for") or (
+            f"run {', '.join(map(str, after))}" if after else f"a slot of group {group}"
+        )
 
 
 def proven_reason(proven: dict[str, Any], why_gone: str) -> str:

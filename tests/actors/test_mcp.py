@@ -40,10 +40,19 @@ async def test_spawn_message_inspect_and_read_the_follow_up(home: StateRoot) -> 
             "inspect",
             "message",
             "recipes",
+            "restart",
             "spawn",
         ]
         spawn_schema = next(t for t in tools.tools if t.name == "spawn").input_schema
-        assert set(spawn_schema["properties"]) == {"as", "recipe", "file", "template", "values"}
+        assert set(spawn_schema["properties"]) == {
+            "as",
+            "recipe",
+            "file",
+            "template",
+            "values",
+            "group",
+            "after",
+        }
 
         started = await _call(
             session, "spawn", {"recipe": "player", "as": "run:mcp-player", "values": {"tracks": 2}}
@@ -104,3 +113,42 @@ async def test_under_claude_code_the_server_acts_for_the_claude_session(home: St
         await session.initialize()
         await _call(session, "spawn", {"template": "true", "as": "run:cc-owned"})
     assert actors.status("cc-owned")["owner_id"] == env["CLAUDE_CODE_SESSION_ID"]
+
+
+async def test_spawn_into_a_full_group_is_queued_and_restart_starts_a_finished_run(
+    home: StateRoot,
+) -> None:
+    import actors
+    from tests.conftest import cli, make_fifo, wait_for_change
+
+    assert cli("group", "set", "mcp", "--parallel", "1").returncode == 0
+    gate = make_fifo(home.path.parent / "busy.fifo")
+    async with stdio_client(_server(home)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        await _call(
+            session,
+            "spawn",
+            {"template": "cat {g}", "values": {"g": str(gate)}, "as": "busy", "group": "mcp"},
+        )
+        wait_for_change(
+            home.run("busy").dir, lambda: actors.status("busy")["status"] == "running", 30
+        )
+        queued = await _call(
+            session, "spawn", {"template": "echo later", "as": "later", "group": "mcp"}
+        )
+        assert queued.structured_content["status"] == "queued"
+        assert "queued (waits for a slot of group mcp)" in queued.structured_content["note"]
+        skipped = await _call(
+            session, "spawn", {"template": "echo x", "as": "dependent", "after": ["run:busy"]}
+        )
+        assert skipped.structured_content["status"] == "queued"
+        unknown = await session.call_tool("spawn", {"template": "echo x", "group": "nope"})
+        assert unknown.is_error and "no group nope" in unknown.content[0].text
+        early = await session.call_tool("restart", {"run": "run:busy"})
+        assert early.is_error and "only a finished run" in early.content[0].text
+        assert cli("kill", "busy", "--session", "coord-mcp").returncode == 0
+        assert actors.wait("later", timeout=60)["status"] == "done"
+        assert actors.wait("dependent", timeout=60)["status"] == "skipped"
+        again = await _call(session, "restart", {"run": "run:dependent"})
+        assert again.structured_content["run"] == "dependent-2"
+        assert actors.wait("dependent-2", timeout=60)["status"] == "done"

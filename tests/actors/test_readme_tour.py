@@ -169,6 +169,51 @@ def wait_several(tour: Tour, results: list[Result]) -> None:
     assert lines[1].startswith("run:victim  killed"), lines
 
 
+def run_restart(tour: Tour) -> list[Result]:
+    """RUN: the degraded fanout, finished."""
+    return [tour.run(f"actors restart {tour.runs['fanout']}")]
+
+
+def restart_fanout(tour: Tour, results: list[Result]) -> None:
+    """`a finished run again: same recipe and values, new id RUN-2`"""
+    (out,) = results
+    ok(out)
+    first = tour.runs["fanout"]
+    assert out.stdout == f"run:{first}-2\n", out.stdout
+    tour.runs["restarted"] = f"{first}-2"
+    again = tour.actors("wait", f"{first}-2")
+    assert again.returncode == 0 and "done (degraded)" in again.stdout, again
+    record = json.loads((tour.root / "runs" / f"{first}-2" / "run.json").read_text())
+    assert (record["recipe"], record["restart_of"]) == ("fanout", first)
+
+
+def group_and_queue(tour: Tour, results: list[Result]) -> None:
+    """`at most 2 at once; past that queued, FIFO, no daemon`"""
+    made, first = results
+    ok(made)
+    ok(first)
+    assert made.stdout == "group ci: parallel 2\n", made.stdout
+    runs = [one_run_id(first, "ticker")]
+    try:
+        for _ in range(2):
+            more = tour.actors("spawn", "ticker", "--group", "ci")
+            ok(more)
+            runs.append(one_run_id(more, "ticker"))
+        assert "queued: waits for a slot of group ci" in more.stderr, more.stderr
+        wait_for_change(
+            tour.root / "runs",
+            lambda: [tour.status(r)["status"] for r in runs] == ["running", "running", "queued"],
+            30,
+        )
+        ok(tour.actors("kill", runs[0]))
+        wait_for_change(
+            tour.root / "runs" / runs[2], lambda: tour.status(runs[2])["status"] == "running", 30
+        )
+    finally:
+        for run in runs:
+            tour.actors("kill", run)
+
+
 def spawn_template(tour: Tour, results: list[Result]) -> None:
     """`an inline template instead of a recipe`: `sleep {secs=5}` with secs=2 runs `sleep 2`."""
     (out,) = results
@@ -268,7 +313,7 @@ def inbox_read(tour: Tour, results: list[Result]) -> None:
     assert match and int(match.group(1)) >= 1, out.stdout
     headers = re.findall(r"^\[actors\] follow-up (\S+) from run:(\S+) · delivery", out.stdout, re.M)
     assert len(headers) == int(match.group(1)), out.stdout
-    finished = {tour.runs[name] for name in ("hello", "fanout", "template")}
+    finished = {tour.runs[name] for name in ("hello", "fanout", "template", "restarted")}
     assert {run for _, run in headers} <= finished, headers
     assert tour.runs["template"] in {run for _, run in headers}, headers
     again = tour.actors("inbox", "read")
@@ -550,8 +595,10 @@ STEPS = [
     Step("actors kill RUN", kill_run, run_kill),
     Step("actors result RUN", result_fanout, run_result),
     Step("actors wait RUN RUN ...", wait_several, run_wait_several),
+    Step("actors restart RUN", restart_fanout, run_restart),
     Step("actors spawn -t 'sleep {secs=5}' -v secs=2", spawn_template),
     Step("actors archive RUN / actors prune RUN", archive_prune, run_archive_prune),
+    Step("actors group set ci --parallel 2 / actors spawn ticker --group ci", group_and_queue),
     Step("actors spawn player --as run:music", spawn_player),
     Step("actors message run:music player.next", message_music),
     Step("actors inspect run:music --view messages", inspect_messages, run_inspect),

@@ -174,7 +174,7 @@ async function showRuns() {
   if (!res.ok) return show(el("p", { class: "bad" }, res.data.error || "error"));
   const d = res.data;
   const statusSel = el("select", { id: "f-status", on: { change: (e) => setFilters({ ...f, status: e.target.value, page: 1 }) } },
-    ["", "active", "running", "done", "failed", "killed", "cancelled", "exited", "terminal"].map((s) => el("option", { value: s, selected: s === f.status }, s || "any status")));
+    ["", "active", "queued", "running", "done", "failed", "killed", "cancelled", "skipped", "exited", "terminal"].map((s) => el("option", { value: s, selected: s === f.status }, s || "any status")));
   const sessSel = el("select", { id: "f-session", on: { change: (e) => setFilters({ ...f, session: e.target.value, page: 1 }) } },
     el("option", { value: "" }, "any session"), d.sessions.map((s) => el("option", { value: s, selected: s === f.session }, s)));
   const text = el("input", { id: "f-text", type: "search", placeholder: "run, recipe or command", value: f.q,
