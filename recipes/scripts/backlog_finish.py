@@ -16,6 +16,7 @@ whole rather than one task:
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -28,6 +29,18 @@ from backlog_summary import SwarmSettings, headline, message_body, summarize, wr
 FINISH = "swarm.finish"
 """The message that tells a worker of a finishing swarm to leave (after what came before)."""
 NO_GROUP = "none"
+ID_CHARS = 64
+"""The longest id actors takes (a run's, a group's)."""
+
+
+def own_group(run_id: str) -> str:
+    """The swarm's own group: `swarm-<run>`, kept to the 64 characters of an id (a long
+    run id is cut and a digest of it added, so two runs never share one)."""
+    name = f"swarm-{run_id}"
+    if len(name) <= ID_CHARS:
+        return name
+    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
+    return f"{name[: ID_CHARS - 9]}-{digest}"
 
 
 class SwarmMember:
@@ -62,14 +75,11 @@ class SwarmMember:
         """The group agents run in: the one named, else the swarm's own (None: none)."""
         if self.group == NO_GROUP:
             return None
-        return self.group or f"swarm-{self.run_id}"
+        return self.group or own_group(self.run_id)
 
     def set_group(self) -> None:
         """`actors group set` once per swarm: its own group (limit `parallel`, default the
         number of workers), or a named one when a limit was given for it."""
-        # TODO(lead, issue 28 groups): relies on `actors group set NAME --parallel N` and
-        # `actors group run NAME -- CMD` (the capacity half). Until they are on main the
-        # recipe's default is group=none (see recipes/backlog-implementers.json).
         group = self.group_name
         if group is None or (self.group and not self.parallel):
             return
@@ -177,16 +187,16 @@ class SwarmMember:
         """The last one out forgets the swarm's own group (a named one stays)."""
         if self.group or not (self.state_dir / "backlog" / "group.set").exists():
             return
-        log = self.logs / "group.log"
+        log, group = self.logs / "group.log", own_group(self.run_id)
         code, problem = run_command(
-            ["actors", "group", "rm", f"swarm-{self.run_id}"],
+            ["actors", "group", "rm", group],
             self.state_dir,
             log,
             dict(os.environ),
             None,
         )
         if problem or code != 0:
-            self.say(f"could not remove group swarm-{self.run_id}: {problem or tail(log)}")
+            self.say(f"could not remove group {group}: {problem or tail(log)}")
 
     def tell_broken(self, error: str, worker: str, branch: str) -> None:
         """One `worker.failed` follow-up: `worker` stopped on an error (or its process

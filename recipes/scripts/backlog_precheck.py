@@ -11,11 +11,15 @@ have at the base).
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 from backlog_claims import parse_backlog
 from backlog_commands import WorkerError
+from backlog_finish import NO_GROUP
 from backlog_git import git, git_ok
 from backlog_options import (
     MAX_WORKERS,
@@ -58,10 +62,34 @@ def check(argv: list[str]) -> None:
         why = unstartable(agent, top, args.base)
         if why:
             raise WorkerError(f"agent_cmd cannot start: {why}; install it or give its full path")
+    named_group_exists(args.group.strip(), whole(args.parallel or "0", "parallel", 0, 1024))
     validate = command_line(args.validate_cmd, "validate_cmd")
     why = unstartable(validate, top, args.base) if validate else None
     if why:
         raise WorkerError(f"validate_cmd cannot start: {why}; install it or give its full path")
+
+
+def named_group_exists(group: str, parallel: int) -> None:
+    """A group named without a limit is used as it is, so it must exist already (its
+    agents would each wait on a group nobody made). Unasked when `actors` is not on the
+    caller's PATH: the workers then say it."""
+    if group in ("", NO_GROUP) or parallel:
+        return
+    actors = shutil.which("actors")
+    if actors is None:
+        return
+    listed = subprocess.run(
+        [actors, "group", "ls", "--json"], capture_output=True, text=True, check=False
+    )
+    try:
+        names = [g.get("group") for g in json.loads(listed.stdout)]
+    except (ValueError, AttributeError):
+        return  # an answer it cannot read: not a reason to refuse
+    if listed.returncode == 0 and group not in names:
+        raise WorkerError(
+            f"group {group!r} does not exist; create it (actors group set {group}"
+            " --parallel N) or pass -v parallel=N"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
