@@ -70,6 +70,7 @@ SWARM_CASES = [
     ({"backlog": "{tmp}/bad.md"}, "bad.md is not UTF-8 text"),
     ({"backlog": "", "items": "[]"}, "no backlog: pass -v backlog=FILE"),
     ({"items": '["x"]'}, "give backlog or items, not both"),
+    ({"group": "nobody-made-it"}, "group 'nobody-made-it' does not exist; create it"),
     ({"backlog": "", "items": '["ok", " "]'}, "items holds an empty item"),
 ]
 

@@ -77,3 +77,21 @@ def test_a_swarm_is_a_run_that_declares_the_protocol() -> None:
     assert not is_swarm({"mailbox": {"emits": ["player.track"]}})
     assert not is_swarm({"mailbox": None})
     assert not is_swarm({})
+
+
+def test_the_swarms_own_group_is_a_valid_id_for_any_run_id() -> None:
+    """`swarm-<run>` for a run id of 64 characters would be 70: cut, with a digest so
+    two long ids sharing a beginning never share a group."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "recipes" / "scripts"))
+    from backlog_finish import own_group
+
+    from runtime.store.layout import check_id
+
+    assert own_group("s1") == "swarm-s1"
+    first, second = own_group("a" * 63 + "1"), own_group("a" * 63 + "2")
+    assert len(first) == len(second) == 64 and first != second
+    for name in (first, second):
+        assert check_id(name, "group") == name
