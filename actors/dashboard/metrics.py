@@ -77,7 +77,10 @@ def _steps(text: _Text, tally: Tally) -> None:
     )
     for key in FINAL_COUNTS[:4]:
         text.sample(name, {"state": key}, tally.steps[key])
-    for key, what in (("attempts", "attempts of"), ("retries", "retries (attempts after the first) of")):
+    for key, what in (
+        ("attempts", "attempts of"),
+        ("retries", "retries (attempts after the first) of"),
+    ):
         text.family(f"actors_step_{key}", "gauge", f"The {what} the finished runs' steps.")
         text.sample(f"actors_step_{key}", {}, tally.steps[key])
 

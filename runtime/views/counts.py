@@ -152,7 +152,9 @@ def steps_line(counts: Mapping[str, Any]) -> str:
     line = ", ".join(parts)
     if "attempts" in counts:
         retries = int(counts.get("retries") or 0)
-        line += f"; {counts['attempts']} attempts, {retries} {'retry' if retries == 1 else 'retries'}"
+        line += (
+            f"; {counts['attempts']} attempts, {retries} {'retry' if retries == 1 else 'retries'}"
+        )
     return line
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from runtime.compiler.redact import redact_session
+from runtime.core.errors import ActorsError
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.registry import adapter_class
-from runtime.core.errors import ActorsError
 from runtime.delivery.sessions import SessionInbox, list_sessions
 from runtime.store.layout import session_paths
 
@@ -89,9 +89,7 @@ def _envelopes(root: Any, owner: str) -> dict[str, dict[str, Any]]:
         entries = SessionInbox(session_paths(root, owner)).entries()
     except ActorsError:
         return {}
-    return {
-        str(e.get("id")): e["envelope"] for e in entries if isinstance(e.get("envelope"), dict)
-    }
+    return {str(e.get("id")): e["envelope"] for e in entries if isinstance(e.get("envelope"), dict)}
 
 
 def declared_level(harness: str) -> str:

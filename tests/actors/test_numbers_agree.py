@@ -51,9 +51,7 @@ def three_leaves(tmp_path: Path) -> dict[str, Any]:
     return record
 
 
-def test_status_result_ls_and_metrics_count_the_same_steps(
-    home: StateRoot, tmp_path: Path
-) -> None:
+def test_status_result_ls_and_metrics_count_the_same_steps(home: StateRoot, tmp_path: Path) -> None:
     run = three_leaves(tmp_path)["run"]
 
     status = json.loads(cli("status", "--json", run).stdout)
