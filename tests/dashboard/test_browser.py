@@ -67,7 +67,6 @@ def test_a_run_spawned_from_the_cli_appears_then_a_kill_from_the_page_kills_it(
     assert read_fifo_line(ready) == "up"
     sid = load_run(home.run(record["run"]))["process_identity"]["sid"]
     assert len(session_members(sid)) >= 3  # the runner, sh and its background sleep
-    screenshot(page, "runs")
 
     page.click(f'{row(record["run"])} button[data-action="kill"]')
     assert page.is_visible("#confirm")
@@ -137,7 +136,6 @@ def test_run_written_text_is_shown_as_text(
     assert XSS in (page.text_content(".failure pre.stderr") or "")
     assert page.evaluate("window.__pwned") is None
     assert page.evaluate("document.querySelectorAll('#view script, #view img').length") == 0
-    screenshot(page, "run")
 
 
 def test_a_swarms_room_page_shows_its_claims(

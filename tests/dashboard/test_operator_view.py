@@ -63,6 +63,12 @@ def test_the_runs_page_counts_steps_as_status_does(
     assert status["retries"] == 1
     took = (page.text_content(f"{row(run)} td.duration") or "").strip()
     assert re.fullmatch(r"\d+(\.\d)?s", took), took  # the run's own duration, not "-"
+    degraded = degraded_run(tmp_path)["run"]
+    live = spawn("-t", "sleep 300")["run"]
+    page.wait_for_selector(f'{row(live)}[data-status="running"]', timeout=WAIT_MS)
+    page.wait_for_selector(row(degraded), timeout=WAIT_MS)
+    screenshot(page, "runs")  # a running, a degraded and a failed run, as docs show them
+    cli("kill", live)
 
 
 def test_a_degraded_run_says_so_and_why(
