@@ -28,7 +28,7 @@ from runtime.store.appends import locked
 from runtime.store.events import record_event, write_progress
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.writes import publish_json_once, temp_writer
-from runtime.views.counts import journal_counts
+from runtime.views.counts import final_counts, journal_counts
 from runtime.views.status import (
     derive,
     load_run,
@@ -94,7 +94,7 @@ def _exited(paths: RunPaths, run: RunRecord) -> bool:
         "killed": False,
         "degraded": False,
         "reason": f"runner gone without a result ({reason})",
-        **counts,
+        **final_counts(counts),
         "ended_at": now_iso(),
     }
     if proven is not None:

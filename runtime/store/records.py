@@ -139,6 +139,11 @@ class ResultRecord(TypedDict, total=False):
     """The failure that decided a failed (or degraded) run, as reports show it first."""
     completed: int
     failed: int
+    timed_out: int
+    cancelled: int
+    attempts: int
+    retries: int
+    """The step counters runtime.views.counts defines, as the run ended."""
 
 
 class ProgressRecord(TypedDict, total=False):

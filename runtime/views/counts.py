@@ -130,6 +130,11 @@ def journal_counts(paths: RunPaths, instance: str | None) -> StepCounts:
     return counts
 
 
+def final_counts(counts: StepCounts) -> dict[str, int]:
+    """The counters a finished run's result.json keeps (no step is active any more)."""
+    return {k: counts[k] for k in FINAL_COUNTS}  # type: ignore[literal-required]
+
+
 def counts_of(record: Mapping[str, Any]) -> dict[str, int]:
     """The counters a progress.json or result.json holds (those it has, as ints)."""
     return {

@@ -106,3 +106,25 @@ def test_a_folded_run_counts_by_the_same_definition(home: StateRoot, tmp_path: P
     instance = json.loads(paths.run_json.read_text())["run_instance_id"]
     folded = Steps.from_events(read_jsonl(paths.events).records, instance).counts()
     assert {k: folded[k] for k in COUNTS} == COUNTS  # type: ignore[literal-required]
+
+
+def test_a_killed_run_keeps_its_steps(home: StateRoot, tmp_path: Path) -> None:
+    """`kill` writes the result of a run whose runner it stopped: its counters are the
+    journal's by the same definition (2 done, the running one cancelled), not zeros."""
+    from tests.conftest import make_fifo, read_fifo_line
+
+    ready = make_fifo(tmp_path / "ready.fifo")
+    recipe = {"template": ["echo one", "echo two", f"sh -c 'echo up > {ready}; exec sleep 300'"]}
+    done = cli("spawn", "--json", str(write_recipe(tmp_path, "stopped", recipe)))
+    run = json.loads(done.stdout)["run"]
+    assert read_fifo_line(ready) == "up"
+    assert cli("kill", run).returncode == 0
+    expected = {"completed": 2, "failed": 0, "cancelled": 1, "attempts": 3, "retries": 0}
+    status = json.loads(cli("status", "--json", run).stdout)
+    assert status["status"] == "killed"
+    assert {k: status.get(k) for k in expected} == expected
+    (listed,) = json.loads(cli("ls", "--json").stdout)
+    assert {k: listed.get(k) for k in expected} == expected
+    assert "steps    0 active, 2 done, 0 failed, 1 cancelled; 3 attempts, 0 retries" in (
+        cli("status", run).stdout
+    )
