@@ -49,41 +49,45 @@ class StepCounts(TypedDict):
 
 
 class Steps:
-    """The fold: node id -> [attempts, its state now, its last attempt's state]. Plain
-    data, so a parked runner keeps it across exec() (`snapshot` / `restore`)."""
+    """The fold: node id -> [attempts, its state now, its last attempt's state], and the
+    counters kept as it goes (a command's start or end costs O(1) however many steps the
+    run has). Plain data, so a parked runner keeps it across exec() (`snapshot` /
+    `restore`)."""
 
-    __slots__ = ("_steps",)
+    __slots__ = ("_counts", "_steps")
 
     def __init__(self) -> None:
         self._steps: dict[str, list[Any]] = {}
+        self._counts = StepCounts(
+            active=0, completed=0, failed=0, timed_out=0, cancelled=0, attempts=0, retries=0
+        )
 
     def started(self, node: str, *, recover: bool = False) -> None:
         step = self._steps.setdefault(node, [0, None, None])
         if not recover:
             step[0] += 1
-        step[1] = "active"
+            self._counts["attempts"] += 1
+            self._counts["retries"] += step[0] > 1
+        self._move(step, "active")
 
     def ended(self, node: str, status: str, *, recover: bool = False) -> None:
         """A command of `node` ended `done`, `failed`, `timeout` or `cancelled`."""
         step = self._steps.setdefault(node, [0, None, None])
         if recover:  # the step stays as its failed attempt left it, unless stopped
-            step[1] = "cancelled" if status == "cancelled" else step[2] or "failed"
+            self._move(step, "cancelled" if status == "cancelled" else step[2] or "failed")
             return
-        step[1] = step[2] = _STATE.get(status, "failed")
+        step[2] = _STATE.get(status, "failed")
+        self._move(step, step[2])
+
+    def _move(self, step: list[Any], state: str) -> None:
+        for key in _COUNTED.get(step[1], ()):
+            self._counts[key] -= 1  # type: ignore[literal-required]
+        step[1] = state
+        for key in _COUNTED.get(state, ()):
+            self._counts[key] += 1  # type: ignore[literal-required]
 
     def counts(self) -> StepCounts:
-        out = StepCounts(
-            active=0, completed=0, failed=0, timed_out=0, cancelled=0, attempts=0, retries=0
-        )
-        for attempts, state, _last in self._steps.values():
-            out["attempts"] += attempts
-            out["retries"] += max(0, attempts - 1)
-            if state == "timeout":
-                out["failed"] += 1
-                out["timed_out"] += 1
-            elif state in ("active", "completed", "failed", "cancelled"):
-                out[state] += 1  # type: ignore[literal-required]
-        return out
+        return StepCounts(**self._counts)
 
     def snapshot(self) -> dict[str, list[Any]]:
         return self._steps
@@ -91,7 +95,11 @@ class Steps:
     @classmethod
     def restore(cls, saved: dict[str, list[Any]]) -> Steps:
         steps = cls()
-        steps._steps = saved
+        for node, (attempts, state, last) in saved.items():
+            steps._steps[node] = [attempts, None, last]
+            steps._counts["attempts"] += attempts
+            steps._counts["retries"] += max(0, attempts - 1)
+            steps._move(steps._steps[node], state)
         return steps
 
     @classmethod
@@ -114,6 +122,14 @@ class Steps:
 
 
 _STATE = {"done": "completed", "failed": "failed", "timeout": "timeout", "cancelled": "cancelled"}
+_COUNTED: dict[str | None, tuple[str, ...]] = {
+    "active": ("active",),
+    "completed": ("completed",),
+    "failed": ("failed",),
+    "timeout": ("failed", "timed_out"),
+    "cancelled": ("cancelled",),
+}
+"""A step's state -> the counters it counts in (a timed-out step is a failed one)."""
 
 
 def journal_counts(paths: RunPaths, instance: str | None) -> StepCounts:

@@ -104,8 +104,11 @@ def test_a_folded_run_counts_by_the_same_definition(home: StateRoot, tmp_path: P
     run = three_leaves(tmp_path)["run"]
     paths = home.run(run)
     instance = json.loads(paths.run_json.read_text())["run_instance_id"]
-    folded = Steps.from_events(read_jsonl(paths.events).records, instance).counts()
+    steps = Steps.from_events(read_jsonl(paths.events).records, instance)
+    folded = steps.counts()
     assert {k: folded[k] for k in COUNTS} == COUNTS  # type: ignore[literal-required]
+    # a parked runner keeps its fold across exec() as JSON: the same counters come back
+    assert Steps.restore(json.loads(json.dumps(steps.snapshot()))).counts() == folded
 
 
 def test_a_killed_run_keeps_its_steps(home: StateRoot, tmp_path: Path) -> None:
