@@ -94,7 +94,8 @@ def test_the_live_tail_follows_the_end_with_timestamps_and_search(
     ready, more = make_fifo(tmp_path / "ready.fifo"), make_fifo(tmp_path / "more.fifo")
     script = (
         "i=0; while [ $i -lt 80 ]; do i=$((i+1)); echo tick $i; done; "
-        f"echo up > {ready}; read x < {more}; echo tick 81; exec sleep 300"
+        f"echo up > {ready}; read x < {more}; echo tick 81; read x < {more}; echo tick 82; "
+        "exec sleep 300"
     )
     record = spawn("-t", f"sh -c '{script}'")
     assert read_fifo_line(ready) == "up"
@@ -122,10 +123,21 @@ def test_the_live_tail_follows_the_end_with_timestamps_and_search(
     assert CLOCK.match(newest.locator(".ts").text_content() or "")
     assert not (newest.locator(".ts").text_content() or "").startswith("≤")  # seen live
 
+    from playwright.sync_api import expect
+
+    page.evaluate("document.getElementById('tail').scrollTop = 0")  # the reader scrolls up
+    expect(page.locator("#tail-follow")).not_to_be_checked(timeout=WAIT_MS)
+    with open(more, "w") as fifo:
+        fifo.write("go\n")
+    page.wait_for_selector('#tail .line .text:text-is("tick 82")', timeout=WAIT_MS)
+    assert page.evaluate("document.getElementById('tail').scrollTop") == 0  # kept their place
+    page.check("#tail-follow")
+    assert at_end()
+
     page.fill("#tail-search", "tick 4")
     shown = [t for t in page.locator("#tail .line:visible .text").all_text_contents()]
     assert shown == ["tick 4", *(f"tick {n}" for n in range(40, 50))]
-    assert page.text_content("#tail-count") == "11 of 81 lines"
+    assert page.text_content("#tail-count") == "11 of 82 lines"
     screenshot(page, "tail")
     cli("kill", record["run"])
 

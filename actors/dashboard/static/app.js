@@ -288,10 +288,10 @@ function stepsTable(steps) {
 // The live tail: it follows the end (unless the reader scrolled up to read), each line
 // stamped with when this page first saw it (the lines already there when the page
 // opened: with the log's last write, "≤"), and a search that keeps only matching lines.
-const tail = { run: null, seen: new Map(), follow: true, query: "", focused: false, at: 0 };
+const tail = { run: null, seen: new Map(), follow: true, query: "", focused: false, scrollTop: 0, first: true };
 
 function tailBox(d, id) {
-  if (tail.run !== id) Object.assign(tail, { run: id, seen: new Map(), follow: true, query: "", first: true });
+  if (tail.run !== id) Object.assign(tail, { run: id, seen: new Map(), follow: true, query: "", scrollTop: 0, first: true });
   const now = Date.now(), counts = new Map();
   const lines = d.stdout.map((text) => {
     const n = (counts.get(text) || 0) + 1; counts.set(text, n);
@@ -303,6 +303,8 @@ function tailBox(d, id) {
       el("span", { class: "text" }, text));
   });
   tail.first = false;
+  const keys = new Set(Array.from(counts, ([text, n]) => Array.from({ length: n }, (_, i) => (i + 1) + "\u0000" + text)).flat());
+  for (const key of tail.seen.keys()) if (!keys.has(key)) tail.seen.delete(key); // lines gone from the tail
   const box = el("div", { class: "tail", id: "tail", tabindex: "0" }, lines);
   const count = el("span", { class: "muted", id: "tail-count" });
   const search = el("input", { id: "tail-search", type: "search", placeholder: "search the output", value: tail.query,
@@ -311,12 +313,13 @@ function tailBox(d, id) {
   const follow = el("input", { id: "tail-follow", type: "checkbox", checked: tail.follow,
     on: { change: (e) => { tail.follow = e.target.checked; if (tail.follow) box.scrollTop = box.scrollHeight; } } });
   box.addEventListener("scroll", () => {
+    tail.scrollTop = box.scrollTop;
     const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
     if (atEnd !== tail.follow) { tail.follow = atEnd; follow.checked = atEnd; }
   });
   filterTail(box, count);
   const after = () => {
-    if (tail.follow) box.scrollTop = box.scrollHeight;
+    box.scrollTop = tail.follow ? box.scrollHeight : tail.scrollTop || 0; // a reader keeps their place
     if (tail.focused) { search.focus(); search.setSelectionRange(search.value.length, search.value.length); }
   };
   return { node: el("div", {}, el("div", { class: "bar" }, search, el("label", {}, follow, " follow the end"), count), box), after };
