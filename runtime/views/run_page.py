@@ -10,16 +10,17 @@ view lists every run of the root to find them).
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from runtime.compiler.redact import redact_deep, redact_values, run_secrets
-from runtime.core.errors import StateDamaged
+from runtime.core.errors import BadInput, StateDamaged
 from runtime.core.ids import now_iso
 from runtime.core.terminal import one_line
 from runtime.store.layout import StateRoot
-from runtime.store.reads import tail_jsonl
+from runtime.store.reads import read_text_tail, tail_jsonl
 from runtime.views.counts import exit_code
 from runtime.views.inspect import inspect
 from runtime.views.status import find_run, full_status, read_result
@@ -139,3 +140,29 @@ def _modified(path: Path) -> str | None:
     except OSError:
         return None
     return now_iso(stamp - time.time())  # the one formatter of a stored time
+
+
+COMMAND_ID = re.compile(r"command-[0-9]{1,9}")
+"""How the runner names a command's captures (runtime.runner.context.next_command_id)."""
+
+
+class CommandOutput(TypedDict):
+    command_id: str
+    stdout: list[str]
+    stderr: list[str]
+
+
+def command_output(root: StateRoot, run_id: str, command_id: str) -> CommandOutput:
+    """One command's own output (its captures, the step's log a GitHub Actions job
+    folds out), its last lines, masked of the run's secrets."""
+    if not COMMAND_ID.fullmatch(command_id):
+        raise BadInput(f"{command_id[:40]!r} is no command id", hint="e.g. command-001")
+    paths, run = find_run(root, run_id)
+    capture = paths.capture(command_id)
+    out: CommandOutput = {
+        "command_id": command_id,
+        "stdout": read_text_tail(capture.stdout, TAIL_LINES),
+        "stderr": read_text_tail(capture.stderr, 50),
+    }
+    masked: CommandOutput = redact_deep(out, run_secrets(run))
+    return masked

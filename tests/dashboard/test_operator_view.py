@@ -206,7 +206,10 @@ def test_the_run_page_shows_durations_retries_and_its_result_line(
         "template": [
             {
                 "label": "fetch",
-                "template": f"sh -c 'test -e {marker} || {{ touch {marker}; exit 3; }}; echo fetched'",
+                "template": (
+                    f"sh -c 'test -e {marker} || {{ touch {marker}; echo first try >&2; exit 3; }};"
+                    " echo fetched'"
+                ),
                 "retry": 2,
                 "recover": "true",
             },
@@ -234,3 +237,20 @@ def test_the_run_page_shows_durations_retries_and_its_result_line(
     assert card.locator('tr[data-key="steps"] td').text_content() == "2 done · 1 retry"
     assert "undefined" not in (page.text_content('section[data-box="result"]') or "")
     screenshot(page, "run")
+
+    # each step's own log folds out, as a GitHub Actions step does
+    first, last = rows.nth(0), rows.nth(3)
+    first.locator('button[data-action="log"]').click()
+    log = page.locator('tr.step-log[data-log="command-001"]')
+    expect(log.locator("pre.stderr")).to_have_text("first try", timeout=WAIT_MS)
+    last.locator('button[data-action="log"]').click()
+    log = page.locator('tr.step-log[data-log="command-004"] pre.stdout')
+    expect(log).to_have_text(f"adding\n{HOSTILE}", timeout=WAIT_MS)  # as text
+    assert page.evaluate("document.querySelectorAll('#view b').length") == 0
+    first.locator('button[data-action="log"]').click()  # folded back
+    expect(page.locator('tr.step-log[data-log="command-001"]')).to_have_count(0)
+    for name, refused in (("run.json", 400), ("..%2F..%2Frun.json", 404)):
+        status = page.evaluate(
+            f"fetch('/api/runs/{record['run']}/commands/{name}').then(r => r.status)"
+        )
+        assert status == refused, name  # only a command id names a capture

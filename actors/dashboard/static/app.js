@@ -270,11 +270,15 @@ function failures(result) {
 }
 
 // The run's commands as its steps ran them, oldest first: a retry says so, a recover too.
-function stepsTable(steps) {
+// "log" folds out the command's own output (its captures), as a GitHub Actions step does.
+const openLogs = { run: null, ids: new Set() };
+
+function stepsTable(steps, logs) {
   if (!steps || !steps.length) return el("p", { class: "muted" }, "no command has started");
+  const toggle = (id) => { if (!openLogs.ids.delete(id)) openLogs.ids.add(id); render(); };
   return el("table", { class: "steps" },
-    el("tr", {}, ["started", "step", "attempt", "status", "exit", "duration", "command"].map((h) => el("th", {}, h))),
-    steps.map((c) => el("tr", { "data-command": c.command_id, "data-status": c.status },
+    el("tr", {}, ["started", "step", "attempt", "status", "exit", "duration", "command", ""].map((h) => el("th", {}, h))),
+    steps.flatMap((c) => [el("tr", { "data-command": c.command_id, "data-status": c.status },
       el("td", { class: "muted", title: c.started_at || "" }, clock(c.started_at)),
       el("td", {}, c.label || c.node || ""),
       el("td", { class: "attempt" }, c.recover ? el("span", { class: "tag" }, "recover") :
@@ -282,7 +286,23 @@ function stepsTable(steps) {
       el("td", {}, badge(c.status)),
       el("td", {}, c.code === null || c.code === undefined ? "" : String(c.code)),
       el("td", {}, c.duration_ms === null || c.duration_ms === undefined ? (c.status === "running" ? duration(Date.now() - Date.parse(c.started_at)) : "") : duration(c.duration_ms)),
-      el("td", {}, el("code", {}, c.command || "")))));
+      el("td", {}, el("code", {}, c.command || "")),
+      el("td", {}, el("button", { "data-action": "log", "aria-expanded": openLogs.ids.has(c.command_id) ? "true" : "false",
+        on: { click: () => toggle(c.command_id) } }, openLogs.ids.has(c.command_id) ? "hide log" : "log"))),
+      logs[c.command_id] ? el("tr", { class: "step-log", "data-log": c.command_id }, el("td", { colspan: 8 },
+        logs[c.command_id].error ? el("p", { class: "bad" }, logs[c.command_id].error) :
+          [pre(logs[c.command_id].stdout, "stdout"), logs[c.command_id].stderr.length ? pre(logs[c.command_id].stderr, "stderr") : null,
+           !logs[c.command_id].stdout.length && !logs[c.command_id].stderr.length ? el("p", { class: "muted" }, "no output") : null])) : null]));
+}
+
+async function stepLogs(run) {
+  if (openLogs.run !== run) Object.assign(openLogs, { run, ids: new Set() });
+  const logs = {};
+  await Promise.all([...openLogs.ids].map(async (id) => {
+    const res = await api(`/api/runs/${encodeURIComponent(run)}/commands/${encodeURIComponent(id)}`);
+    logs[id] = res.ok ? res.data : { error: res.data.error || "error" };
+  }));
+  return logs;
 }
 
 // The live tail: it follows the end (unless the reader scrolled up to read), each line
@@ -343,6 +363,7 @@ async function showRun(id) {
   const what = s.recipe || s.tool || s.command || "-";
   const took = r && r.duration_ms !== undefined ? r.duration_ms : ACTIVE.has(s.status) && s.created_at ? Date.now() - Date.parse(s.created_at) : null;
   const live = tailBox(d, s.run);
+  const logs = await stepLogs(s.run);
   show(
     el("h2", {}, "run ", el("code", { id: "run-id" }, s.run), " ", el("span", { id: "run-status" }, badge(s.status, s.code, s.degraded)),
       s.active ? marks(s.active) : ""),
@@ -358,7 +379,7 @@ async function showRun(id) {
         started: r.started_at, ended: r.ended_at, duration: r.duration_ms === undefined ? null : duration(r.duration_ms),
         steps: stepsText(r) || null, attempts: r.attempts }) : null,
       failure(r), failures(r), r && r.output ? pre([r.output], "output") : null) : null,
-    section("steps", stepsTable(d.steps)),
+    section("steps", stepsTable(d.steps, logs)),
     section("output (live tail)", live.node, d.stderr.length ? el("div", {}, el("h3", {}, "stderr"), pre(d.stderr, "stderr")) : null),
     section("events", el("table", { class: "events" }, d.events.map((e) =>
       el("tr", {}, el("td", { class: "muted" }, e.ts || ""), el("td", {}, e.event || ""),
