@@ -236,7 +236,6 @@ def test_the_run_page_shows_durations_retries_and_its_result_line(
     assert card.locator('tr[data-key="duration"] td').text_content()
     assert card.locator('tr[data-key="steps"] td').text_content() == "2 done · 1 retry"
     assert "undefined" not in (page.text_content('section[data-box="result"]') or "")
-    screenshot(page, "run")
 
     # each step's own log folds out, as a GitHub Actions step does
     first, last = rows.nth(0), rows.nth(3)
@@ -249,6 +248,7 @@ def test_the_run_page_shows_durations_retries_and_its_result_line(
     assert page.evaluate("document.querySelectorAll('#view b').length") == 0
     first.locator('button[data-action="log"]').click()  # folded back
     expect(page.locator('tr.step-log[data-log="command-001"]')).to_have_count(0)
+    screenshot(page, "run", full_page=True)  # the sum step's log folded out
     for name, refused in (("run.json", 400), ("..%2F..%2Frun.json", 404)):
         status = page.evaluate(
             f"fetch('/api/runs/{record['run']}/commands/{name}').then(r => r.status)"
