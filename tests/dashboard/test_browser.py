@@ -151,7 +151,7 @@ def test_a_swarms_room_page_shows_its_claims(
         wait_room,
     )
 
-    record = spawn_swarm(tmp_path, repo, BACKLOG)
+    record = spawn_swarm(tmp_path, repo, BACKLOG, keep_alive="true")
     run = record["run"]
     open_live(page, f"{dashboard.url}")
     page.goto(f"{dashboard.base}/#/room/{run}")
@@ -161,12 +161,15 @@ def test_a_swarms_room_page_shows_its_claims(
         run,
         lambda ms: len(results(ms)) == 6 and idle(ms, run, "front") and idle(ms, run, "back"),
     )
-    for item in ITEMS:  # every claim, live, with its result
+    for item in ITEMS:  # every task, live, with its result (the `actors result` table)
         page.wait_for_selector(f'tr[data-claim="{item}"][data-state="done"]', timeout=WAIT_MS)
     assert not_reloaded(page)
     claimed = {m["body"]["item"]: m["from"] for m in messages if m["type"] == "task.claim"}
     for item, worker in claimed.items():
-        assert page.text_content(f'tr[data-claim="{item}"] td') == worker
+        cells = page.locator(f'tr[data-claim="{item}"] td')
+        assert cells.nth(1).text_content() == worker.rsplit("/", 1)[-1]
+    page.wait_for_selector("p.drained", timeout=WAIT_MS)  # kept alive, drained once
+    assert f"Run {run} drained: 6 done, 0 failed" in (page.text_content("p.drained") or "")
     from playwright.sync_api import expect
 
     for worker in ("front", "back"):

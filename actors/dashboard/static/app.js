@@ -415,11 +415,14 @@ async function showRoom(id) {
       d.workers.map((w) => el("tr", { "data-worker": w.sender }, el("td", {}, el("code", {}, w.sender)), el("td", {}, String(w.claims.length)),
         el("td", {}, String(w.done)), el("td", {}, String(w.failed)), el("td", {}, w.backlog_left ?? "-"),
         el("td", {}, w.idle ? "idle" : w.last_type || ""))))),
-    section("claims", el("table", { class: "claims" },
-      el("tr", {}, ["worker", "#", "item", "state", "commit"].map((h) => el("th", {}, h))),
-      d.workers.flatMap((w) => w.claims.map((c) => el("tr", { "data-claim": c.item || "", "data-state": c.state },
-        el("td", {}, w.sender), el("td", {}, c.index ?? "-"), el("td", {}, c.item || ""),
-        el("td", {}, el("span", { class: "status s-" + c.state }, c.state)), el("td", {}, el("code", {}, (c.commit || "").slice(0, 10)))))))),
+    d.drained ? el("p", { class: "drained" }, d.drained.summary || "drained") : null,
+    // the same per-task table as `actors result RUN` (runtime/views/swarm_tasks.py)
+    section("tasks", el("table", { class: "tasks" },
+      el("tr", {}, ["#", "worker", "item", "state", "commit", "reason"].map((h) => el("th", {}, h))),
+      d.tasks.map((t) => el("tr", { "data-claim": t.item || "", "data-state": t.state, "data-task": t.task ?? "" },
+        el("td", {}, t.task ?? "-"), el("td", {}, t.worker), el("td", {}, t.item || ""),
+        el("td", {}, el("span", { class: "status s-" + t.state }, t.state)), el("td", {}, el("code", {}, (t.commit || "").slice(0, 12))),
+        el("td", {}, t.reason || ""))))),
     section("timeline", msgTable(d.shown.slice().reverse(), ["ts", "from", "type", "summary"])));
 }
 
