@@ -198,6 +198,10 @@ def result_cmd(run: str, as_json: bool) -> None:
         return
     write_line(summary_parts({**summary, **result}))
     click.echo(f"  code     {result.get('code')}")
+    from runtime.views.counts import counts_of, steps_line
+
+    if counts_of(result):  # a result.json of an older version may have none
+        click.echo(f"  steps    {steps_line({**counts_of(result), 'active': 0})}")
     for failure in result.get("failures") or []:
         click.echo(
             cell(

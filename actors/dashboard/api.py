@@ -64,6 +64,13 @@ async def run_detail(request: Request, hub: Hub, run_id: str) -> None:
     await send_json(request.send, page)
 
 
+async def command_detail(request: Request, hub: Hub, run_id: str, command_id: str) -> None:
+    from runtime.views.run_page import command_output
+
+    found = await trio.to_thread.run_sync(command_output, hub.root, run_id, command_id)
+    await send_json(request.send, dict(found))
+
+
 async def room_detail(request: Request, hub: Hub, run_id: str) -> None:
     from runtime.compiler.redact import redact_deep, run_secrets
     from runtime.views.room_board import room_board

@@ -265,7 +265,7 @@ def test_a_timed_out_step_names_its_timeout_command_and_stderr(
         f"Run {run} failed (code 124): slowpoke: timed out after 300 ms: warming up (`sh -c"
     )
     shown = cli("result", run).stdout
-    assert "exit     143  (timed out after 300 ms)" in shown and "    warming up" in shown
+    assert "exit     124  (timed out after 300 ms)" in shown and "    warming up" in shown
 
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "recipes" / "scripts"
