@@ -63,7 +63,7 @@ def _last_emitted(paths: RunPaths, run: RunRecord) -> dict[str, Any] | None:
     return None
 
 
-def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
+def semantic_result(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
     """The run's own last word: its last declared emitted message, else its stdout head.
     A body is kept as the JSON value it was (an object stays an object) when it fits
     SEMANTIC_BODY_CHARS encoded, else it is the start of its text."""
@@ -251,7 +251,7 @@ def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> 
         "failure": _failure_body(result),
         "state_dir": str(paths.dir),
         "artifacts": artifacts,
-        "result": _semantic(paths, run, result),
+        "result": semantic_result(paths, run, result),
         "result_line": said,
         "next": f"actors result {run_id}  (inspect only if this follow-up is not enough)",
     }
