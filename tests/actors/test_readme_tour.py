@@ -394,7 +394,7 @@ def backlog_swarm(tour: Tour, results: list[Result]) -> None:
     ended = tour.actors("wait", run, timeout=120)
     ok(ended)
     assert tour.status(run)["status"] == "done"
-    told = tour.actors("inbox", "read")
+    told = tour.actors("inbox", "read", "--bodies")  # the merge steps are in the body
     ok(told)
     headers = re.findall(r"^\[actors\] follow-up (\S+) from (\S+) · delivery", told.stdout, re.M)
     drained = [sender for kind, sender in headers if kind == "swarm.drained"]
