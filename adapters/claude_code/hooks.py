@@ -309,3 +309,29 @@ def pre_tool_use(data: dict[str, Any]) -> None:
     permission decision: the tool call goes on exactly as it would have)."""
     note_permission_mode(data)
     _boundary(data, "PreToolUse", pick_next_tool_call)
+
+
+def record_spawner_socket(root: StateRoot, owner: str) -> None:
+    """`actors spawn` run by a Claude Code session (its Bash tool, its MCP server): the
+    messaging socket in that environment is the session's own, when Claude says the
+    session is `owner` ($CLAUDE_CODE_SESSION_ID). Recorded where SessionStart did not
+    (hooks installed after the session started, a session registered by hand); a run's
+    processes are never `owner`'s Claude (they act as `run:<id>`). Never fails a spawn."""
+    socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")
+    if not socket or os.environ.get("CLAUDE_CODE_SESSION_ID") != owner:
+        return
+    from runtime.delivery.sessions import load_session, save_session
+
+    with contextlib.suppress(OSError, ActorsError, ValueError):
+        record = load_session(root, owner)
+        options = record.get("options") or {}
+        if record.get("harness") != HARNESS or not record.get("registered"):
+            return
+        if options.get("messaging_socket") == socket:
+            return
+        options["messaging_socket"] = socket
+        options.pop("messaging_token", None)
+        if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
+            options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
+        record["options"] = options
+        save_session(root, record)

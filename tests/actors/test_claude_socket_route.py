@@ -213,3 +213,28 @@ def test_a_socket_of_another_user_or_not_a_socket_is_not_used(
     plain = _submit(home, "d-2")
     assert "not a socket" in str(plain["metadata"]["wake"])  # type: ignore[index]
     assert _unread(home)[-1] == "d-2"
+
+
+def test_spawn_inside_the_session_records_its_socket_from_the_environment(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """A session whose SessionStart saw no socket: `actors spawn` run by that session's
+    Claude (its environment names the session) records it; another session's does not."""
+    hook = json.dumps({"session_id": SESSION, "cwd": str(tmp_path)})
+    assert cli("hook", "session-start", input=hook).returncode == 0
+    claude_env = {
+        "CLAUDE_CODE_MESSAGING_SOCKET": str(tmp_path / "other.sock"),
+        "CLAUDE_CODE_MESSAGING_TOKEN": "tok",
+        "CLAUDE_CODE_SESSION_ID": "0b5e55ed-0000-4000-8000-000000000000",
+    }
+    spawned = cli("spawn", "-t", "true", "--session", SESSION, env=claude_env)
+    assert spawned.returncode == 0, spawned.stderr
+    options = json.loads(session_paths(home, SESSION).record.read_text())["options"]
+    assert "messaging_socket" not in options  # another Claude session's socket
+    own = {**claude_env, "CLAUDE_CODE_SESSION_ID": SESSION}
+    own["CLAUDE_CODE_MESSAGING_SOCKET"] = str(tmp_path / "own.sock")
+    spawned = cli("spawn", "-t", "true", "--session", SESSION, env=own)
+    assert spawned.returncode == 0, spawned.stderr
+    options = json.loads(session_paths(home, SESSION).record.read_text())["options"]
+    assert options["messaging_socket"] == str(tmp_path / "own.sock")
+    assert options["messaging_token"] == "tok"

@@ -27,7 +27,7 @@ from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished, wait_for_change
 from tests.peers.conftest import doctor_verdicts, peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
-from tests.peers.run_claude import ClaudeSession, Event, claude_session
+from tests.peers.run_claude import DOORBELL_ONLY, ClaudeSession, Event, claude_session
 
 DOORBELL = re.compile(r"ACTORS: (\d+) unread follow-up\(s\); first: (.*?)\. Read them all with: ")
 WAKE_PREFIX = (
@@ -39,7 +39,9 @@ WAKE_PREFIX = (
 @pytest.fixture
 def claude(home: StateRoot, fake_llm: FakeLLM, tmp_path: Path) -> Iterator[ClaudeSession]:
     binary = peer_bin("claude")
-    with claude_session(binary, fake_llm.port, home.path, tmp_path) as session:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, settings=DOORBELL_ONLY
+    ) as session:
         yield session
 
 
