@@ -382,7 +382,10 @@ def test_doctor_proves_the_wake_through_the_hook(
     pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
 ) -> None:
     """The hook doorbell reaches D6 on both pins (the level table states it per version)."""
-    with claude_session(peer_bin("claude", pin=pin), fake_llm.port, home.path, tmp_path) as claude:
+    binary = peer_bin("claude", pin=pin)
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, settings=DOORBELL_ONLY
+    ) as claude:
         session_id = _first_turn(claude)
         proc = cli("doctor", "delivery", "--session", session_id)
     assert proc.returncode == 0, proc.stderr
