@@ -50,6 +50,12 @@ def plan(harness: str, scope: str, wake: str = "hook", inbound: str | None = Non
             f"--cross-session-inbound {inbound} is not for {harness}",
             hint="use it as `actors install claude-code --cross-session-inbound accept`",
         )
+    if inbound is not None and scope == "project":
+        raise BadInput(
+            "Claude Code reads crossSessionInbound: accept from user settings only (a"
+            " project's settings may only tighten it)",
+            hint="use `actors install claude-code --user --cross-session-inbound accept`",
+        )
     module, _, attr = PLANS[harness].partition(":")
     extra = {"inbound": inbound} if inbound else {}
     edits: list[Edit] = getattr(importlib.import_module(module), attr)(

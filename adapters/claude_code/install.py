@@ -10,7 +10,7 @@ default; `.mcp.json` in the project) and, in `settings.json` (`~/.claude/`, or
 - `statusLine`: `actors status --line --stdin` (this session's active runs); a status
   line the user already has is kept and composed: our command runs theirs (`--then`)
   and appends to its output, and uninstall puts their command back;
-- with `--cross-session-inbound accept` only, `"crossSessionInbound": "accept"`: Claude
+- with `--cross-session-inbound accept` only (user scope), `"crossSessionInbound": "accept"`: Claude
   then delivers follow-ups sent through its messaging socket to sessions that bypass
   permissions too, instead of holding them for review (adapters/claude_code/gate.py);
   uninstall takes it out again when it is still ours.
