@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup system-deps demo test check bench peers clean
+.PHONY: setup system-deps demo test check bench peers peers-newest clean
 
 # The real harnesses the peers tier drives (tests/peers), pinned in peers/package*.json and
 # installed into .peers/ (ignored). `make test` runs that tier when they are installed.
@@ -58,6 +58,12 @@ $(PEERS_STAMP): peers/package.json peers/package-lock.json peers/claude-previous
 	@touch $(PEERS_STAMP)
 
 peers: $(PEERS_STAMP)
+
+# The newest published harnesses beside the pins (.peers-newest/), the peers tier against
+# them, and what changed (scripts/peers_newest.py); PEERS_TESTS narrows the tier.
+peers-newest: setup peers
+	@command -v npm >/dev/null 2>&1 || { echo "make peers-newest needs node and npm"; exit 2; }
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/peers_newest.py $(PEERS_TESTS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
