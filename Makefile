@@ -61,7 +61,7 @@ peers: $(PEERS_STAMP)
 
 # The newest published harnesses beside the pins (.peers-newest/), the peers tier against
 # them, and what changed (scripts/peers_newest.py); PEERS_TESTS narrows the tier.
-peers-newest: setup peers
+peers-newest: setup
 	@command -v npm >/dev/null 2>&1 || { echo "make peers-newest needs node and npm"; exit 2; }
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/peers_newest.py $(PEERS_TESTS)
 

@@ -55,6 +55,14 @@ def claude_previous(home: StateRoot, fake_llm: FakeLLM, tmp_path: Path) -> Itera
         yield session
 
 
+def _ours(prompt: str) -> str:
+    """The socket message in a prompt: from Claude's framing line on (a system reminder
+    of Claude's, such as the deferred-tools list once the MCP server is up, may come
+    first)."""
+    assert PEER_FRAMING in prompt, prompt[:300]
+    return prompt[prompt.index(PEER_FRAMING) :]
+
+
 BYPASS = ("--permission-mode", "bypassPermissions")
 SANDBOX = {"IS_SANDBOX": "1"}  # lets bypassPermissions run as root (these tests do)
 
@@ -96,8 +104,7 @@ def test_a_runs_follow_up_wakes_the_idle_session_through_the_socket_by_default(
         requests_before,
         timeout=30,
     )
-    prompt = last_user_text(request["body"])
-    assert prompt.startswith(PEER_FRAMING), prompt[:200]
+    prompt = _ours(last_user_text(request["body"]))
     assert "TOKEN-RUN-SOCK" in prompt
     assert f"[actors] follow-up run.done from run:{run_id} · delivery" in prompt
     woken = claude.next_result(timeout=30, after=mark)
@@ -267,7 +274,7 @@ def test_accept_set_by_install_lets_the_socket_wake_a_bypassing_session(
         request = fake_llm.wait_request(
             lambda r: f"\n| Run {run_id} done" in last_user_text(r["body"]), requests_before, 30
         )
-        assert last_user_text(request["body"]).startswith(PEER_FRAMING)
+        assert _ours(last_user_text(request["body"]))
         assert claude.next_result(timeout=30, after=mark)["result"] == "ACK TOKEN-RUN-ACCEPT"
         assert not [e for e in claude.events[mark:] if e.get("subtype") == "peer_message_hold"]
         assert _run_done_state(home, session_id, run_id)["metadata"]["wake"].startswith(
@@ -325,6 +332,4 @@ def test_hostile_text_in_a_follow_up_reaches_the_model_fenced(
         lambda r: f"\n| Run {run_id} done" in last_user_text(r["body"]), requests_before, 30
     )
     prompt = last_user_text(request["body"])
-    assert PEER_FRAMING in prompt, prompt[:200]  # (after a system reminder of Claude's, here)
-    ours = prompt[prompt.index(PEER_FRAMING) :]
-    assert_fenced(ours, limit=12_000, where="Claude's prompt via the socket")
+    assert_fenced(_ours(prompt), limit=12_000, where="Claude's prompt via the socket")
