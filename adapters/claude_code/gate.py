@@ -20,7 +20,12 @@ UserPromptSubmit / PreToolUse input, `inbound` from its settings files), and the
 adapter rings the doorbell instead of sending what would be held. Observed live in
 tests/peers/test_claude_messaging.py (a `bypassPermissions` session reports
 `peer_message_hold` with cause `no-mode-asserted`; `"crossSessionInbound": "accept"`
-delivers).
+delivers). Not seen from here: a sender Claude verifies as the session's own child
+(always delivered: costs only the doorbell's extra ~0.5 s), a mode changed (shift+tab)
+after the last prompt or tool call (the next one records it), and a `--settings` file on
+Claude's command line (it ranks with user settings): a `hold` or `refuse` there is
+missed, and the follow-up, marked read when sent, waits in Claude's approval queue (5
+minutes) instead of ringing the doorbell.
 """
 
 from __future__ import annotations
