@@ -141,7 +141,8 @@ class ClaudeCodeAdapter(FileAdapter):
                 # the socket is not our Claude's (gone, its path taken): the token stays here
                 raise PermissionError(f"the socket belongs to uid {owner}, not you")
             conn.sendall(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
-            conn.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(OSError):  # the whole frame is out: the close ends it too
+                conn.shutdown(socket.SHUT_WR)
 
 
 @contextlib.contextmanager
