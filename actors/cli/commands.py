@@ -207,6 +207,11 @@ TABLE: tuple[Command, ...] = (
         "Start a finished run again with the same recipe and values.",
     ),
     Command(
+        "host",
+        "actors.cli.hosts:host_group",
+        "Add, list and remove other machines to run on, over ssh.",
+    ),
+    Command(
         "group",
         "actors.cli.groups:group_group",
         "Cap how many runs and commands run at once (parallel groups).",

@@ -24,9 +24,7 @@ def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[SshHost
         pytest.skip(f"no SSH test hosts: {why}")
     base = tmp_path_factory.mktemp("hosts")
     key = base / "id_ed25519"
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
-    )
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     hosts: list[SshHost] = []
     try:
         for index, name in enumerate(("alpha", "beta")):

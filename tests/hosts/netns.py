@@ -132,14 +132,25 @@ def start_host(name: str, base: Path, key: Path, actors_bin: Path, index: int) -
     _run("ip", "-n", netns, "addr", "add", f"{address}/30", "dev", inner)
     _run("ip", "-n", netns, "link", "set", inner, "up")
     _run("ip", "-n", netns, "link", "set", "lo", "up")
-    script = (
-        f"mount --bind {base}/bin /usr/local/bin && "
-        f"exec {SSHD} -D -e -f {config}"
-    )
+    script = f"mount --bind {base}/bin /usr/local/bin && exec {SSHD} -D -e -f {config}"
     with open(base / "sshd.log", "ab") as log:
         host.sshd = subprocess.Popen(
-            ["ip", "netns", "exec", netns, "unshare", "--pid", "--mount", "--fork",
-             "--mount-proc", "--propagation", "private", "sh", "-c", script],
+            [
+                "ip",
+                "netns",
+                "exec",
+                netns,
+                "unshare",
+                "--pid",
+                "--mount",
+                "--fork",
+                "--mount-proc",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=log,
             start_new_session=True,
@@ -157,15 +168,18 @@ def _wait_port(host: SshHost) -> None:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         out = subprocess.run(
-            ["ip", "netns", "exec", host.netns, "ss", "-Hltn", f"sport = :22"],
-            capture_output=True, text=True,
+            ["ip", "netns", "exec", host.netns, "ss", "-Hltn", "sport = :22"],
+            capture_output=True,
+            text=True,
         ).stdout
         if host.address in out:
             return
         if host.sshd and host.sshd.poll() is not None:
             break
         time.sleep(0.05)
-    raise RuntimeError(f"sshd of {host.name} did not listen: {(host.base / 'sshd.log').read_text()}")
+    raise RuntimeError(
+        f"sshd of {host.name} did not listen: {(host.base / 'sshd.log').read_text()}"
+    )
 
 
 def stop_host(host: SshHost) -> None:

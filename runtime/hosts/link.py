@@ -1,0 +1,216 @@
+"""Follow-ups of remote runs, carried home exactly once over one long-lived channel.
+
+On the host, a run placed from here is owned by this root's session there (the host
+record's `session`): its follow-ups are appended, durably, to that session's inbox on
+the host, as any follow-up is. `serve` (run on the host by `actors host serve`) writes
+each unread entry of that inbox to its stdout as one JSON line, sleeping on the inbox's
+doorbell in between (no timer), and marks an entry read only when the coordinator's
+`{"ack": id}` line comes back on its stdin.
+
+Here, `relay` (the detached `actors host link NAME`, one per host under a flock) holds
+that channel open over the host's ssh master, accepts an entry only for a run this root
+placed on that host, submits it to the placing session under a delivery id derived from
+the host and the remote delivery id (so a repeat after a lost ack is the same follow-up,
+kept once), and acks only after that submit returned: durable on both sides, at most one
+copy here. A dropped connection kills nothing: the runs go on there, their follow-ups
+wait in the host's inbox, and the relay reconnects with a backoff. The relay ends when
+no placed run of the host is still out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from typing import IO, TYPE_CHECKING, Any, cast
+
+from runtime.core.errors import ActorsError
+from runtime.core.ids import now_iso
+from runtime.hosts.host import Host
+from runtime.hosts.records import end_placement, outstanding, placement
+from runtime.store.layout import StateRoot
+
+if TYPE_CHECKING:
+    from runtime.messaging.envelope import Envelope
+
+TERMINAL_TYPES = frozenset({"run.done", "run.failed", "run.exited"})
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+"""Waits between reconnects after the channel dropped (only then: no timer polls)."""
+
+
+# -- on the host ------------------------------------------------------------------------
+
+
+def serve(root: StateRoot, session: str, out: IO[str], in_fd: int = 0) -> None:
+    """`actors host serve --session S`: stream S's unread follow-ups, mark acked ones read.
+
+    Ends when stdin closes (the coordinator went away); nothing else stops with it.
+    """
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.messaging.doorbells import doorbell
+    from runtime.runner.guardian import Guard
+    from runtime.store.layout import session_paths
+
+    paths = session_paths(root, session)
+    inbox = SessionInbox(paths)
+    sent: set[str] = set()
+    pending = b""
+    with doorbell(paths.doorbells) as bell, contextlib.closing(Guard(root, session)) as guard:
+        guard.scan(fail_fast=True)  # runs of ours whose runner died are folded now
+        while True:
+            inbox.read_barrier()
+            for entry in inbox.unread():
+                if entry["id"] not in sent:
+                    out.write(json.dumps({"followup": entry}, separators=(",", ":")) + "\n")
+                    sent.add(entry["id"])
+            out.flush()
+            poller = select.poll()
+            for fd in [bell, in_fd, *guard.fds()]:
+                poller.register(fd, select.POLLIN)
+            for ready, _ in poller.poll():
+                if ready == bell:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(bell, 65536)
+                elif ready == in_fd:
+                    chunk = os.read(in_fd, 65536)
+                    if not chunk:
+                        return  # the channel closed: the runs go on
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    acked = [_ack_of(line) for line in lines]
+                    inbox.mark_read([a for a in acked if a])
+                else:
+                    guard.handle(ready)
+
+
+def _ack_of(line: bytes) -> str | None:
+    with contextlib.suppress(ValueError, AttributeError):
+        ack = json.loads(line).get("ack")
+        return ack if isinstance(ack, str) else None
+    return None
+
+
+# -- here -------------------------------------------------------------------------------
+
+
+def _log(host: Host, text: str) -> None:
+    with contextlib.suppress(OSError):
+        from runtime.store.appends import append_jsonl
+
+        append_jsonl(host.paths.link_log, {"ts": now_iso(), "event": text})
+
+
+def accept(host: Host, entry: dict[str, Any]) -> str | None:
+    """One entry from the host, submitted to the session that placed its run; returns the
+    id to ack, or None to leave it there. A follow-up of a run this root did not place on
+    this host is refused (acked, logged, never delivered)."""
+    from runtime.delivery.engine import submit
+
+    envelope = dict(entry.get("envelope") or {})
+    sender = str(envelope.get("from") or "")
+    run_id = sender[4:] if sender.startswith("run:") else ""
+    try:
+        placed = placement(host.root, host.name, run_id) if run_id else None
+    except ActorsError:
+        placed = None
+    if placed is None:
+        _log(host, f"refused a follow-up from {sender[:80]!r}: not a run placed on this host")
+        return str(entry.get("id"))
+    address = f"run:{host.name}/{run_id}"
+    envelope["from"] = address
+    envelope["session"] = placed["session"]
+    envelope["host"] = host.name
+    for key in ("summary",):
+        if isinstance(envelope.get(key), str):
+            envelope[key] = (
+                envelope[key].replace(run_id, address).replace(f"run:{address}", address)
+            )
+    body = envelope.get("body")
+    if isinstance(body, dict):
+        body = dict(body, host=host.name, run=address)
+        if isinstance(body.get("next"), str):
+            body["next"] = body["next"].replace(run_id, address).replace(f"run:{address}", address)
+        envelope["body"] = body
+    key = str(envelope.get("idempotency_key") or entry.get("id"))
+    submit(
+        host.root, placed["session"], cast("Envelope", envelope), delivery_id=f"{host.name}:{key}"
+    )
+    if envelope.get("type") in TERMINAL_TYPES:
+        status = body.get("status") if isinstance(body, dict) else None
+        end_placement(host.root, host.name, run_id, str(status or envelope["type"]))
+    return str(entry.get("id"))
+
+
+def relay_once(host: Host) -> bool:
+    """One connection's life: relay until the channel drops (False) or nothing of the
+    host is out any more (True)."""
+    argv = host.command(["host", "serve", "--session", host.record["session"]])
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as channel:
+        assert channel.stdin is not None and channel.stdout is not None
+        for line in channel.stdout:
+            try:
+                entry = json.loads(line)["followup"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            ack = accept(host, entry)
+            if ack is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    channel.stdin.write(json.dumps({"ack": ack}) + "\n")
+                    channel.stdin.flush()
+            if not outstanding(host.root, host.name):
+                channel.stdin.close()
+                channel.wait()
+                return True
+        stderr = channel.stderr.read() if channel.stderr else ""
+    _log(host, f"channel closed: {stderr.strip()[-300:]}")
+    return not outstanding(host.root, host.name)
+
+
+def relay(root: StateRoot, name: str) -> None:
+    """`actors host link NAME`: the host's one relay, while any run placed there is out.
+
+    The flock makes it one per host. After letting the lock go it looks once more: a
+    spawn that placed a run in between started a link that found the lock held."""
+    from runtime.store.appends import try_locked
+
+    while True:
+        host = Host.load(root, name)
+        with try_locked(host.paths.link_lock) as held:
+            if not held:
+                return  # another link serves the host
+            attempt = 0
+            while outstanding(root, name):
+                started = time.monotonic()
+                try:
+                    if relay_once(host):
+                        break
+                except ActorsError as err:
+                    _log(host, str(err))
+                if time.monotonic() - started > 60:
+                    attempt = 0  # it was up for a while: start the backoff over
+                time.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+                attempt += 1
+        if not outstanding(root, name):
+            return
+
+
+def start_link(root: StateRoot, name: str) -> None:
+    """Start the host's link, detached, unless one runs (it exits at once then)."""
+    host = Host.load(root, name)
+    from runtime.store.writes import ensure_dir
+
+    ensure_dir(host.paths.dir)
+    subprocess.Popen(
+        [sys.executable, "-m", "actors", "host", "link", name],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=dict(os.environ, ACTORS_HOME=str(root.path)),
+    )
