@@ -28,6 +28,7 @@ import sys
 import time
 from typing import IO, TYPE_CHECKING, Any, cast
 
+from runtime.core import config
 from runtime.core.errors import ActorsError
 from runtime.core.ids import now_iso
 from runtime.hosts.host import Host
@@ -212,5 +213,5 @@ def start_link(root: StateRoot, name: str) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
-        env=dict(os.environ, ACTORS_HOME=str(root.path)),
+        env={**os.environ, config.HOME.name: str(root.path)},
     )
