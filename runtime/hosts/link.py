@@ -26,10 +26,11 @@ import select
 import subprocess
 import sys
 import time
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
 from runtime.core import config
 from runtime.core.errors import ActorsError
+from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
 from runtime.hosts.host import Host
 from runtime.hosts.records import end_placement, outstanding, placement
@@ -105,10 +106,17 @@ def _log(host: Host, text: str) -> None:
         append_jsonl(host.paths.link_log, {"ts": now_iso(), "event": text})
 
 
-def accept(host: Host, entry: dict[str, Any]) -> str | None:
-    """One entry from the host, submitted to the session that placed its run; returns the
-    id to ack, or None to leave it there. A follow-up of a run this root did not place on
-    this host is refused (acked, logged, never delivered)."""
+class Accepted(NamedTuple):
+    ack: str
+    """The host's inbox entry id, acked once the follow-up is durable here."""
+    ended: tuple[str, str] | None = None
+    """(run id, status) when it was the run's terminal follow-up."""
+
+
+def accept(host: Host, entry: dict[str, Any]) -> Accepted:
+    """One entry from the host, submitted to the session that placed its run. A
+    follow-up of a run this root did not place on this host is refused (acked, logged,
+    never delivered): a host acts on nothing but the runs it was given."""
     from runtime.delivery.engine import submit
 
     envelope = dict(entry.get("envelope") or {})
@@ -120,7 +128,7 @@ def accept(host: Host, entry: dict[str, Any]) -> str | None:
         placed = None
     if placed is None:
         _log(host, f"refused a follow-up from {sender[:80]!r}: not a run placed on this host")
-        return str(entry.get("id"))
+        return Accepted(str(entry.get("id")))
     address = f"run:{host.name}/{run_id}"
     envelope["from"] = address
     envelope["session"] = placed["session"]
@@ -140,10 +148,11 @@ def accept(host: Host, entry: dict[str, Any]) -> str | None:
     submit(
         host.root, placed["session"], cast("Envelope", envelope), delivery_id=f"{host.name}:{key}"
     )
+    ended = None
     if envelope.get("type") in TERMINAL_TYPES:
         status = body.get("status") if isinstance(body, dict) else None
-        end_placement(host.root, host.name, run_id, str(status or envelope["type"]))
-    return str(entry.get("id"))
+        ended = (run_id, str(status or envelope["type"]))
+    return Accepted(str(entry.get("id")), ended)
 
 
 def relay_once(host: Host) -> bool:
@@ -159,11 +168,15 @@ def relay_once(host: Host) -> bool:
                 entry = json.loads(line)["followup"]
             except (ValueError, KeyError, TypeError):
                 continue
-            ack = accept(host, entry)
-            if ack is not None:
-                with contextlib.suppress(BrokenPipeError):
-                    channel.stdin.write(json.dumps({"ack": ack}) + "\n")
-                    channel.stdin.flush()
+            accepted = accept(host, entry)
+            pause_point("hosts.relay.before_ack")
+            try:
+                channel.stdin.write(json.dumps({"ack": accepted.ack}) + "\n")
+                channel.stdin.flush()
+            except BrokenPipeError:
+                break  # not acked: the host sends it again, and here it is the same delivery
+            if accepted.ended is not None:  # only once acked: till then the link stays
+                end_placement(host.root, host.name, *accepted.ended)
             if not outstanding(host.root, host.name):
                 channel.stdin.close()
                 channel.wait()
@@ -199,6 +212,18 @@ def relay(root: StateRoot, name: str) -> None:
                 attempt += 1
         if not outstanding(root, name):
             return
+
+
+def ensure_links(root: StateRoot, session: str | None = None) -> None:
+    """A link for every host with runs still out (of `session`, when given): what a
+    session's wait and `reconcile` do, so a link that died is back before anyone waits
+    on what it carries."""
+    from runtime.hosts.records import list_hosts
+
+    for record in list_hosts(root):
+        out = outstanding(root, record["name"])
+        if any(session is None or p["session"] == session for p in out):
+            start_link(root, record["name"])
 
 
 def start_link(root: StateRoot, name: str) -> None:

@@ -39,6 +39,8 @@ class Placement(TypedDict):
     placed_at: str
     state: str
     """`placed`, then `ended` once its terminal follow-up is here or it was stopped."""
+    what: NotRequired[str]
+    """The recipe or template, for `ls`."""
     status: NotRequired[str]
     ended_at: NotRequired[str]
 
@@ -87,7 +89,7 @@ def list_hosts(root: StateRoot) -> list[HostRecord]:
     return [load_host(root, d.name) for d in sorted(root.hosts.iterdir()) if d.is_dir()]
 
 
-def place(root: StateRoot, host: str, run_id: str, session: str) -> Placement:
+def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = "") -> Placement:
     """Written (fsynced) before the run is started there: the link accepts follow-ups
     only of placed runs."""
     paths = host_paths(root, host)
@@ -98,6 +100,7 @@ def place(root: StateRoot, host: str, run_id: str, session: str) -> Placement:
         "session": session,
         "placed_at": now_iso(),
         "state": "placed",
+        "what": what,
     }
     write_json_atomic(paths.placement(run_id), record)
     return record

@@ -205,6 +205,13 @@ def _take_option(args: list[str], option: str) -> str | None:
     return value
 
 
+def _option_value(args: list[str], options: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(args[:-1]):
+        if arg in options:
+            return args[index + 1]
+    return next((a.split("=", 1)[1] for a in args for o in options if a.startswith(o + "=")), None)
+
+
 def _take_flag(args: list[str], flag: str) -> bool:
     found = flag in args
     while flag in args:
@@ -241,7 +248,9 @@ def spawn_remote(root: StateRoot, args: list[str]) -> int:
         run_id = f"{label}-" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
     if placement(root, name, run_id) is not None:
         raise Conflict(f"run {run_id} was already placed on {name}", hint="choose another --as")
-    place(root, name, run_id, owner)
+    template = _option_value(args, ("-t", "--template"))
+    recipe = next((a for a in args if not a.startswith("-")), None) if template is None else None
+    place(root, name, run_id, owner, what=template or recipe or "")
     remote = [*args, "--as", f"run:{run_id}", "--session", host.record["session"], "--json"]
     try:
         done = host.run(["spawn", *remote], timeout=120)
@@ -330,19 +339,22 @@ def forward(root: StateRoot, args: Sequence[str]) -> int:
 
 
 def placed_rows(root: StateRoot) -> list[dict[str, Any]]:
-    """Every run placed on a host from here, for `ls` (its host column)."""
+    """Every run placed on a host from here, for `ls` (its host column): what this root
+    knows without asking the host (ls stays local), `placed` until the run's end came
+    back over the link."""
     rows = []
     for record in list_hosts(root):
         for placed in placements(root, record["name"]):
+            address = str(RemoteRef(record["name"], placed["run"]))
             rows.append(
                 {
-                    "address": str(RemoteRef(record["name"], placed["run"])),
+                    "run": address,
+                    "address": address,
                     "host": record["name"],
-                    "run": placed["run"],
-                    "session": placed["session"],
-                    "status": placed.get("status")
-                    or ("running" if placed["state"] == "placed" else placed["state"]),
-                    "placed_at": placed["placed_at"],
+                    "owner_id": placed["session"],
+                    "status": placed.get("status") or placed["state"],
+                    "created_at": placed["placed_at"],
+                    "command": placed.get("what"),
                 }
             )
     return rows

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, make_fifo
+from tests.conftest import cli, make_fifo, read_fifo_line
 from tests.hosts.netns import SshHost
 
 
@@ -121,8 +122,9 @@ def test_runs_on_two_hosts_come_back_once(ssh_home: StateRoot, ssh_hosts: list[S
 def test_kill_on_a_host_leaves_nothing_there(ssh_home: StateRoot, ssh_hosts: list[SshHost]) -> None:
     host = ssh_hosts[1]
     add(host)
-    address = spawn(host, "-t", "sleep 31337")
-    assert cli("wait", address, "--timeout", "0").returncode == 75  # running there
+    ready = make_fifo(host.base / "ready-kill")
+    address = spawn(host, "-t", f"sh -c 'echo up > {ready}; exec sleep 31337'")
+    assert read_fifo_line(ready) == "up"  # running there
     assert any("sleep 31337" in p for p in host.processes())
     other = cli("kill", address, "--session", "someone-else")
     assert other.returncode == 2 and "belongs to session coord" in other.stderr
@@ -137,8 +139,9 @@ def test_dropped_connection_kills_nothing(
 ) -> None:
     host = ssh_hosts[0]
     add(host)
-    gate = make_fifo(tmp_path / "gate")
-    address = spawn(host, "-t", f"cat {gate}")
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    address = spawn(host, "-t", f"sh -c 'echo up > {ready}; exec cat {gate}'")
+    assert read_fifo_line(ready) == "up"
     assert any(f"cat {gate}" in p for p in host.processes())
     host.link(up=False)  # the connection drops (the relay and the master lose it)
     try:
@@ -166,3 +169,84 @@ def test_unknown_remote_run_and_bad_addresses(
         assert "\x1b" not in done.stderr
     nohost = cli("status", "run:gamma/x")
     assert nohost.returncode == 2 and "no host 'gamma'" in nohost.stderr
+
+
+def test_ls_has_a_host_column(ssh_home: StateRoot, ssh_hosts: list[SshHost]) -> None:
+    add(ssh_hosts[0])
+    address = spawn(ssh_hosts[0], "-t", "sleep 31338")  # "placed" here whatever it does
+    local = cli("spawn", "-t", "true", "--json")
+    assert local.returncode == 0
+    table = cli("ls").stdout.splitlines()
+    assert table[0].split() == ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE", "HOST"]
+    mine = next((line for line in table if line.startswith(address)), "\n".join(table))
+    assert mine.split()[1] == "placed" and mine.split()[-1] == "alpha"
+    rows = json.loads(cli("ls", "--json").stdout)
+    assert {r["run"]: r.get("host") for r in rows}[address] == "alpha"
+    assert cli("kill", address, "--session", "coord").returncode == 0
+    after = {r["run"]: r["status"] for r in json.loads(cli("ls", "--json").stdout)}
+    assert after[address] == "killed"
+
+
+def test_a_lost_ack_delivers_once(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link dies after the follow-up is durable here, before the host has its ack:
+    the host sends it again to the next link, and the session keeps one copy."""
+    import signal
+
+    host = ssh_hosts[1]
+    add(host)
+    barrier = make_fifo(tmp_path / "barrier")
+    monkeypatch.setenv("ACTORS_PAUSE_AT", "hosts.relay.before_ack")
+    monkeypatch.setenv("ACTORS_PAUSE_FIFO", str(barrier))
+    address = spawn(host, "-t", "echo once")
+    pid, point = read_fifo_line(barrier, timeout=60).split()
+    assert point == "hosts.relay.before_ack"
+    os.kill(int(pid), signal.SIGKILL)
+    monkeypatch.delenv("ACTORS_PAUSE_AT")
+    placement = ssh_home.host(host.name).placement(address.split("/")[1])
+    assert json.loads(placement.read_text())["state"] == "placed"  # not acked: still out
+    # the session's wait brings the link back; it relays the same follow-up again
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "60").returncode == 0
+    from tests.conftest import wait_for_change
+
+    wait_for_change(
+        placement.parent,
+        lambda: json.loads(placement.read_text())["state"] == "ended",
+        timeout=60,
+        what="the relayed follow-up acked",
+    )
+    [envelope] = followups()
+    assert envelope["from"] == address and envelope["body"]["result"]["body"] == "once\n"
+    journal = (ssh_home.path / "sessions" / "coord" / "inbox.jsonl").read_text()
+    assert sum('"envelope"' in line for line in journal.splitlines()) == 1
+
+
+def test_a_host_cannot_deliver_for_runs_it_was_not_given(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """A follow-up in the host's inbox for a run this root never placed is refused."""
+    host = ssh_hosts[0]
+    add(host)
+    record = json.loads(ssh_home.host(host.name).record.read_text())
+    forged = host_cli(host, "spawn", "-t", "echo forged", "--session", record["session"], "--json")
+    assert forged.returncode == 0, forged.stderr
+    gate = make_fifo(tmp_path / "gate")
+    address = spawn(host, "-t", f"cat {gate}")
+    with open(gate, "w") as w:
+        w.write("real\n")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "60").returncode == 0
+    placement = ssh_home.host(host.name).placement(address.split("/")[1])
+    from tests.conftest import wait_for_change
+
+    wait_for_change(placement.parent, lambda: json.loads(placement.read_text())["state"] == "ended")
+    got = followups()
+    assert [e["from"] for e in got] == [address]
+    log = ssh_home.host(host.name).link_log.read_text()
+    assert "refused a follow-up from 'run:run-" in log
+
+
+def host_cli(host: SshHost, *args: str) -> subprocess.CompletedProcess[str]:
+    """The host's own actors, run inside its namespaces (as its user would)."""
+    env = [f"XDG_STATE_HOME={host.home}/state", f"XDG_DATA_HOME={host.home}/data"]
+    return host.ns_run("env", "-u", "ACTORS_HOME", *env, "actors", *args)
