@@ -250,3 +250,19 @@ def host_cli(host: SshHost, *args: str) -> subprocess.CompletedProcess[str]:
     """The host's own actors, run inside its namespaces (as its user would)."""
     env = [f"XDG_STATE_HOME={host.home}/state", f"XDG_DATA_HOME={host.home}/data"]
     return host.ns_run("env", "-u", "ACTORS_HOME", *env, "actors", *args)
+
+
+def test_a_hostile_value_is_one_argument_on_the_host(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """ssh hands the remote shell one string: every argument is quoted on its own."""
+    host = ssh_hosts[1]
+    add(host)
+    marker = tmp_path / "pwned"
+    hostile = f"a'; touch {marker}; echo '$(touch {marker})`touch {marker}`\x1b[2J"
+    address = spawn(host, "-t", "printf %s {v=x}", "-v", f"v={hostile}")
+    assert cli("wait", address, "--timeout", "60").returncode == 0
+    out = cli("tail", address)
+    assert out.returncode == 0
+    assert f"touch {marker}" in out.stdout and "\x1b" not in out.stdout
+    assert not marker.exists()
