@@ -48,3 +48,17 @@ class Host:
             input=input,
             timeout=timeout,
         )
+
+    def shell(
+        self, argv: Sequence[str], *, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[bytes]:
+        """A plain command on the host (not actors), each argument quoted; bytes out."""
+        import shlex
+
+        return subprocess.run(
+            [*self.ssh(), shlex.join(argv)],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )

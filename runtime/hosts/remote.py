@@ -123,6 +123,8 @@ def add_host(
     host = Host(root, record)
     try:
         if install:
+            from runtime.hosts.install import install_remote
+
             record["actors"] = install_remote(host)
         record["version"] = version_of(host)
         if record["version"] != version:
@@ -138,16 +140,6 @@ def add_host(
             shutil.rmtree(paths.dir, ignore_errors=True)
         raise
     return record
-
-
-def install_remote(host: Host) -> str:
-    """`--install`: this version's wheel, built here, copied over the connection and
-    installed in a venv on the host (`$XDG_DATA_HOME/actors/venv`), without the
-    internet there: pip installs from the wheels sent along (see docs/hosts.md)."""
-    raise BadInput(
-        "--install is not built yet",
-        hint="install actors on the host yourself and name it with --actors PATH",
-    )
 
 
 class HostRow(NamedTuple):

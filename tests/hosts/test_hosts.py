@@ -266,3 +266,23 @@ def test_a_hostile_value_is_one_argument_on_the_host(
     assert out.returncode == 0
     assert f"touch {marker}" in out.stdout and "\x1b" not in out.stdout
     assert not marker.exists()
+
+
+def test_install_puts_this_version_on_the_host_over_ssh(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """--install: the wheels made from this install, sent over the connection, installed
+    with pip --no-index in the host's own venv (the host namespace reaches nothing but
+    the coordinator: no index could be used)."""
+    host = ssh_hosts[1]
+    done = cli("host", "add", host.name, host.url, "--install", "--json", timeout=300)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    venv = host.home / "data" / "actors" / "venv"
+    assert record["actors"] == str(venv / "bin" / "actors")
+    assert (venv / "bin" / "actors").exists()
+    assert not list(venv.glob("lib/python3*/site-packages/__editable__*"))  # a real copy
+    assert list(venv.glob("lib/python3*/site-packages/runtime/hosts/link.py"))
+    address = spawn(host, "-t", "echo installed")
+    assert cli("wait", address, "--timeout", "60").returncode == 0
+    assert "installed" in cli("result", address).stdout
