@@ -286,3 +286,21 @@ def test_install_puts_this_version_on_the_host_over_ssh(
     address = spawn(host, "-t", "echo installed")
     assert cli("wait", address, "--timeout", "60").returncode == 0
     assert "installed" in cli("result", address).stdout
+
+
+def test_one_connection_per_host_carries_everything(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """host add, spawn, the link's channel, status, result, tail: one TCP connection."""
+    host = ssh_hosts[0]
+    add(host)
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    address = spawn(host, "-t", f"sh -c 'echo up > {ready}; exec cat {gate}'")
+    assert read_fifo_line(ready) == "up"
+    for verb in ("status", "tail", "inspect"):
+        assert cli(verb, address).returncode == 0
+    established = host.ns_run("ss", "-Htn", "state", "established", "( sport = :22 )").stdout
+    assert len(established.splitlines()) == 1, established
+    with open(gate, "w") as w:
+        w.write("x\n")
+    assert cli("wait", address, "--timeout", "60").returncode == 0
