@@ -38,7 +38,7 @@ def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[SshHost
 @pytest.fixture
 def ssh_home(
     home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> StateRoot:
+) -> Iterator[StateRoot]:
     """`home` plus ACTORS_SSH_CONFIG: an ssh config with this session's key and the hosts'
     keys in its known_hosts (checked strictly)."""
     key = ssh_hosts[0].base.parent / "id_ed25519"
@@ -50,7 +50,35 @@ def ssh_home(
         "  GlobalKnownHostsFile /dev/null\n  ConnectTimeout 5\n"
     )
     monkeypatch.setenv("ACTORS_SSH_CONFIG", str(config))
-    return home
+    yield home
+    stop_links_and_masters(home)
+
+
+def stop_links_and_masters(home: StateRoot) -> None:
+    """After a test: its hosts' links (found by their state root) and ssh masters go."""
+    import contextlib
+    import os
+    import signal
+
+    marker = f"ACTORS_HOME={home.path}".encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if b"host\x00link" in (proc / "cmdline").read_bytes() and marker in (
+                proc / "environ"
+            ).read_bytes().split(b"\x00"):
+                os.kill(int(proc.name), signal.SIGKILL)
+    if home.hosts.is_dir():
+        for host in home.hosts.iterdir():
+            socket = host / "ssh.sock"
+            if socket.exists():
+                subprocess.run(
+                    ["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "x"],
+                    capture_output=True,
+                    timeout=10,
+                    check=False,
+                )
 
 
 def reset_host_state(host: SshHost) -> None:
