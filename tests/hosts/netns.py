@@ -106,7 +106,7 @@ def start_host(name: str, base: Path, key: Path, actors_bin: Path, index: int) -
     third = (os.getpid() + index * 7 + octet) % 250 + 1
     address, gateway = f"10.231.{third}.{4 * index + 2}", f"10.231.{third}.{4 * index + 1}"
     host = SshHost(name, netns, address, outer, base)
-    for sub in ("root/.ssh", "bin", "etc", "xdg/state", "xdg/data"):
+    for sub in ("root/.ssh", "bin", "etc", "xdg/state", "xdg/data", "xdg/config/actors/recipes"):
         (base / sub).mkdir(parents=True, exist_ok=True)
     (base / "root").chmod(0o700)
     (base / "root/.ssh").chmod(0o700)
@@ -121,7 +121,8 @@ def start_host(name: str, base: Path, key: Path, actors_bin: Path, index: int) -
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         f"AuthorizedKeysFile {base}/root/.ssh/authorized_keys\nStrictModes no\n"
         "X11Forwarding no\nAllowTcpForwarding no\nPrintMotd no\n"
-        f"SetEnv XDG_STATE_HOME={base}/xdg/state XDG_DATA_HOME={base}/xdg/data\n"
+        f"SetEnv XDG_STATE_HOME={base}/xdg/state XDG_DATA_HOME={base}/xdg/data "
+        f"XDG_CONFIG_HOME={base}/xdg/config\n"
     )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     _run("ip", "netns", "add", netns)

@@ -309,3 +309,31 @@ def test_one_connection_per_host_carries_everything(
     with open(gate, "w") as w:
         w.write("x\n")
     assert cli("wait", address, "--timeout", "60").returncode == 0
+
+
+def test_message_to_a_remote_run_lands_in_its_mailbox_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """A recipe of the host's own library; the message is durable in the run's inbox on
+    the host; only the placing session may send (unless --force)."""
+    host = ssh_hosts[0]
+    add(host)
+    ready = make_fifo(host.base / "ready-msg")
+    recipe = {
+        "mailbox": {"accepts": ["job.item"]},
+        "template": "sh -c 'echo ready > \"$1\"; exec sleep 300' x {f}",
+    }
+    (host.home / "config" / "actors" / "recipes" / "idle.json").write_text(json.dumps(recipe))
+    address = spawn(host, "idle", "-v", f"f={ready}")
+    assert read_fifo_line(ready) == "ready"
+    sent = cli("message", address, "job.item", '{"n": 1}', "--body-json", "--session", "coord")
+    assert sent.returncode == 0, sent.stderr
+    inbox = host.state / "runs" / address.split("/")[1] / "inbox.jsonl"
+    assert '"job.item"' in inbox.read_text() and '"n": 1' in inbox.read_text().replace(
+        '":1', '": 1'
+    )
+    refused = cli("message", address, "job.item", "x", "--session", "intruder")
+    assert refused.returncode == 2 and "belongs to session coord" in refused.stderr
+    wrong = cli("message", address, "not.accepted", "x", "--session", "coord")
+    assert wrong.returncode == 2 and wrong.stderr.startswith("actors: on host alpha: ")
+    assert cli("kill", address, "--session", "coord").returncode == 0
