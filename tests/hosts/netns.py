@@ -102,8 +102,8 @@ def start_host(name: str, base: Path, key: Path, actors_bin: Path, index: int) -
     """One host: netns + veth + sshd in new PID and mount namespaces."""
     tag = f"{os.getpid() % 100000}{index}"
     netns, outer, inner = f"act{tag}", f"va{tag}", f"vb{tag}"
-    octet = random.randint(1, 250)
-    third = (os.getpid() + index * 7 + octet) % 250 + 1
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    third = random.choice([n for n in range(1, 251) if f"10.231.{n}." not in used])
     address, gateway = f"10.231.{third}.{4 * index + 2}", f"10.231.{third}.{4 * index + 1}"
     host = SshHost(name, netns, address, outer, base)
     for sub in ("root/.ssh", "bin", "etc", "xdg/state", "xdg/data", "xdg/config/actors/recipes"):
@@ -133,6 +133,18 @@ def start_host(name: str, base: Path, key: Path, actors_bin: Path, index: int) -
     _run("ip", "-n", netns, "addr", "add", f"{address}/30", "dev", inner)
     _run("ip", "-n", netns, "link", "set", inner, "up")
     _run("ip", "-n", netns, "link", "set", "lo", "up")
+    boot(host)
+    (base / "known_hosts").write_text(
+        f"{address} {(base / 'etc/ssh_host_ed25519_key.pub').read_text().split(' ')[0]} "
+        f"{(base / 'etc/ssh_host_ed25519_key.pub').read_text().split(' ')[1]}\n"
+    )
+    return host
+
+
+def boot(host: SshHost) -> None:
+    """The host's sshd as the first process of fresh PID and mount namespaces (inside the
+    host's network namespace): its "boot"."""
+    base, netns, config = host.base, host.netns, host.base / "etc/sshd_config"
     (base / "etc/empty").write_text("")
     # a clean login: this machine's own shell start-up files (a pyenv init costs ~0.1 s
     # per channel) are not the host's
@@ -165,12 +177,16 @@ def start_host(name: str, base: Path, key: Path, actors_bin: Path, index: int) -
             stderr=log,
             start_new_session=True,
         )
-    (base / "known_hosts").write_text(
-        f"{address} {(base / 'etc/ssh_host_ed25519_key.pub').read_text().split(' ')[0]} "
-        f"{(base / 'etc/ssh_host_ed25519_key.pub').read_text().split(' ')[1]}\n"
-    )
     _wait_port(host)
-    return host
+
+
+def reboot(host: SshHost) -> None:
+    """Every process of the host gone at once (its PID namespace's init killed), its
+    files kept, then booted again."""
+    assert host.sshd is not None
+    os.kill(_child(host.sshd.pid), signal.SIGKILL)
+    host.sshd.wait(timeout=10)
+    boot(host)
 
 
 def _wait_port(host: SshHost) -> None:
