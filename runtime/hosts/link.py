@@ -26,6 +26,7 @@ import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
 from runtime.core import config
@@ -155,23 +156,46 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
     return Accepted(str(entry.get("id")), ended)
 
 
+MAX_LINE = 4 << 20
+"""The longest line a host may send (a follow-up is far smaller): a longer one is dropped."""
+
+
+def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
+    """The host's lines as entries: bounded in size and depth (runtime.core.bounded_json);
+    anything else is logged and skipped, never held in memory whole."""
+    from runtime.core.bounded_json import decode
+
+    while True:
+        line = stream.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if not line.endswith(b"\n"):
+            _log(host, f"dropped a line longer than {MAX_LINE} bytes from the host")
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(MAX_LINE + 1)
+            continue
+        try:
+            entry = decode(line, max_bytes=MAX_LINE)["followup"]
+        except (ValueError, KeyError, TypeError, ActorsError):
+            _log(host, "skipped a line from the host that is not a follow-up")
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("envelope"), dict):
+            yield entry
+
+
 def relay_once(host: Host) -> bool:
     """One connection's life: relay until the channel drops (False) or nothing of the
     host is out any more (True)."""
     argv = host.command(["host", "serve", "--session", host.record["session"]])
     with subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     ) as channel:
         assert channel.stdin is not None and channel.stdout is not None
-        for line in channel.stdout:
-            try:
-                entry = json.loads(line)["followup"]
-            except (ValueError, KeyError, TypeError):
-                continue
+        for entry in _entries(host, channel.stdout):
             accepted = accept(host, entry)
             pause_point("hosts.relay.before_ack")
             try:
-                channel.stdin.write(json.dumps({"ack": accepted.ack}) + "\n")
+                channel.stdin.write(json.dumps({"ack": accepted.ack}).encode() + b"\n")
                 channel.stdin.flush()
             except BrokenPipeError:
                 break  # not acked: the host sends it again, and here it is the same delivery
@@ -181,8 +205,7 @@ def relay_once(host: Host) -> bool:
                 channel.stdin.close()
                 channel.wait()
                 return True
-        stderr = channel.stderr.read() if channel.stderr else ""
-    _log(host, f"channel closed: {stderr.strip()[-300:]}")
+    _log(host, f"channel closed (ssh exit status {channel.returncode})")
     return not outstanding(host.root, host.name)
 
 

@@ -337,3 +337,51 @@ def test_message_to_a_remote_run_lands_in_its_mailbox_there(
     wrong = cli("message", address, "not.accepted", "x", "--session", "coord")
     assert wrong.returncode == 2 and wrong.stderr.startswith("actors: on host alpha: ")
     assert cli("kill", address, "--session", "coord").returncode == 0
+
+
+def test_the_entry_knows_every_remote_verb() -> None:
+    """actors.cli's import-free check and runtime.hosts.remote list the same verbs."""
+    from actors.cli import _REMOTE_VERBS
+    from runtime.hosts.remote import REMOTE_VERBS
+
+    assert _REMOTE_VERBS == REMOTE_VERBS
+
+
+def test_a_hostile_hosts_lines_are_bounded(home: StateRoot) -> None:
+    """What a host writes on the link's channel is read in bounded lines: a huge line, a
+    deep one, a non-follow-up are dropped (logged), the follow-up after them is read."""
+    import threading
+
+    from runtime.hosts.host import Host
+    from runtime.hosts.link import MAX_LINE, _entries
+    from runtime.hosts.records import save_host
+
+    record = {
+        "name": "evil", "url": "ssh://h", "user": "", "address": "h", "port": 22,
+        "actors": "actors", "version": "0", "session": "via-x", "added_at": "",
+    }  # fmt: skip
+    save_host(home, record)  # type: ignore[arg-type]
+    host = Host.load(home, "evil")
+    read, write = os.pipe()
+    good = {"followup": {"id": "1", "envelope": {"from": "run:x"}}}
+    lines = [
+        b"x" * (MAX_LINE + 10) + b"\n",
+        b'{"followup": ' + b"[" * 10000 + b"]" * 10000 + b"}\n",
+        b'{"not": "a follow-up"}\n',
+        b"\xff\xfe\n",
+        json.dumps(good).encode() + b"\n",
+    ]
+
+    def feed() -> None:
+        with os.fdopen(write, "wb") as out:
+            for line in lines:
+                out.write(line)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    with os.fdopen(read, "rb") as stream:
+        got = list(_entries(host, stream))
+    feeder.join()
+    assert got == [good["followup"]]
+    log = host.paths.link_log.read_text()
+    assert "longer than" in log and log.count("not a follow-up") == 3
