@@ -24,6 +24,9 @@ CONTROL_PERSIST = "10m"
 """How long the master outlives its last channel (the link's channel keeps it while runs
 are out there)."""
 
+CONNECT_TIMEOUT_S = 10
+"""A host that does not answer is unreachable after this long (not TCP's two minutes)."""
+
 MAX_SOCKET_PATH = 100
 """A unix socket's path is at most 108 bytes (sun_path); ssh adds a suffix while binding."""
 
@@ -54,6 +57,7 @@ def ssh_argv(paths: HostPaths, user: str, address: str, port: int) -> list[str]:
         "-o", f"ControlPersist={CONTROL_PERSIST}",
         "-o", "ServerAliveInterval=5",
         "-o", "ServerAliveCountMax=3",
+        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
         "-p", str(port),
     ]  # fmt: skip
     if user:

@@ -47,7 +47,7 @@ def ssh_home(
     config = tmp_path / "ssh_config"
     config.write_text(
         f"Host *\n  IdentityFile {key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known}\n"
-        "  GlobalKnownHostsFile /dev/null\n  ConnectTimeout 5\n"
+        "  GlobalKnownHostsFile /dev/null\n"
     )
     monkeypatch.setenv("ACTORS_SSH_CONFIG", str(config))
     yield home
