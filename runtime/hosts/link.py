@@ -101,7 +101,9 @@ def _ack_of(line: bytes) -> str | None:
 
 
 def _log(host: Host, text: str) -> None:
-    with contextlib.suppress(OSError):
+    if not host.paths.record.exists():
+        return  # the host was removed (`host rm --force`): nothing to write it into
+    with contextlib.suppress(OSError, ActorsError):
         from runtime.store.appends import append_jsonl
 
         append_jsonl(host.paths.link_log, {"ts": now_iso(), "event": text})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 from typing import NotRequired, TypedDict, cast
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
@@ -86,7 +87,11 @@ def save_host(root: StateRoot, record: HostRecord) -> None:
 def list_hosts(root: StateRoot) -> list[HostRecord]:
     if not root.hosts.is_dir():
         return []
-    return [load_host(root, d.name) for d in sorted(root.hosts.iterdir()) if d.is_dir()]
+    return [
+        load_host(root, d.name)
+        for d in sorted(root.hosts.iterdir())
+        if d.is_dir() and not d.name.startswith(".") and (d / "host.json").exists()
+    ]
 
 
 def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = "") -> Placement:
@@ -139,11 +144,20 @@ def end_placement(root: StateRoot, host: str, run_id: str, status: str) -> None:
 
 
 def forget_host(root: StateRoot, name: str) -> None:
-    """`host rm`: the host's records go (its runs there are untouched)."""
+    """`host rm`: the host's records go (its runs there are untouched). Renamed out of the
+    way first, so a reader sees the host or nothing; files its link or ssh master remove
+    while they go are not an error."""
     import shutil
+
+    from runtime.core.ids import new_id
 
     paths = host_paths(root, name)
     load_host(root, name)
-    shutil.rmtree(paths.dir)
-    with contextlib.suppress(OSError):
-        os.rmdir(root.hosts)
+    gone = root.hosts / f".removed-{name}-{new_id()}"
+    os.rename(paths.dir, gone)
+
+    def vanished(func: object, path: str, exc: object) -> None:
+        if not isinstance(sys.exc_info()[1], FileNotFoundError):
+            raise  # what rmtree is handling: anything but a file already gone
+
+    shutil.rmtree(gone, onerror=vanished)

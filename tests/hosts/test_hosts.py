@@ -385,3 +385,22 @@ def test_a_hostile_hosts_lines_are_bounded(home: StateRoot) -> None:
     assert got == [good["followup"]]
     log = host.paths.link_log.read_text()
     assert "longer than" in log and log.count("not a follow-up") == 3
+
+
+def test_rm_refuses_while_runs_are_out_and_force_touches_nothing_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    host = ssh_hosts[1]
+    add(host)
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    spawn(host, "-t", f"sh -c 'echo up > {ready}; exec cat {gate}'")
+    assert read_fifo_line(ready) == "up"
+    refused = cli("host", "rm", host.name)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "still has 1 run(s) placed from here" in refused.stderr
+    assert ssh_home.host(host.name).record.exists()
+    assert cli("host", "rm", host.name, "--force").returncode == 0
+    assert not ssh_home.host(host.name).dir.exists()
+    assert any(f"cat {gate}" in p for p in host.processes())  # the run goes on there
+    with open(gate, "w") as w:
+        w.write("x\n")
