@@ -404,3 +404,21 @@ def test_rm_refuses_while_runs_are_out_and_force_touches_nothing_there(
     assert any(f"cat {gate}" in p for p in host.processes())  # the run goes on there
     with open(gate, "w") as w:
         w.write("x\n")
+
+
+@pytest.mark.parametrize("planted", ["hosts", "hosts/alpha", "hosts/alpha/runs"])
+def test_a_planted_symlink_is_never_followed(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path, planted: str
+) -> None:
+    add(ssh_hosts[0])
+    elsewhere = tmp_path / "elsewhere"
+    target = ssh_home.path / planted
+    if planted == "hosts/alpha/runs":
+        target.mkdir(exist_ok=True)
+    os.rename(target, elsewhere)
+    target.symlink_to(elsewhere)
+    before = sorted(p.name for p in elsewhere.rglob("*"))
+    done = cli("spawn", "--host", "alpha", "-t", "true", "--session", "coord")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "symlink" in done.stderr
+    assert sorted(p.name for p in elsewhere.rglob("*")) == before
