@@ -154,7 +154,8 @@ def boot(host: SshHost) -> None:
         if Path(rc).exists()
     ]
     mounts.append(f"mount --bind {base}/bin /usr/local/bin")
-    script = " && ".join([*mounts, f"exec {SSHD} -D -e -f {config}"])
+    # the host's first process is a `sleep` (its "init"), so sshd can be restarted alone
+    script = " && ".join([*mounts, f"{SSHD} -f {config}", "exec sleep infinity"])
     with open(base / "sshd.log", "ab") as log:
         host.sshd = subprocess.Popen(
             [
@@ -177,6 +178,18 @@ def boot(host: SshHost) -> None:
             stderr=log,
             start_new_session=True,
         )
+    _wait_port(host)
+
+
+def restart_sshd(host: SshHost) -> None:
+    """Every sshd process of the host killed (the listener and each connection's), then a
+    fresh listener: what a restarted sshd does to open connections, the host's other
+    processes untouched."""
+    listed = host.ns_run("ps", "-eo", "pid=,comm=").stdout.splitlines()
+    sshds = [line.split()[0] for line in listed if line.split()[1:] == ["sshd"]]
+    assert sshds and host.ns_run("kill", "-KILL", *sshds).returncode == 0
+    started = host.ns_run(str(SSHD), "-f", str(host.base / "etc/sshd_config"))
+    assert started.returncode == 0, started.stderr
     _wait_port(host)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change
-from tests.hosts.netns import SshHost, reboot
+from tests.hosts.netns import SshHost, reboot, restart_sshd
 from tests.hosts.test_hosts import add, followups, spawn
 
 pytestmark = pytest.mark.slow
@@ -61,6 +61,29 @@ def test_the_hosts_actors_killed_loses_nothing(
     assert cli("inbox", "wait", "--session", "coord", "--timeout", "90").returncode == 0
     [envelope] = followups()
     assert envelope["from"] == address and envelope["type"] == "run.done"
+    placement = ssh_home.host(host.name).placement(address.split("/")[1])
+    wait_for_change(placement.parent, lambda: json.loads(placement.read_text())["state"] == "ended")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "2").returncode == 75
+
+
+def test_sshd_restarted_mid_run_loses_nothing(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """Every connection to the host cut by an sshd restart: the run goes on there, the
+    link reconnects, the follow-up comes once."""
+    host = ssh_hosts[0]
+    add(host)
+    ready, gate = make_fifo(host.base / "ready-sshd"), make_fifo(host.base / "gate-sshd")
+    address = spawn(host, "-t", f"sh -c 'echo up > {ready}; exec cat {gate}'")
+    assert read_fifo_line(ready) == "up"
+    restart_sshd(host)
+    assert any(f"cat {gate}" in p for p in host.processes())
+    with open(gate, "w") as w:
+        w.write("after restart\n")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "90").returncode == 0
+    [envelope] = followups()
+    assert envelope["from"] == address and envelope["type"] == "run.done"
+    assert "after restart" in cli("result", address).stdout
     placement = ssh_home.host(host.name).placement(address.split("/")[1])
     wait_for_change(placement.parent, lambda: json.loads(placement.read_text())["state"] == "ended")
     assert cli("inbox", "wait", "--session", "coord", "--timeout", "2").returncode == 75
