@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -422,3 +423,28 @@ def test_a_planted_symlink_is_never_followed(
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "symlink" in done.stderr
     assert sorted(p.name for p in elsewhere.rglob("*")) == before
+
+
+def test_tail_follows_and_cancel_stops_a_remote_run(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    host = ssh_hosts[0]
+    add(host)
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    address = spawn(host, "-t", f"sh -c 'echo first; echo up > {ready}; cat {gate}; echo last'")
+    assert read_fifo_line(ready) == "up"
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "actors", "tail", address, "-f"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert follow.stdout is not None
+    assert follow.stdout.readline().strip() == "first"  # streamed while the run is live
+    with open(gate, "w") as w:
+        w.write("middle\n")
+    rest = follow.communicate(timeout=60)[0]
+    assert follow.returncode == 0 and rest.split() == ["middle", "last"]
+    second = spawn(host, "-t", "sleep 31340")
+    assert cli("cancel", second, "--session", "coord", "--grace", "1").returncode == 0
+    assert json.loads(cli("status", second, "--json").stdout)["status"] == "cancelled"
+    assert not any("sleep 31340" in p for p in host.processes())
