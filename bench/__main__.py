@@ -25,6 +25,7 @@ from bench import (
     bench_scale,
     bench_spawn,
     bench_startup,
+    bench_swarm,
     bench_wake,
 )
 from bench._stats import emit, machine
@@ -45,6 +46,7 @@ BENCHMARKS: dict[str, Callable[[bool], None]] = {
     "wake": bench_wake.main,
     "metrics": bench_metrics.main,
     "dashboard": bench_dashboard.main,
+    "swarm": bench_swarm.main,
 }
 
 

@@ -25,6 +25,7 @@ from actors.cli._format import (
 from runtime.core.errors import ActorsError, BadInput
 from runtime.core.terminal import cell
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.views.counts import steps_line
 from runtime.views.status import ACTIVE, TERMINAL, read_progress
 
 if TYPE_CHECKING:
@@ -192,11 +193,7 @@ def status_view(
     details = [
         ("recipe", _what(summary)),
         ("age", age(summary.get("created_at"))),
-        (
-            "steps",
-            f"{summary.get('active', 0)} active, {summary.get('completed', 0)} done, "
-            f"{summary.get('failed', 0)} failed",
-        ),
+        ("steps", steps_line(summary)),
     ]
     if summary.get("branches"):
         details.append(("branches", ", ".join(f"{k}={v}" for k, v in summary["branches"].items())))

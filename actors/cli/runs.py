@@ -18,6 +18,7 @@ from actors.cli._options import force_option, json_option, session_option
 from actors.cli._views import list_view, status_view
 from actors.cli.completion import run_ids
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.views.counts import steps_line
 from runtime.views.status import TERMINAL, read_progress
 
 WAIT_TIMEOUT_EXIT = 75
@@ -47,8 +48,7 @@ def progress_printer(run_id: str, line: ProgressLine, prefix: str = "") -> Any:
         progress = read_progress(_root().run(run_id))
         line.show(
             f"  {prefix}{run_id}: {summary['status']} {time.monotonic() - started:4.0f}s  "
-            f"{progress.get('active', 0)} active, {progress.get('completed', 0)} done, "
-            f"{progress.get('failed', 0)} failed"
+            f"{steps_line(progress)}"
         )
 
     return show
