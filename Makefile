@@ -27,6 +27,9 @@ system-deps:
 	@# tests/dashboard drive Debian's Chromium through playwright (never a downloaded browser)
 	@test -x /usr/bin/chromium || { echo "installing chromium (tests/dashboard run a real headless browser)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	@# tests/hosts run real OpenSSH servers, each in its own network, PID and mount namespaces
+	@test -x /usr/sbin/sshd || { echo "installing openssh-server (tests/hosts drive real sshd hosts)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openssh-server >/dev/null; }
 
 # Bytecode is compiled ahead: with PYTHONDONTWRITEBYTECODE set (as on this team's machines)
 # Python would otherwise recompile every module on every CLI call (~25 ms of `message`).

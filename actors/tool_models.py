@@ -65,6 +65,7 @@ class InspectParams(_Params):
         "mailbox",
         "communication",
         "roster",
+        "tasks",
         "runs",
     ] = "status"
     lines: int = Field(40, ge=0, le=2000)

@@ -17,6 +17,7 @@ from bench import (
     bench_followup,
     bench_groups,
     bench_harness,
+    bench_hosts,
     bench_inbox_wait,
     bench_message,
     bench_metrics,
@@ -24,6 +25,7 @@ from bench import (
     bench_scale,
     bench_spawn,
     bench_startup,
+    bench_swarm,
     bench_wake,
 )
 from bench._stats import emit, machine
@@ -40,9 +42,11 @@ BENCHMARKS: dict[str, Callable[[bool], None]] = {
     "scale": bench_scale.main,
     "groups": bench_groups.main,
     "harness": bench_harness.main,
+    "hosts": bench_hosts.main,
     "wake": bench_wake.main,
     "metrics": bench_metrics.main,
     "dashboard": bench_dashboard.main,
+    "swarm": bench_swarm.main,
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from actors.cli._format import (
     age,
@@ -25,7 +25,11 @@ from actors.cli._format import (
 from runtime.core.errors import ActorsError, BadInput
 from runtime.core.terminal import cell
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.views.counts import steps_line
 from runtime.views.status import ACTIVE, TERMINAL, read_progress
+
+if TYPE_CHECKING:
+    from runtime.store.records import ListedRun
 
 
 def _out(text: str, *, err: bool = False) -> None:
@@ -68,6 +72,11 @@ def list_view(
     wanted = _wanted_statuses(statuses)
     root = StateRoot.from_env()
     runs = list_runs(root)
+    placed = root.hosts.is_dir()  # runs placed on hosts: a HOST column (one stat if none)
+    if placed:
+        from runtime.hosts.remote import placed_rows
+
+        runs = [*cast("list[ListedRun]", placed_rows(root)), *runs]
     if wanted:
         runs = [r for r in runs if r.get("status") in wanted]
     if mine:
@@ -92,10 +101,10 @@ def list_view(
             progress = read_progress(root.run(r["run"]))
             progress_active = str(progress.get("active", ""))
             runs[index] = r = _with_progress_damage(r, progress)
-        rows.append(
-            [r["run"], status_word(r), age(r.get("created_at"), now), _what(r), progress_active]
-        )
-    header, *lines = padded(rows, ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"])
+        row = [r["run"], status_word(r), age(r.get("created_at"), now), _what(r), progress_active]
+        rows.append([*row, cell(r.get("host") or "-")] if placed else row)
+    titles = ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE"] + (["HOST"] if placed else [])
+    header, *lines = padded(rows, titles)
     write_line(header)
     for r, cells in zip(runs, lines, strict=True):
         write_line([cells[0], painted(r, cells[1]), *cells[2:]] if len(cells) > 1 else cells)
@@ -184,11 +193,7 @@ def status_view(
     details = [
         ("recipe", _what(summary)),
         ("age", age(summary.get("created_at"))),
-        (
-            "steps",
-            f"{summary.get('active', 0)} active, {summary.get('completed', 0)} done, "
-            f"{summary.get('failed', 0)} failed",
-        ),
+        ("steps", steps_line(summary)),
     ]
     if summary.get("branches"):
         details.append(("branches", ", ".join(f"{k}={v}" for k, v in summary["branches"].items())))

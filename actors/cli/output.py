@@ -160,31 +160,48 @@ def _log_since(path: Any, offset: int, inode: int | None) -> tuple[bytes, int, i
 @click.argument("run", shell_complete=run_ids)
 @json_option
 def result_cmd(run: str, as_json: bool) -> None:
-    """Print a finished RUN's result (status, code, output head, artifacts)."""
+    """Print a finished RUN's result (status, code, output head, artifacts); for a swarm,
+    running or not, its per-task table."""
     from runtime.views.status import derive, find_run, read_result
+    from runtime.views.swarm_tasks import is_swarm
 
-    paths, record = find_run(StateRoot.from_env(), parse_run_ref(run))
+    root = StateRoot.from_env()
+    paths, record = find_run(root, parse_run_ref(run))
     summary = derive(paths, record)
-    if summary["status"] not in TERMINAL:
+    swarm = _swarm_table(root, paths.run_id) if is_swarm(record) else None
+    if summary["status"] not in TERMINAL and swarm is None:
         raise Conflict(
             f"run {paths.run_id} is still {summary['status']}",
             hint=f"wait for it: actors wait {paths.run_id}",
         )
+    from runtime.compiler.redact import redact_deep, run_secrets
+
+    secrets = run_secrets(record)  # the output head may quote a secret value
+    if summary["status"] not in TERMINAL:
+        assert swarm is not None
+        summary = redact_deep(summary, secrets)
+        if as_json:
+            emit_json({**summary, **swarm})
+            return
+        write_line(summary_parts(summary))
+        _print_tasks(swarm)
+        return
     result = read_result(paths) or {
         "run": paths.run_id,
         "status": summary["status"],
         "code": summary.get("code"),
         "reason": summary.get("reason"),
     }
-    from runtime.compiler.redact import redact_deep, run_secrets
-
-    secrets = run_secrets(record)  # the output head may quote a secret value
     result, summary = redact_deep(result, secrets), redact_deep(summary, secrets)
     if as_json:
-        emit_json(result)
+        emit_json({**result, **(swarm or {})})
         return
     write_line(summary_parts({**summary, **result}))
     click.echo(f"  code     {result.get('code')}")
+    from runtime.views.counts import counts_of, steps_line
+
+    if counts_of(result):  # a result.json of an older version may have none
+        click.echo(f"  steps    {steps_line({**counts_of(result), 'active': 0})}")
     for failure in result.get("failures") or []:
         click.echo(
             cell(
@@ -203,7 +220,47 @@ def result_cmd(run: str, as_json: bool) -> None:
         else:
             state = f"{art.get('size')} bytes"
         click.echo(cell(f"  artifact {name}: {art.get('path')} ({state})"))
+    if swarm is not None:
+        _print_tasks(swarm)
+        return  # the workers' output is their logs; the table says what came of it
     if result.get("output"):
         click.echo("  output:")
         for line in str(result["output"]).splitlines()[:40]:
             click.echo(f"    {line}")
+
+
+def _swarm_table(root: StateRoot, run_id: str) -> dict[str, Any]:
+    """A swarm's per-task table, read as `inspect room:RUN --view tasks` reads it (the
+    room bounded and masked; the same rows the dashboard's room page shows)."""
+    from runtime.views.inspect import MAX_LINES, inspect
+
+    found = inspect(root, f"room:{run_id}", "tasks", lines=MAX_LINES)
+    return {k: found.get(k) for k in ("tasks", "counts", "drained")}
+
+
+def _print_tasks(swarm: dict[str, Any]) -> None:
+    """`  tasks    2 done, 1 failed` and one padded row per task; a drained swarm's
+    headline after it."""
+    from actors.cli._format import padded
+    from runtime.core.terminal import one_line
+
+    counts = swarm.get("counts") or {}
+    told = ", ".join(f"{n} {state}" for state, n in counts.items()) or "none claimed yet"
+    click.echo(cell(f"  tasks    {told}"))
+    rows = [
+        [
+            str(t.get("task") if t.get("task") is not None else "-"),
+            str(t.get("worker")),
+            str(t.get("state")),
+            str(t.get("commit") or "-")[:12],
+            one_line(str(t.get("item") or ""), 60)
+            + (f"  ({one_line(str(t['reason']), 100)})" if t.get("reason") else ""),
+        ]
+        for t in swarm.get("tasks") or []
+    ]
+    if rows:
+        for line in padded(rows, ["#", "worker", "state", "commit", "item"]):
+            click.echo("    " + "".join(line).rstrip())
+    drained = swarm.get("drained")
+    if drained:
+        click.echo(cell(f"  drained  {drained.get('summary')}"))

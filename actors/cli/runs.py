@@ -18,6 +18,7 @@ from actors.cli._options import force_option, json_option, session_option
 from actors.cli._views import list_view, status_view
 from actors.cli.completion import run_ids
 from runtime.store.layout import StateRoot, parse_run_ref
+from runtime.views.counts import steps_line
 from runtime.views.status import TERMINAL, read_progress
 
 WAIT_TIMEOUT_EXIT = 75
@@ -47,8 +48,7 @@ def progress_printer(run_id: str, line: ProgressLine, prefix: str = "") -> Any:
         progress = read_progress(_root().run(run_id))
         line.show(
             f"  {prefix}{run_id}: {summary['status']} {time.monotonic() - started:4.0f}s  "
-            f"{progress.get('active', 0)} active, {progress.get('completed', 0)} done, "
-            f"{progress.get('failed', 0)} failed"
+            f"{steps_line(progress)}"
         )
 
     return show
@@ -161,6 +161,11 @@ def _explain(run_id: str) -> None:
     help="Start once RUN ended done (repeatable); skipped if it ends any other way.",
 )
 @click.option("--wait", is_flag=True, help="Block with a progress line; exit with the run's code.")
+@click.option(
+    "--host",
+    metavar="NAME",
+    help="Run it on host NAME (`actors host add`), addressed run:NAME/ID (docs/hosts.md).",
+)
 @session_option
 @json_option
 def spawn_cmd(
@@ -173,6 +178,7 @@ def spawn_cmd(
     group: str | None,
     after: tuple[str, ...],
     wait: bool,
+    host: str | None,
     session: str | None,
     as_json: bool,
 ) -> None:
@@ -187,8 +193,14 @@ def spawn_cmd(
       actors spawn recipes/fanout.json --as run:fan
       actors spawn -t 'sleep {secs=5}' -v secs=2 --wait
       actors spawn build --group agents --after run:tests
+      actors spawn --host alpha -t 'make test'
     """
     from actors.cli._lifecycle import spawn, start_run
+
+    if host is not None:  # actors.cli.main sends `--host` to the host before click parses
+        from runtime.core.errors import BadInput
+
+        raise BadInput("spawn --host is served by the `actors` command line's entry point")
 
     request: dict[str, Any] = {
         "recipe_file": recipe_file,

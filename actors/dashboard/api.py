@@ -64,15 +64,24 @@ async def run_detail(request: Request, hub: Hub, run_id: str) -> None:
     await send_json(request.send, page)
 
 
+async def command_detail(request: Request, hub: Hub, run_id: str, command_id: str) -> None:
+    from runtime.views.run_page import command_output
+
+    found = await trio.to_thread.run_sync(command_output, hub.root, run_id, command_id)
+    await send_json(request.send, dict(found))
+
+
 async def room_detail(request: Request, hub: Hub, run_id: str) -> None:
     from runtime.compiler.redact import redact_deep, run_secrets
     from runtime.views.room_board import room_board
-    from runtime.views.status import find_run, full_status
+    from runtime.views.status import TERMINAL, find_run, full_status
 
     def read() -> dict[str, Any]:
         paths, run = find_run(hub.root, run_id)
-        board: dict[str, Any] = dict(room_board(hub.root, run_id))
-        board["status"] = redact_deep(dict(full_status(paths, run)), run_secrets(run))
+        status = full_status(paths, run)
+        ended = status["status"] in TERMINAL
+        board: dict[str, Any] = dict(room_board(hub.root, run_id, ended=ended))
+        board["status"] = redact_deep(dict(status), run_secrets(run))
         return board
 
     await send_json(request.send, await trio.to_thread.run_sync(read))

@@ -51,6 +51,7 @@ Handler = Callable[..., Awaitable[None]]
 ROUTES: list[tuple[str, re.Pattern[str], Handler, dict[str, Any]]] = [
     ("GET", re.compile(r"/api/runs"), api.runs_page, {}),
     ("GET", re.compile(rf"/api/runs/{_RUN}"), api.run_detail, {}),
+    ("GET", re.compile(rf"/api/runs/{_RUN}/commands/(?P<command>[^/]+)"), api.command_detail, {}),
     ("GET", re.compile(rf"/api/rooms/{_RUN}"), api.room_detail, {}),
     ("GET", re.compile(r"/api/sessions"), api.sessions, {}),
     ("POST", re.compile(rf"/api/runs/{_RUN}/kill"), actions.stop, {"action": "kill"}),

@@ -60,6 +60,29 @@ def _runs(text: _Text, tally: Tally) -> None:
     )
     for (recipe, status), count in sorted(tally.by_recipe.items()):
         text.sample("actors_runs_by_recipe", {"recipe": recipe, "status": status}, count)
+    _steps(text, tally)
+
+
+def _steps(text: _Text, tally: Tally) -> None:
+    """The finished runs' steps, by the one definition `status` and the dashboard use
+    (runtime.views.counts): how each step ended, its attempts and retries."""
+    from runtime.views.counts import FINAL_COUNTS
+
+    name = "actors_steps"
+    text.family(
+        name,
+        "gauge",
+        "Steps of the finished runs in the state root by how their last attempt ended"
+        " (failed includes timed_out).",
+    )
+    for key in FINAL_COUNTS[:4]:
+        text.sample(name, {"state": key}, tally.steps[key])
+    for key, what in (
+        ("attempts", "attempts of"),
+        ("retries", "retries (attempts after the first) of"),
+    ):
+        text.family(f"actors_step_{key}", "gauge", f"The {what} the finished runs' steps.")
+        text.sample(f"actors_step_{key}", {}, tally.steps[key])
 
 
 def _latency(text: _Text, tally: Tally) -> None:

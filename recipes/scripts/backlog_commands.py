@@ -11,9 +11,11 @@ import json
 import os
 import select
 import shlex
+import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,8 @@ RECV_TIMEOUT_EXIT = 75
 """`actors recv --timeout` exits with this when nothing arrived."""
 TAIL_CHARS = 400
 TERM_GRACE_S = 5.0
+TELL_AT_ONCE = 8
+"""`actors message` processes a worker runs at once to tell the others."""
 
 
 class WorkerError(Exception):
@@ -39,14 +43,40 @@ def post(kind: str, body: dict[str, Any], summary: str, level: str = "info") -> 
         raise WorkerError(f"actors emit {kind} failed ({proc.returncode}): {proc.stderr.strip()}")
 
 
-def follow_up(kind: str, body: dict[str, Any], summary: str) -> None:
+def follow_up(kind: str, body: dict[str, Any], summary: str, level: str = "warning") -> None:
     """Tell the coordinator session now (`--deliver followup`): for what it must decide
-    about, such as a failed task (retry, reassign or drop it). The room only records."""
+    about, such as a failed task (retry, reassign or drop it) or a drained swarm (merge
+    its branches). The room only records."""
     argv = ["actors", "emit", kind, json.dumps(body), "--deliver", "followup", "--body-json"]
-    argv += ["--summary", summary[:500], "--level", "warning"]
+    argv += ["--summary", summary[:500], "--level", level]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise WorkerError(f"actors emit {kind} failed ({proc.returncode}): {proc.stderr.strip()}")
+
+
+def tell_workers(run_id: str, workers: list[str], kind: str) -> list[str]:
+    """One `kind` message to each worker's branch inbox, TELL_AT_ONCE sent side by side
+    (a swarm may have 64 workers); the workers that could not be told, with why."""
+    failed = []
+    for start in range(0, len(workers), TELL_AT_ONCE):
+        batch = [
+            (
+                worker,
+                subprocess.Popen(
+                    ["actors", "message", f"branch:{run_id}/{worker}", kind],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+            for worker in workers[start : start + TELL_AT_ONCE]
+        ]
+        for worker, proc in batch:
+            _, err = proc.communicate()
+            if proc.returncode != 0:
+                failed.append(f"{worker}: {err.strip()}")
+    return failed
 
 
 def receive(block: bool) -> dict[str, Any] | None:
@@ -61,7 +91,92 @@ def receive(block: bool) -> dict[str, Any] | None:
     return envelope
 
 
+def start_ticks(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22):
+    with the pid, it names one process for good. None when there is no such process
+    (or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+CANNOT_WATCH = -1
+
+
+def watch_process(pid: int, ticks: int) -> int | None:
+    """A pidfd on the process `pid` started at `ticks`, readable once it ends; None when
+    it has ended already (or its pid is another process's now); CANNOT_WATCH where
+    there are no pidfds or no /proc to tell one process from another."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None or start_ticks(os.getpid()) is None:
+        return CANNOT_WATCH
+    try:
+        fd: int = opener(pid)
+    except ProcessLookupError:
+        return None
+    if start_ticks(pid) != ticks:  # checked after the pidfd: it cannot change under it
+        os.close(fd)
+        return None
+    return fd
+
+
+def receive_watching(
+    peers: dict[str, tuple[int, int]], on_end: Callable[[str], None]
+) -> dict[str, Any]:
+    """Block on `actors recv` for the next message of this worker's branch inbox (no
+    polling) and meanwhile watch each peer's process (`name -> (pid, start ticks)`): a
+    peer whose process ends is handed to `on_end`, once, while the wait goes on."""
+    watched: dict[int, str] = {}
+    for name, (pid, ticks) in peers.items():
+        fd = watch_process(pid, ticks)
+        if fd is None:
+            on_end(name)
+        elif fd != CANNOT_WATCH:
+            watched[fd] = name
+    proc = subprocess.Popen(
+        ["actors", "recv", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        poller = select.poll()
+        poller.register(proc.stdout, select.POLLIN)
+        for fd in watched:
+            poller.register(fd, select.POLLIN)
+        while True:
+            events = [fd for fd, _ in poller.poll()]
+            if proc.stdout.fileno() in events:
+                break
+            for fd in events:
+                poller.unregister(fd)
+                os.close(fd)
+                on_end(watched.pop(fd))
+        out, err = proc.communicate()
+    finally:
+        for fd in watched:
+            os.close(fd)
+        if proc.poll() is None:  # only on an exception (a stop): recv goes with us
+            proc.kill()
+            proc.wait()
+    if proc.returncode != 0:
+        why = err.decode(errors="replace").strip()
+        raise WorkerError(f"actors recv failed ({proc.returncode}): {why}")
+    envelope: dict[str, Any] = json.loads(out)
+    return envelope
+
+
 # -- commands ---------------------------------------------------------------------------
+
+
+def unfound(program: str, cwd: Path, env: dict[str, str]) -> str | None:
+    """Why `program` cannot start in `cwd` (not on PATH, not an executable file), or
+    None: asked before it is handed to `actors group run`, so a missing agent is said
+    the same way, once, with a group or without."""
+    if "/" in program:
+        path = cwd / Path(program).expanduser()
+        return None if path.is_file() and os.access(path, os.X_OK) else "not an executable file"
+    return None if shutil.which(program, path=env.get("PATH")) else "not found on PATH"
 
 
 def run_command(
@@ -85,7 +200,7 @@ def run_command(
                 stderr=subprocess.STDOUT,
                 process_group=0,
             )
-        except OSError as exc:
+        except OSError as exc:  # said once: in the log, and as the problem (no tail)
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             out.write(f"cannot start {argv[0]!r}: {exc.strerror}\n".encode())
             return code, f"cannot start {argv[0]!r}: {exc.strerror}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,8 +49,10 @@ class Worktree:
     branch: str
     base: str
 
-    def prepare(self, setup_lock: Path) -> None:
-        """Create (or reuse) the worktree; `setup_lock` keeps to one setup at a time."""
+    def prepare(self, setup_lock: Path) -> bool:
+        """Create (or reuse) the worktree; `setup_lock` keeps to one setup at a time (git's
+        own worktree bookkeeping is not safe against a concurrent add or remove). True
+        when the branch was created here (from `base`), False when it existed."""
         top = git("rev-parse", "--show-toplevel", cwd=self.repo)
         self.repo = Path(top)
         with file_lock(setup_lock):
@@ -57,13 +60,32 @@ class Worktree:
                 current = git("symbolic-ref", "--short", "HEAD", cwd=self.path)
                 if current != self.branch:
                     raise WorkerError(f"{self.path} is on {current}, not {self.branch}; remove it")
-            elif git_ok(
+                return False
+            if git_ok(
                 "rev-parse", "--verify", "--quiet", f"refs/heads/{self.branch}", cwd=self.repo
             ):
                 git("worktree", "add", str(self.path), self.branch, cwd=self.repo)
-            else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                git("worktree", "add", "-b", self.branch, str(self.path), self.base, cwd=self.repo)
+                return False
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            git("worktree", "add", "-b", self.branch, str(self.path), self.base, cwd=self.repo)
+            return True
+
+    def remove(self, setup_lock: Path, *, drop_branch_at: str | None = None) -> None:
+        """Remove the worktree (its branch stays, with every commit it has) and git's
+        record of it, so `git worktree prune` has nothing left to report. With
+        `drop_branch_at`, a branch still at that commit (nothing done on it) goes too."""
+        with file_lock(setup_lock):
+            if self.path.exists():
+                git("worktree", "remove", "--force", str(self.path), cwd=self.repo, check=False)
+            if self.path.exists():  # no longer a worktree git knows: the files only
+                shutil.rmtree(self.path, ignore_errors=True)
+            git("worktree", "prune", cwd=self.repo, check=False)
+            if drop_branch_at is not None:
+                at = git(
+                    "rev-parse", "--verify", "--quiet", self.branch, cwd=self.repo, check=False
+                )
+                if at == drop_branch_at:
+                    git("branch", "-D", self.branch, cwd=self.repo, check=False)
 
     def head(self) -> str:
         return git("rev-parse", "HEAD", cwd=self.path)

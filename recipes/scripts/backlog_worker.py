@@ -1,38 +1,53 @@
 """One persistent backlog implementer of the `backlog-implementers` recipe.
 
-Run by the recipe as `python3 backlog_worker.py --worker=front --end=top ...` inside an
-actors run. The worker acts as `branch:<run>/<worker>` (it sets ACTORS_BRANCH for its own
-`actors recv` / `actors emit` calls) and loops:
+Run by the recipe as `python3 backlog_worker.py --index=K --workers=N ...` inside an
+actors run, once per worker (a parallel `repeat`). Worker K is named `front` / `back`
+in a swarm of two, else `wK+1`; it claims from the top of the backlog when K is even,
+from the bottom when K is odd. It acts as `branch:<run>/<name>` (it sets ACTORS_BRANCH
+for its own `actors recv` / `actors emit` calls) and loops:
 
 1. take a task: a `task.assign` waiting in its branch inbox first, else (with
    self-selection on) the next unclaimed backlog item from its end, claimed atomically in
-   `$ACTORS_STATE_DIR/backlog/claims.json` (under an flock, so two workers never take
+   `$ACTORS_STATE_DIR/backlog/claims.json` (under an flock, so no two workers ever take
    the same item);
 2. post `task.claim` to `room:<run>` before touching the worktree;
 3. run the agent (`--agent-cmd`, split with shlex, the item text appended as the last
-   argument) with cwd = its own git worktree, then the validation (`--validate-cmd`, also
-   split with shlex; empty = none), then commit what the agent left uncommitted;
+   argument; `actors group run GROUP -- ...` around it, so no more agents run at once
+   than the swarm's group allows) with cwd = its own git worktree, then the validation
+   (`--validate-cmd`, the same way; empty = none), then commit what the agent left
+   uncommitted;
 4. post `task.result`, then `task.awaiting` (`idle: true` when it has nothing left to
    take and is about to block on its inbox); a failed task is also sent to the
-   coordinator as one `task.failed` follow-up naming the task and why (the room only
-   records: nobody is woken by it);
-5. when idle, block on `actors recv` for the next `task.assign` (no polling).
+   coordinator as one `task.failed` follow-up naming the task, why, and the command that
+   retries it (the room only records: nobody is woken by it);
+5. when idle, mark itself idle in the claim table and block on `actors recv` for the
+   next `task.assign` (no polling).
+
+The finish line: the worker whose idleness leaves every worker idle with nothing
+unclaimed has drained the swarm (the claim table decides, under its lock, so exactly one
+worker sees it). Kept alive (`--keep-alive`), it sends the coordinator one
+`swarm.drained` follow-up and everyone waits for more work. Otherwise it sends each
+worker a `swarm.finish`; each one takes what its inbox still holds before it, then
+leaves: removes its worktree (its branch stays; a branch it made and never moved goes),
+and the last one out sends the `swarm.drained` follow-up. Every worker then exits 0, so
+the run ends `done` by itself.
 
 A failed task (agent or validation non-zero, timeout, commit refused) never stays on the
 worker's branch: its commits are kept under `refs/actors/<run>/<worker>/failed-<task>`
-and the branch is reset to where the task started. The run ends through the runner:
-`actors message run:<run> control.kill` stops both workers at once.
+and the branch is reset to where the task started. `actors message run:<run>
+control.stop` stops every worker (each removes its worktree); `control.kill` kills them.
 
 This script only uses the standard library, the `actors` CLI (on PATH inside a run) and
 its sibling modules (imported from its own directory, sys.path[0] when run as a file):
-backlog_claims (the backlog and the run's claim table), backlog_commands (the `actors`
-CLI, the agent and validation commands), backlog_git (the worker's worktree) and
-backlog_options (its command line).
+backlog_claims (the backlog, the claim table and the swarm's roster), backlog_commands
+(the `actors` CLI, the agent and validation commands), backlog_finish (the worker as a
+member of its swarm: the group, the peers, the finish line), backlog_git (the worker's
+worktree), backlog_options (its command line), backlog_summary (the drained summary) and
+command_check (whether a command can start).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
@@ -43,75 +58,128 @@ from pathlib import Path
 from typing import Any
 
 from backlog_claims import Claims, Task
-from backlog_commands import WorkerError, follow_up, post, receive, run_command, tail
+from backlog_commands import (
+    WorkerError,
+    follow_up,
+    post,
+    receive,
+    receive_watching,
+    run_command,
+    start_ticks,
+    tail,
+    unfound,
+)
+from backlog_finish import FINISH, SwarmMember
 from backlog_git import Worktree
-from backlog_options import parse_args, worker_settings
+from backlog_options import parse_args, roster, worker_settings
+from backlog_summary import assign_command
+from command_check import program_of
 
 REASON_CHARS = 1000
+
+
+class Finish:
+    """`task_from`'s answer to a `swarm.finish` of a finishing swarm: leave."""
 
 
 # -- the worker -------------------------------------------------------------------------
 
 
 @dataclass
-class Worker:
+class Worker(SwarmMember):
     """One implementer: takes tasks, runs them in its worktree, reports to the room."""
 
     name: str
+    index: int
+    workers: int
     end: str
-    backlog: Path
+    backlog: Path | None
+    items: list[str]
     repo: Path
-    git_branch: str
     worktree: Path
     base: str
     agent_cmd: list[str]
     validate_cmd: list[str]
     task_timeout: float | None
     self_select: bool
+    keep_alive: bool
+    group: str
+    parallel: int
     state_dir: Path
     run_id: str
     claims: Claims = field(init=False)
     tree: Worktree = field(init=False)
     logs: Path = field(init=False)
+    git_branch: str = field(init=False)
+    start: str | None = field(init=False, default=None)
+    """The commit the branch was made at, when this worker made it (else None)."""
+    joined: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
-        self.claims = Claims(self.state_dir, self.backlog)
+        self.git_branch = f"actors/{self.run_id}/{self.name}"
+        self.claims = Claims(
+            self.state_dir,
+            self.backlog,
+            self.items,
+            roster(self.workers),
+            self_select=self.self_select,
+            keep_alive=self.keep_alive,
+        )
         self.tree = Worktree(self.repo, self.worktree, self.git_branch, self.base)
         self.logs = self.state_dir / "backlog" / self.name
         self.logs.mkdir(parents=True, exist_ok=True)
 
-    def say(self, text: str) -> None:
-        print(f"[{self.name}] {text}", flush=True)
-
     # -- setup
     def prepare(self) -> None:
-        """Create (or reuse) this worker's worktree on its own branch."""
-        self.tree.prepare(self.state_dir / "backlog" / ".git.lock")
+        """Create (or reuse) this worker's worktree on its own branch, join the roster,
+        and make sure the swarm's group exists (the first worker sets it up)."""
+        created = self.tree.prepare(self.setup_lock)
+        self.start = self.tree.head() if created else None
+        self.claims.join(
+            self.name,
+            index=self.index,
+            branch=self.git_branch,
+            worktree=str(self.worktree),
+            pid=os.getpid(),
+            ticks=start_ticks(os.getpid()),
+        )
+        self.joined = True
+        self.set_group()
         self.say(
-            f"worktree {self.worktree} on {self.git_branch} ({self.end} end of {self.backlog})"
+            f"worktree {self.worktree} on {self.git_branch} ({self.end} end of "
+            f"{self.backlog or 'the items given'})"
         )
 
     # -- taking work
-    def task_from(self, envelope: dict[str, Any]) -> Task | str | None:
-        """A task from an inbox message; else why there is none (None: nothing to say)."""
+    def task_from(self, envelope: dict[str, Any]) -> Task | Finish | str | None:
+        """A task from an inbox message, or Finish; else why there is none (None:
+        nothing to say)."""
         kind = envelope.get("type")
         if kind == "control.kill":  # only reachable if something wrote it here directly
             post("actor.leave", {"worker": self.name}, f"{self.name} leaves (control.kill)")
             self.say("control.kill: leaving")
             sys.exit(0)
+        if kind == FINISH:
+            if self.claims.finishing():
+                return Finish()
+            self.say(f"ignoring {FINISH} {envelope.get('id')}: the swarm has not drained")
+            return None
         if kind != "task.assign":
             self.say(f"ignoring {kind} message {envelope.get('id')}")
             return None
         body = envelope.get("body")
         agent_cmd, validate_cmd = self.agent_cmd, self.validate_cmd
+        overrides: dict[str, str] = {}
         item: Any = body
         if isinstance(body, dict):
             item = body.get("item")
             try:
                 if "agent_cmd" in body:
-                    agent_cmd = shlex.split(str(body["agent_cmd"]))
+                    overrides["agent_cmd"] = str(body["agent_cmd"])
+                    agent_cmd = shlex.split(overrides["agent_cmd"])
                 if "validate_cmd" in body:
-                    validate_cmd = shlex.split(str(body["validate_cmd"] or ""))
+                    overrides["validate_cmd"] = str(body["validate_cmd"] or "")
+                    validate_cmd = shlex.split(overrides["validate_cmd"])
             except ValueError as exc:
                 return self._reject(envelope, f"bad command line in task.assign: {exc}")
             if item is None and body.get("backlog") == "next":
@@ -120,7 +188,14 @@ class Worker:
                     return "backlog end exhausted"
                 number, index, text = claimed
                 return Task(
-                    number, text, index, "backlog", agent_cmd, validate_cmd, envelope.get("id")
+                    number,
+                    text,
+                    index,
+                    "backlog",
+                    agent_cmd,
+                    validate_cmd,
+                    envelope.get("id"),
+                    overrides,
                 )
         if not isinstance(item, str) or not item.strip() or not agent_cmd:
             return self._reject(
@@ -137,6 +212,7 @@ class Worker:
             agent_cmd,
             validate_cmd,
             envelope.get("id"),
+            overrides,
         )
 
     def _reject(self, envelope: dict[str, Any], reason: str) -> str:
@@ -160,11 +236,11 @@ class Worker:
         self.say(f"rejected {envelope.get('id')}: {reason}")
         return "rejected an assignment"
 
-    def next_task(self) -> Task | None:
+    def next_task(self) -> Task | Finish | None:
         """An assignment waiting in the inbox first, else the next item from our end."""
         while (envelope := receive(block=False)) is not None:
             task = self.task_from(envelope)
-            if isinstance(task, Task):
+            if isinstance(task, Task | Finish):
                 return task
         if not self.self_select:
             return None
@@ -174,11 +250,33 @@ class Worker:
         number, index, item = claimed
         return Task(number, item, index, "backlog", self.agent_cmd, self.validate_cmd)
 
+    def wait_for_task(self, after: dict[str, Any] | None) -> Task | Finish:
+        """Idle: say so, see whether that drains the swarm, then block on the inbox (no
+        polling) until a task, or the swarm's finish, comes."""
+        self.awaiting(idle=True, after=after, reason=self.idle_reason())
+        if self.claims.idle(self.name):
+            self.drained()
+        while True:
+            got = self.task_from(receive_watching(self.watched_peers(), self.bury))
+            if isinstance(got, Task | Finish):
+                return got
+            if got is not None:  # still idle: say so again, with why
+                self.awaiting(idle=True, after=None, reason=got)
+
     # -- doing work
     def execute(self, task: Task) -> dict[str, Any]:
         """Claim in the room, run the agent and the validation, commit; a failure leaves
         nothing on the branch (its commits set aside under a ref)."""
         started = time.monotonic()
+        # the commands first: a task whose worker dies mid-way is retried with them
+        self.claims.note(
+            task.number,
+            {
+                "agent_cmd": shlex.join(task.agent_cmd),
+                "validate_cmd": shlex.join(task.validate_cmd),
+                "overrides": task.overrides,
+            },
+        )
         self._announce(task)
         start = self.tree.head()
         artifacts: dict[str, str] = {}
@@ -236,19 +334,21 @@ class Worker:
             BACKLOG_WORKTREE=str(self.worktree),
         )
         artifacts["agent_log"] = str(agent_log)
-        code, problem = run_command(
-            [*task.agent_cmd, task.item], self.worktree, agent_log, env, self.task_timeout
-        )
-        if problem or code != 0:
-            return f"agent {problem or f'exited {code}'}: {tail(agent_log)}"
-        if not task.validate_cmd:
-            return None
+        why = self._run("agent", [*task.agent_cmd, task.item], agent_log, env)
+        if why is not None or not task.validate_cmd:
+            return why
         artifacts["validate_log"] = str(validate_log)
-        code, problem = run_command(
-            task.validate_cmd, self.worktree, validate_log, env, self.task_timeout
-        )
+        return self._run("validation", task.validate_cmd, validate_log, env)
+
+    def _run(self, what: str, argv: list[str], log: Path, env: dict[str, str]) -> str | None:
+        """One command of a task, in a slot of the swarm's group; why it failed, or None.
+        A program that cannot start is said once, before any slot is taken."""
+        missing = unfound(program_of(argv), self.worktree, env)
+        if missing:
+            return f"{what} cannot start {program_of(argv)!r}: {missing}"
+        code, problem = run_command(self.in_group(argv), self.worktree, log, env, self.task_timeout)
         if problem or code != 0:
-            return f"validation {problem or f'exited {code}'}: {tail(validate_log)}"
+            return _why(what, code, problem, log)
         return None
 
     def commit(self, task: Task) -> tuple[bool, str]:
@@ -282,7 +382,20 @@ class Worker:
             "assignment": task.assignment_id,
         }
 
-    def report(self, result: dict[str, Any]) -> None:
+    def settle(self, task: Task, result: dict[str, Any]) -> None:
+        """The task's outcome in the claim table, where the drained summary reads it."""
+        self.claims.note(
+            task.number,
+            {
+                "state": "done" if result["ok"] else "failed",
+                "commit": result["commit"],
+                "commits": result["commits"],
+                "reason": result["reason"],
+                "failed_ref": result["artifacts"].get("failed_ref"),
+            },
+        )
+
+    def report(self, result: dict[str, Any], task: Task) -> None:
         verdict = "done" if result["ok"] else "failed"
         short = (result["commit"] or "")[:12]
         post(
@@ -293,17 +406,14 @@ class Worker:
         )
         self.say(f"task {result['task']} {verdict} {short} {result['reason'] or ''}".rstrip())
         if not result["ok"]:
-            self.tell_failure(result)
+            self.tell_failure(result, task)
 
-    def tell_failure(self, result: dict[str, Any]) -> None:
-        """One `task.failed` follow-up per failed task: the coordinator decides what next."""
-        retry = json.dumps({"item": result["item"]})
-        branch = f"branch:{self.run_id}/{self.name}"
-        body = {
-            **result,
-            "run": self.run_id,
-            "retry": f"actors message {branch} task.assign {shlex.quote(retry)}",
-        }
+    def tell_failure(self, result: dict[str, Any], task: Task) -> None:
+        """One `task.failed` follow-up per failed task: the coordinator decides what next.
+        Its `retry` gives the item (with the assignment's own commands) to this worker
+        again, pasted as it is."""
+        claim = {"item": result["item"], "worker": self.name, "overrides": task.overrides}
+        body = {**result, "run": self.run_id, "retry": assign_command(self.run_id, claim)}
         reason = " ".join(str(result["reason"] or "failed").split())
         summary = f"Run {self.run_id}: {self.name} failed task {result['task']} ({result['item']}): {reason}"
         tail_ = f"; next: actors inspect room:{self.run_id}"
@@ -341,32 +451,43 @@ class Worker:
         return "backlog end exhausted" if self.self_select else "waiting for task.assign"
 
     def loop(self) -> None:
+        """Work until the swarm finishes (a kept-alive swarm: until the run is stopped)."""
+        after: dict[str, Any] | None = None
         task = self.next_task()
-        if task is None:
-            self.awaiting(idle=True, after=None, reason=self.idle_reason())
         while True:
-            while task is None:
-                got = self.task_from(receive(block=True) or {})
-                if isinstance(got, Task):
-                    task = got
-                elif got is not None:  # still idle: say so again, with why
-                    self.awaiting(idle=True, after=None, reason=got)
+            if task is None:
+                task = self.wait_for_task(after)
+            if isinstance(task, Finish):
+                return
             try:
                 result = self.execute(task)
             except WorkerError as exc:  # e.g. the agent broke the worktree: report, go on
                 result = self._result(task, False, str(exc), None, [], {})
-            self.report(result)
+            self.settle(task, result)
+            self.report(result, task)
+            after = result
             task = self.next_task()
-            self.awaiting(
-                idle=task is None,
-                after=result,
-                reason=self.idle_reason() if task is None else None,
-                next_task=task,
-            )
+            if isinstance(task, Task):
+                self.awaiting(idle=False, after=result, next_task=task)
+
+
+def _why(what: str, code: int, problem: str | None, log: Path) -> str:
+    """Why a command failed: a command that could not start says so once (its log holds
+    only that line), else how it ended and the tail of its output."""
+    if problem and problem.startswith("cannot start"):
+        return f"{what} {problem}"
+    return f"{what} {problem or f'exited {code}'}: {tail(log)}"
+
+
+def _stop(*_: Any) -> None:
+    """control.stop (SIGTERM): unwind (the running command's group is killed on the way
+    out), then leave the swarm; a second SIGTERM while leaving is ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(143)
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # control.stop: clean up, go
+    signal.signal(signal.SIGTERM, _stop)
     args = parse_args(__doc__.splitlines()[0], argv)
     try:
         run_id = os.environ["ACTORS_RUN_ID"]
@@ -374,20 +495,41 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError:
         print("backlog_worker: run me inside an actors run", file=sys.stderr)
         return 2
-    os.environ["ACTORS_BRANCH"] = args.worker  # our recv/emit act as branch:<run>/<worker>
+    worker: Worker | None = None
+    label = f"worker {args.index}"
     try:
-        worker = Worker(**worker_settings(args, state_dir), state_dir=state_dir, run_id=run_id)
+        settings = worker_settings(args, state_dir)
+        label = settings["name"]
+        os.environ["ACTORS_BRANCH"] = label  # our recv/emit act as branch:<run>/<name>
+        worker = Worker(**settings, state_dir=state_dir, run_id=run_id)
         worker.prepare()
         worker.loop()
+        worker.leave()
+    except SystemExit as stop:
+        if worker is not None:
+            _leave_quietly(worker, "stopped", may_drain=False)
+        raise stop
     except WorkerError as exc:
-        print(f"backlog_worker[{args.worker}]: {exc}", file=sys.stderr, flush=True)
+        print(f"backlog_worker[{label}]: {exc}", file=sys.stderr, flush=True)
+        if worker is not None:
+            _leave_quietly(worker, str(exc))
         return 2
     except (OSError, ValueError) as exc:  # an unreadable or non-UTF-8 backlog, a full disk
         where = getattr(exc, "filename", None) or args.backlog
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        print(f"backlog_worker[{args.worker}]: {where}: {why}", file=sys.stderr, flush=True)
+        print(f"backlog_worker[{label}]: {where}: {why}", file=sys.stderr, flush=True)
+        if worker is not None:
+            _leave_quietly(worker, f"{where}: {why}")
         return 2
     return 0
+
+
+def _leave_quietly(worker: Worker, why: str, *, may_drain: bool = True) -> None:
+    """Leave on the way out of an error or a stop; a second problem is only said."""
+    try:
+        worker.leave(why, may_drain=may_drain)
+    except (WorkerError, OSError, ValueError) as exc:
+        print(f"backlog_worker[{worker.name}]: while leaving: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

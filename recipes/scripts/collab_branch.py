@@ -5,9 +5,11 @@
 base, run the agent command there (the scope as its last argument), run the optional
 check, and require at least one commit past the base. `reset`: the recipe's `recover`
 step between attempts: the worktree back to the base, untracked files removed. `report`:
-after every scope, list ready branches and failed scopes (with their reasons) in
-`<state>/collab/branches.json` and on stdout. Each scope's history (attempts, resets,
-outcome) is kept in `<state>/collab/<scope>.json`. Nothing is ever merged.
+after every scope, remove the scopes' worktrees (the branches stay; a failed scope's
+branch that never left the base goes), list ready branches and failed scopes (with their
+reasons) in `<state>/collab/branches.json` and on stdout. Each scope's history
+(attempts, resets, outcome) is kept in `<state>/collab/<scope>.json`. Nothing is ever
+merged. `check`: the recipe's precheck.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from command_check import unstartable
 
 
 class UserError(Exception):
@@ -61,7 +65,7 @@ def _split(name: str, command: str) -> list[str]:
 def check(args: argparse.Namespace) -> int:
     """The recipe's precheck, before anything exists: scopes that would share a branch
     (or worktree) once made into names, a repo or base that is not there, commands that
-    cannot be split."""
+    cannot be split or cannot start (command_check)."""
     seen: dict[str, str] = {}
     for scope in _scope_list(args.scopes):
         key = _slug(scope).casefold()  # one branch file on a case-insensitive disk
@@ -80,9 +84,14 @@ def check(args: argparse.Namespace) -> int:
         "rev-parse", "--verify", "--quiet", f"{args.base}^{{commit}}", cwd=args.repo
     ).returncode:
         raise UserError(f"base {args.base!r} is not a commit in {args.repo}; pass -v base=BRANCH")
-    if not _split("agent_cmd", args.agent_cmd):
+    agent = _split("agent_cmd", args.agent_cmd)
+    if not agent:
         raise UserError("agent_cmd is empty; give the agent's command line")
-    _split("check_cmd", args.check_cmd)
+    check_cmd = _split("check_cmd", args.check_cmd)
+    for name, argv in (("agent_cmd", agent), ("check_cmd", check_cmd)):
+        why = unstartable(argv, Path(args.repo), args.base) if argv else None
+        if why:
+            raise UserError(f"{name} cannot start: {why}; install it or give its full path")
     return 0
 
 
@@ -179,14 +188,31 @@ def reset(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tidy(repo: str, record: dict[str, Any]) -> None:
+    """The scope's worktree removed (its branch stays) and git's record of it with it,
+    so `git worktree prune` has nothing to report; a failed scope's branch that never
+    moved from the base (nothing to keep) goes too."""
+    worktree = record.get("worktree")
+    if worktree and Path(worktree).exists():
+        _git("worktree", "remove", "--force", str(worktree), cwd=repo)
+    _git("worktree", "prune", cwd=repo)
+    branch, base = record.get("branch"), record.get("base_commit")
+    if record.get("status") != "ready" and branch and base:
+        at = _git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo)
+        if at.stdout.strip() == base:
+            _git("branch", "-D", str(branch), cwd=repo)
+
+
 def report(args: argparse.Namespace) -> int:
     state = Path(args.state)
     scopes = _scope_list(args.scopes)
     ready, failed = [], []
     for scope in scopes:
         record = _load(state, str(scope))
+        if args.repo:
+            _tidy(args.repo, record)
         if record.get("status") == "ready":
-            ready.append({k: record.get(k) for k in ("scope", "branch", "commit", "worktree")})
+            ready.append({k: record.get(k) for k in ("scope", "branch", "commit")})
         else:
             failed.append(
                 {
@@ -221,6 +247,7 @@ def main() -> int:
     rep = sub.add_parser("report")
     rep.add_argument("--state", required=True)
     rep.add_argument("--scopes", required=True)
+    rep.add_argument("--repo", default="", help="remove the scopes' worktrees from it")
     pre = sub.add_parser("check")
     for flag in ("--scopes", "--repo", "--base", "--run", "--agent-cmd"):
         pre.add_argument(flag, required=True)

@@ -44,7 +44,7 @@ MAX_ARTIFACTS = 4
 _INTERNAL_TYPES = ("command.done", "run.done", "run.failed")
 
 
-def _semantic(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
+def semantic_result(paths: RunPaths, run: RunRecord, result: ResultRecord) -> dict[str, Any]:
     """The run's own last word: its last declared emitted message, else its stdout head."""
     emits = {
         e["type"] if isinstance(e, dict) else str(e)
@@ -177,7 +177,7 @@ def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> 
         "failure": _failure_body(result),
         "state_dir": str(paths.dir),
         "artifacts": artifacts,
-        "result": _semantic(paths, run, result),
+        "result": semantic_result(paths, run, result),
         "next": f"actors result {run_id}  (inspect only if this follow-up is not enough)",
     }
     if body["failure"] is None:

@@ -44,6 +44,7 @@ from runtime.store import safe
 from runtime.store.events import preview_fields, preview_text, record_event
 from runtime.store.layout import CapturePaths
 from runtime.store.writes import ensure_dir, patiently
+from runtime.views.counts import CANCEL_CODE, exit_code
 
 
 class Exit:
@@ -103,6 +104,7 @@ def begin_leaf(
     values: dict[str, Any] | None = None,
     *,
     feeds: bool = False,
+    recover: bool = False,
 ) -> Leaf | Outcome:
     """Render the command, open its captures and journal `command.start`; an Outcome
     when the command cannot even be rendered (runtime.runner.command runs it)."""
@@ -122,7 +124,13 @@ def begin_leaf(
     err_cap = None if feeds and kind in ("stderr", "both") else LOG_CAP
     out = patiently(lambda: Capture(capture.stdout, out_cap), f"open {capture.stdout}")
     err = patiently(lambda: Capture(capture.stderr, err_cap), f"open {capture.stderr}")
-    common = {"command_id": command_id, "node": node["id"], "label": node.get("label")}
+    common: dict[str, Any] = {
+        "command_id": command_id,
+        "node": node["id"],
+        "label": node.get("label"),
+    }
+    if recover:  # not an attempt of the step: runtime.views.counts
+        common["recover"] = True
     patiently(
         lambda: record_event(
             ctx.paths.events,
@@ -134,7 +142,7 @@ def begin_leaf(
         ),
         "record command.start in events.jsonl",
     )
-    ctx.active += 1
+    ctx.steps.started(node["id"], recover=recover)
     ctx.progress()
     return Leaf(
         node, argv, kind, capture, out, err, common, attempt, time.monotonic(), feeds, Exit()
@@ -177,16 +185,13 @@ def _command_done(
     captures: tuple[Capture, Capture],
 ) -> dict[str, Any]:
     """Count the command's end, journal `command.done` and hand it to the runner."""
-    ctx.active -= 1
     duration_ms = round((time.monotonic() - started) * 1000)
-    if ended.status == "done":
-        ctx.completed += 1
-    elif ended.status == "failed":
-        ctx.failed += 1
+    ctx.steps.ended(common["node"], ended.status, recover=bool(common.get("recover")))
     out, err = captures
+    code = CANCEL_CODE if ended.code is None else ended.code
     done = {
         "command": ctx.display(argv),  # masked and bounded: what a failure report names
-        "code": ended.code if ended.code is not None else 143,
+        "code": exit_code(ended.status, code),
         "status": ended.status,
         "attempt": attempt,
         "duration_ms": duration_ms,
@@ -429,12 +434,13 @@ class Command:
         exited(self.leaf.ended, self.code)
         self._end()
 
-    def stop(self, grace: float | None = None) -> None:
+    def stop(self, grace: float | None = None, *, timed_out: bool = False) -> None:
         """Cancel: SIGTERM to the whole group, the grace period, then SIGKILL (the
-        leader stays unreaped until then, so the group id stays ours)."""
+        leader stays unreaped until then, so the group id stays ours). A command its
+        node's timeout stopped ends `timeout`, code 124 (runtime.views.counts)."""
         if self.state in (ENDED, STOPPING):
             return
-        self.leaf.ended = Exit(status="cancelled")
+        self.leaf.ended = Exit(status="timeout" if timed_out else "cancelled")
         if self.code is not None:  # exited already, only draining: stop reading
             self._end()
             return

@@ -18,6 +18,7 @@ from runtime.runner.output import LOG_CAP_BYTES, Held, LogFile
 from runtime.store.events import preview_text, write_progress
 from runtime.store.layout import RunPaths
 from runtime.store.writes import DiskWriteError
+from runtime.views.counts import Steps
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]
@@ -83,7 +84,8 @@ class RunContext:
         self.cwd_error: OSError | None = None
         """Why the run's directory could not be entered (every command then fails to
         start with it), or None."""
-        self.active = self.completed = self.failed = 0
+        self.steps = Steps()
+        """Each step's attempts and state (runtime.views.counts defines them)."""
         self.branches: dict[str, str] = {}
         self.nodes: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
@@ -151,9 +153,7 @@ class RunContext:
             self.paths.progress,
             self.instance,
             phase=phase,
-            active=self.active,
-            completed=self.completed,
-            failed=self.failed,
+            **self.steps.counts(),
             branches=self.branches,
             **(extra or {}),
         )
@@ -169,7 +169,8 @@ class RunContext:
     def snapshot(self) -> dict[str, Any]:
         """What a parked runner keeps of the execution (runtime.runner.park)."""
         return {
-            "counts": [self.active, self.completed, self.failed, self._commands],
+            "steps": self.steps.snapshot(),
+            "commands": self._commands,
             "branches": self.branches,
             "nodes": self.nodes,
             "failures": self.failures,
@@ -182,7 +183,7 @@ class RunContext:
 
     def restore(self, saved: dict[str, Any]) -> None:
         """The execution as an earlier image of this runner left it, its logs still open."""
-        self.active, self.completed, self.failed, self._commands = saved["counts"]
+        self.steps, self._commands = Steps.restore(saved["steps"]), saved["commands"]
         self.branches, self.nodes = saved["branches"], saved["nodes"]
         self.failures, self.failed_commands = saved["failures"], saved["failed_commands"]
         self.stop_reason, self.abort, self.grace = (

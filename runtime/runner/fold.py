@@ -28,6 +28,7 @@ from runtime.store.appends import locked
 from runtime.store.events import record_event, write_progress
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.writes import publish_json_once, temp_writer
+from runtime.views.counts import final_counts, journal_counts
 from runtime.views.status import (
     derive,
     load_run,
@@ -84,6 +85,7 @@ def _exited(paths: RunPaths, run: RunRecord) -> bool:
         _kill_orphans(paths.dir, run, identity)
     instance = run["run_instance_id"]
     proven = proven_end(paths, run)
+    counts = journal_counts(paths, instance)
     result: dict[str, Any] = {
         "run": run["run"],
         "run_instance_id": instance,
@@ -92,6 +94,7 @@ def _exited(paths: RunPaths, run: RunRecord) -> bool:
         "killed": False,
         "degraded": False,
         "reason": f"runner gone without a result ({reason})",
+        **final_counts(counts),
         "ended_at": now_iso(),
     }
     if proven is not None:
@@ -108,7 +111,7 @@ def _exited(paths: RunPaths, run: RunRecord) -> bool:
     if not publish_json_once(paths.result, result):
         return False
     event = "run.exited" if proven is None else "run.folded"
-    write_progress(paths.progress, instance, phase=result["status"], active=0)
+    write_progress(paths.progress, instance, phase=result["status"], **counts)
     record_event(
         paths.events, instance, event, fsync=True, status=result["status"], reason=result["reason"]
     )

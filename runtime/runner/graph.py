@@ -43,8 +43,8 @@ from runtime.runner.context import Escalation, Outcome, RunContext
 from runtime.runner.output import LOG_CAP_BYTES, Capture, quoted_copy, trim
 from runtime.store import safe
 from runtime.store.writes import ensure_dir
+from runtime.views.counts import TIMEOUT_CODE
 
-TIMEOUT_CODE = 124
 MAX_PARALLEL_REPEAT = 64
 
 NEW, DELAY, ATTEMPT, RECOVER = "new", "delay", "attempt", "recover"
@@ -337,7 +337,10 @@ class Graph:
 
     def _command(self, frame: Frame, words: list[str], stdin: Path | None, feeds: bool) -> None:
         values = self.values_of(self.frames.get(frame.parent or ""), frame.node)
-        leaf = begin_leaf(self.ctx, frame.node, words, frame.attempt, values, feeds=feeds)
+        recover = frame.phase == RECOVER
+        leaf = begin_leaf(
+            self.ctx, frame.node, words, frame.attempt, values, feeds=feeds, recover=recover
+        )
         if isinstance(leaf, Outcome):  # could not even be rendered
             self._command_ended(frame, leaf)
             return
@@ -557,7 +560,7 @@ class Graph:
         it ends `timeout` once nothing of it runs."""
         frame.timed_out, frame.deadline = True, None
         if frame.command is not None:
-            frame.command.stop()
+            frame.command.stop(timed_out=True)
             return
         if not frame.children:  # nothing runs in it (cannot last: settled at once)
             self._attempt_ended(frame, self._timeout_outcome(frame))

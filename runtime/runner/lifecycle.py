@@ -33,6 +33,7 @@ from runtime.store.events import has_event, record_event, write_progress
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import patiently, publish_json_once
+from runtime.views.counts import counts_of
 
 if TYPE_CHECKING:
     from runtime.runner.context import Outcome, RunContext
@@ -160,8 +161,7 @@ def _add_artifacts_and_output(
         artifacts=artifacts,
         nodes=ctx.nodes,
         failures=ctx.failures,
-        completed=ctx.completed,
-        failed=ctx.failed,
+        **ctx.steps.counts(),
     )
     _explain_failures(ctx, result)
 
@@ -251,9 +251,7 @@ def finish(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
             paths.progress,
             instance,
             phase=result["status"],
-            active=0,
-            completed=result.get("completed", 0),
-            failed=result.get("failed", 0),
+            **{**counts_of(result), "active": 0},
             degraded=result.get("degraded", False),
         ),
         "write progress.json",

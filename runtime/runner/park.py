@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from runtime.core import config, platform
+from runtime.core.faults import pause_point
 from runtime.runner import lifecycle
 from runtime.runner.graph import Graph
 from runtime.runner.lifecycle import begin, conclude, crash, new_context
@@ -169,11 +170,23 @@ def exec_self(setting: str) -> None:
 
 
 def park(runner: Runner) -> None:
-    """exec() into the idle wait; returns (staying up) only if exec failed."""
+    """exec() into the idle wait; returns (staying up) if exec failed, or if a signal
+    came since the loop last looked (it is handled here; the loop goes on).
+
+    The signals are blocked first: from then on one that arrives stays pending and
+    crosses exec to the idle image. One that arrived before, since the loop's last
+    poll, is only a byte in this image's wakeup pipe, which exec would close: a
+    SIGTERM lost that way never stops the run, and on the portable path a command's
+    SIGCHLD lost that way leaves its run waiting for an end it was already told of."""
+    pause_point("runner.before_park")
+    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
+    if _arrived_meanwhile(runner):
+        return
     state = snapshot(runner)
     try:
         fd = platform.state_fd(str(runner.paths.dir))
     except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
         runner.linger = LINGER_MAX_S  # no place for the state: stay up
         return
     view = memoryview(json.dumps(state).encode())
@@ -186,7 +199,6 @@ def park(runner: Runner) -> None:
     deadline = repr(min(times)) if times else "-"
     waited = ",".join(str(w) for w in _waited(runner))
     signals = ",".join(str(int(s)) for s in stop_signals())
-    signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
     try:
         exec_self(f"wait {fd} {deadline} {waited} {signals}")
     except OSError:
@@ -195,6 +207,20 @@ def park(runner: Runner) -> None:
         for kept in _kept(runner):
             os.set_inheritable(kept, False)
         runner.linger = LINGER_MAX_S  # stay up rather than try again at once
+
+
+def _arrived_meanwhile(runner: Runner) -> bool:
+    """Signals already in the wakeup pipe (the caller has blocked the rest): handled
+    now, with the signals unblocked again; True if there were any."""
+    try:
+        arrived = os.read(runner.wakeup, 64) if runner.wakeup >= 0 else b""
+    except OSError:  # BlockingIOError: nothing came
+        arrived = b""
+    if not arrived:
+        return False
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
+    runner.signalled(arrived)
+    return True
 
 
 def _adopt_guard(saved: dict[str, Any], run: RunRecord) -> Guard:

@@ -71,7 +71,7 @@ def command_done(
     """Journal every leaf in the outbox; for a recipe that opted in, bubble failures and
     parallel branch completions."""
     failed = done["status"] != "done"
-    bubbles = steps_opted_in(run) and (failed or ctx.active > 0)
+    bubbles = steps_opted_in(run) and (failed or ctx.steps.counts()["active"] > 0)
     name = done.get("label") or done["node"]
     outcome = f"failed with code {done['code']}" if failed else "done"
     envelope = build_envelope(

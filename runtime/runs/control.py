@@ -32,8 +32,8 @@ from runtime.core.process import send_verified, verify, wait_gone
 from runtime.runs.ownership import Principal, check_control
 from runtime.store.events import record_event, write_progress
 from runtime.store.layout import RunPaths, StateRoot
-from runtime.store.reads import read_json
 from runtime.store.writes import publish_json_once, write_json_atomic
+from runtime.views.counts import final_counts, journal_counts
 from runtime.views.status import TERMINAL, derive, load_run, runner_identity
 
 if TYPE_CHECKING:
@@ -152,15 +152,9 @@ def _publish(target: Target, status: str, code: int, reason: str) -> None:
         if paths.result.exists():
             return
         instance = run["run_instance_id"]
-        try:
-            last = read_json(paths.progress) or {}
-        except StateDamaged:
-            last = {}
-        counts = {
-            k: last[k] for k in ("completed", "failed") if isinstance(last, dict) and k in last
-        }
+        counts = journal_counts(paths, instance)  # the steps as the runner left them
         with contextlib.suppress(OSError, ActorsError):
-            write_progress(paths.progress, instance, phase=status, active=0, **counts)
+            write_progress(paths.progress, instance, phase=status, **counts)
         _record(target, f"run.{status}", fsync=True, code=code, reason=reason)
         short: ResultRecord = {
             "run": run["run"],
@@ -173,7 +167,7 @@ def _publish(target: Target, status: str, code: int, reason: str) -> None:
             "started_at": run.get("created_at"),
             "ended_at": now_iso(),
         }
-        publish_json_once(paths.result, short)
+        publish_json_once(paths.result, {**short, **final_counts(counts)})
     # The runner died without its end-of-run work (perhaps even before it told its
     # guardians it was up): wake them, so one folds the run now (its follow-up marker,
     # the parent's doorbell) instead of at the next `actors reconcile`.

@@ -139,6 +139,11 @@ class ResultRecord(TypedDict, total=False):
     """The failure that decided a failed (or degraded) run, as reports show it first."""
     completed: int
     failed: int
+    timed_out: int
+    cancelled: int
+    attempts: int
+    retries: int
+    """The step counters runtime.views.counts defines, as the run ended."""
 
 
 class ProgressRecord(TypedDict, total=False):
@@ -151,6 +156,11 @@ class ProgressRecord(TypedDict, total=False):
     active: int
     completed: int
     failed: int
+    timed_out: int
+    cancelled: int
+    attempts: int
+    retries: int
+    """The counters runtime.views.counts defines (a step, an attempt, a retry)."""
     degraded: bool
     branches: dict[str, str]
     waiting_for: str
@@ -186,9 +196,15 @@ class RunStatus(TypedDict, total=False):
     damaged_file: str
     """The damaged file, relative to the run's directory (with `damaged`)."""
     phase: str
+    started_at: str | None
+    duration_ms: int | None
     active: int
-    completed: int
-    failed: int
+    completed: int | None
+    failed: int | None
+    timed_out: int | None
+    cancelled: int | None
+    attempts: int | None
+    retries: int | None
     branches: dict[str, str]
     waiting_for: str
     """A queued run's wait: `run X` or `a slot of group G (n ahead)`."""
@@ -213,6 +229,15 @@ class ListedRun(TypedDict):
     degraded: bool | None
     ended_at: str | None
     reason: str | None
+    started_at: str | None
+    duration_ms: int | None
+    completed: int | None
+    failed: int | None
+    timed_out: int | None
+    cancelled: int | None
+    attempts: int | None
+    retries: int | None
+    """From result.json once the run has one (runtime.views.counts); None before."""
     damaged: NotRequired[str]
     damaged_file: NotRequired[str]
 

@@ -16,21 +16,21 @@ from typing import NotRequired
 from runtime.core.errors import ActorsError, ResourceError, resource_error
 from runtime.store.layout import StateRoot
 from runtime.store.records import ListedRun
+from runtime.views.counts import COUNTS
 from runtime.views.index import list_runs, listed_one
 from runtime.views.status import ACTIVE, read_progress
 
 
 class BoardRun(ListedRun):
-    """A listed run, plus its progress counters while it is active."""
+    """A listed run, plus its progress counters while it is active (a finished run's
+    are its result's, listed)."""
 
     phase: NotRequired[str]
     active: NotRequired[int]
-    completed: NotRequired[int]
-    failed: NotRequired[int]
     branches: NotRequired[dict[str, str]]
 
 
-_PROGRESS = ("phase", "active", "completed", "failed", "branches")
+_PROGRESS = ("phase", *COUNTS, "branches")
 
 
 class RunBoard:

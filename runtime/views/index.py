@@ -21,17 +21,29 @@ from runtime.store.layout import RUN_JSON, RunPaths, StateRoot
 from runtime.store.reads import read_json
 from runtime.store.trust import trusted_dir
 from runtime.store.writes import write_json_atomic
+from runtime.views.counts import FINAL_COUNTS
 from runtime.views.status import TERMINAL, damaged_file, derive, load_run
 
 if TYPE_CHECKING:
     from runtime.store.records import ListedRun, RunStatus
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 INDEX_MAX_BYTES = 64 * 1024 * 1024
 """An index.json larger than this (some 200,000 runs) is not read: it is rebuilt."""
 _STATIC = ("created_at", "recipe", "tool", "command", "owner_id", "parent")
-_FINAL = ("pid", "status", "code", "degraded", "ended_at", "reason")
-"""What result.json settles: cached with the static facts once the run has a result."""
+_FINAL = (
+    "pid",
+    "status",
+    "code",
+    "degraded",
+    "ended_at",
+    "reason",
+    "started_at",
+    "duration_ms",
+    *FINAL_COUNTS,
+)
+"""What result.json settles: cached with the static facts once the run has a result
+(its step counters are runtime.views.counts's)."""
 LISTED = ("run", "address", "state_dir", *_STATIC, *_FINAL)
 """The keys of every listed run, in this order, whether it came from the index or was
 derived live (a run whose state is damaged also has `damaged`, what is wrong, and
@@ -93,6 +105,9 @@ _FINAL_TYPES: dict[str, tuple[type, ...]] = {
     "degraded": (bool, type(None)),
     "ended_at": (str, type(None)),
     "reason": (str, type(None)),
+    "started_at": (str, type(None)),
+    "duration_ms": (int, type(None)),
+    **{k: (int, type(None)) for k in FINAL_COUNTS},
 }
 
 

@@ -24,7 +24,8 @@ from runtime.store.reads import (
     tail_jsonl,
 )
 from runtime.views.index import list_runs
-from runtime.views.status import ACTIVE, TERMINAL, find_run, full_status, read_result
+from runtime.views.status import ACTIVE, TERMINAL, derive, find_run, full_status, read_result
+from runtime.views.swarm_tasks import swarm_tasks
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
@@ -34,7 +35,7 @@ LINES = 40
 MAX_LINES = 2000
 """The most records a view shows, whoever asks."""
 RUN_VIEWS = ("status", "tail", "messages", "artifacts", "files", "mailbox", "communication")
-ROOM_VIEWS = ("status", "messages", "roster")
+ROOM_VIEWS = ("status", "messages", "roster", "tasks")
 SESSION_VIEWS = ("status", "runs")
 STATUS_FILTERS = ("all", "active", "running", "terminal", *TERMINAL)
 
@@ -162,9 +163,17 @@ def _room(root: StateRoot, run_id: str, view: str, lines: int) -> dict[str, Any]
     _require(view, ROOM_VIEWS, f"room:{run_id}")
     paths, run = find_run(root, run_id)
     timeline = paths.room_timeline
-    recent = tail_jsonl(timeline, max(lines, 1) if view != "roster" else 2000)
+    whole = {"roster": 2000, "tasks": MAX_LINES}.get(view)
+    recent = tail_jsonl(timeline, whole or max(lines, 1))
     out: dict[str, Any] = {"target": f"room:{run_id}", "view": view}
-    if view == "messages":
+    if view == "tasks":
+        ended = derive(paths, run)["status"] in TERMINAL
+        table = swarm_tasks(recent, ended=ended)
+        tasks = table["tasks"]
+        out.update(table, tasks=tasks[-lines:] if lines > 0 else [])
+        if len(tasks) > lines:
+            out["tasks_omitted"] = len(tasks) - lines
+    elif view == "messages":
         out["messages"] = [
             {k: m.get(k) for k in ("id", "ts", "type", "from", "summary", "body")}
             for m in (recent[-lines:] if lines > 0 else [])

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from runtime.core.errors import BadInput
+from runtime.views.counts import FINAL_COUNTS, counts_of
 from runtime.views.status import ACTIVE, TERMINAL
 
 PER_PAGE = 50
@@ -63,8 +64,17 @@ class RunNode(TypedDict):
     owner_id: str | None
     units: int
     """Active work units: steps running now (at least 1 while the run is active)."""
-    completed: int
-    failed: int
+    degraded: bool
+    started_at: str | None
+    duration_ms: int | None
+    completed: int | None
+    """This and the counters below are runtime.views.counts's: a live run's from its
+    progress.json, a finished one's from its result; None when the run has none yet."""
+    failed: int | None
+    timed_out: int | None
+    cancelled: int | None
+    attempts: int | None
+    retries: int | None
     branches: dict[str, str]
     children: list[RunNode]
 
@@ -125,11 +135,18 @@ def _node(run: Mapping[str, Any], kids: Mapping[str, list[Mapping[str, Any]]]) -
         "what": what(run),
         "owner_id": run.get("owner_id"),
         "units": units(run),
-        "completed": int(run.get("completed") or 0),
-        "failed": int(run.get("failed") or 0),
+        "degraded": bool(run.get("degraded")),
+        "started_at": run.get("started_at"),
+        "duration_ms": run.get("duration_ms"),
+        **_counts(run),  # type: ignore[typeddict-item]
         "branches": dict(branches) if isinstance(branches, dict) else {},
         "children": [_node(k, kids) for k in reversed(kids.get(str(run["run"]), []))],
     }
+
+
+def _counts(run: Mapping[str, Any]) -> dict[str, int | None]:
+    known = counts_of(run)
+    return {k: known.get(k) for k in FINAL_COUNTS}
 
 
 def page_of(runs: Sequence[Mapping[str, Any]], flt: RunFilter) -> RunsPage:

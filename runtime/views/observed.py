@@ -15,9 +15,11 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from runtime.compiler.redact import redact_session
+from runtime.core.errors import ActorsError
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.registry import adapter_class
-from runtime.delivery.sessions import list_sessions
+from runtime.delivery.sessions import SessionInbox, list_sessions
+from runtime.store.layout import session_paths
 
 STAGES = ("queued", "triggered", "woke", "injected", "processed", "replied")
 STAGE_LEVEL = {"queued": 3, "triggered": 3, "woke": 4, "injected": 5, "processed": 7, "replied": 7}
@@ -35,6 +37,9 @@ class DeliveryRow(TypedDict):
     observed: list[str]
     reason: str | None
     at: str | None
+    run: str | None
+    """The run the follow-up is about (its envelope's sender, `run:<id>`), or None."""
+    summary: str | None
 
 
 class SessionView(TypedDict):
@@ -50,7 +55,7 @@ class SessionView(TypedDict):
     record: dict[str, Any]
 
 
-def _row(ident: str, state: dict[str, Any]) -> DeliveryRow:
+def _row(ident: str, state: dict[str, Any], envelope: dict[str, Any]) -> DeliveryRow:
     observed = [s for s in state.get("observed") or [] if isinstance(s, str)]
     if state.get("state") in ("queued", "delivered", "accepted") and "queued" not in observed:
         observed.insert(0, "queued")  # durable in the session inbox before any adapter ran
@@ -64,7 +69,27 @@ def _row(ident: str, state: dict[str, Any]) -> DeliveryRow:
         "observed": [s for s in STAGES if s in observed],
         "reason": state.get("reason"),
         "at": state.get("ts"),
+        "run": _run_of(envelope),
+        "summary": envelope.get("summary") if isinstance(envelope.get("summary"), str) else None,
     }
+
+
+def _run_of(envelope: dict[str, Any]) -> str | None:
+    sender, body = envelope.get("from"), envelope.get("body")
+    if isinstance(body, dict) and isinstance(body.get("run"), str):
+        return str(body["run"])
+    if isinstance(sender, str) and sender.startswith("run:"):
+        return sender[4:].split("/", 1)[0]
+    return None
+
+
+def _envelopes(root: Any, owner: str) -> dict[str, dict[str, Any]]:
+    """Delivery id -> its envelope, from the session's inbox (never compacted)."""
+    try:
+        entries = SessionInbox(session_paths(root, owner)).entries()
+    except ActorsError:
+        return {}
+    return {str(e.get("id")): e["envelope"] for e in entries if isinstance(e.get("envelope"), dict)}
 
 
 def declared_level(harness: str) -> str:
@@ -86,7 +111,8 @@ def sessions_view(root: Any, *, limit: int = DELIVERIES) -> list[SessionView]:
     for record in list_sessions(root):
         owner = str(record.get("id"))
         states = runner.states(owner)
-        rows = [_row(ident, state) for ident, state in states.items()]
+        envelopes = _envelopes(root, owner)
+        rows = [_row(i, state, envelopes.get(i, {})) for i, state in states.items()]
         rows.sort(key=lambda r: r["at"] or "", reverse=True)
         seen = {s for r in rows for s in r["observed"]}
         stages = [s for s in STAGES if s in seen]

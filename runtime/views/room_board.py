@@ -5,7 +5,8 @@ follows its protocol) post `task.claim`, `task.result` and `task.awaiting` to
 `room:<run>`. The board folds the room's timeline per sender: each claim with the result
 that answered it (by task number), and the backlog left and idleness from the sender's
 last `task.awaiting`. Senders that post other types show up as members with their last
-word. The timeline is read through `inspect` (bounded, masked).
+word. The timeline is read through `inspect` (bounded, masked). The per-task table
+beside it is the one `actors result` shows (runtime.views.swarm_tasks).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, TypedDict
 
 from runtime.views.inspect import MAX_LINES, inspect
+from runtime.views.swarm_tasks import Drained, TaskRow, swarm_tasks
 
 
 class Claim(TypedDict):
@@ -44,6 +46,8 @@ class RoomBoard(TypedDict):
     messages: int
     shown: list[dict[str, Any]]
     workers: list[Worker]
+    tasks: list[TaskRow]
+    drained: Drained | None
 
 
 def _claim(body: Mapping[str, Any], ts: Any) -> Claim:
@@ -63,8 +67,9 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def room_board(root: Any, run_id: str, *, shown: int = 200) -> RoomBoard:
-    """The board of `room:<run_id>`, with its newest `shown` messages."""
+def room_board(root: Any, run_id: str, *, shown: int = 200, ended: bool = False) -> RoomBoard:
+    """The board of `room:<run_id>`, with its newest `shown` messages; `ended`: the run
+    is over (a claim nobody answered was interrupted)."""
     data = inspect(root, f"room:{run_id}", "messages", lines=MAX_LINES)
     messages: list[dict[str, Any]] = data["messages"]
     workers: dict[str, Worker] = {}
@@ -96,11 +101,14 @@ def room_board(root: Any, run_id: str, *, shown: int = 200) -> RoomBoard:
             left = body.get("backlog_left")
             w["backlog_left"] = left if isinstance(left, int) else w["backlog_left"]
             w["idle"] = bool(body.get("idle"))
+    table = swarm_tasks(messages, ended=ended)
     return {
         "run": run_id,
         "messages": len(messages),
         "shown": messages[-shown:],
         "workers": sorted(workers.values(), key=lambda w: w["sender"]),
+        "tasks": table["tasks"],
+        "drained": table["drained"],
     }
 
 

@@ -19,6 +19,7 @@ from runtime.core.process import plausible_pid, verify
 from runtime.store.events import STOP_EVENTS
 from runtime.store.layout import RunPaths, StateRoot
 from runtime.store.reads import read_json, tail_jsonl
+from runtime.views.counts import COUNTS, FINAL_COUNTS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -145,6 +146,10 @@ _PROGRESS_FIELDS: dict[str, tuple[type, ...]] = {
     "active": (int,),
     "completed": (int,),
     "failed": (int,),
+    "timed_out": (int,),
+    "cancelled": (int,),
+    "attempts": (int,),
+    "retries": (int,),
     "branches": (dict,),
     "waiting_for": (str,),
 }
@@ -371,6 +376,9 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
                 "ended_at": result.get("ended_at"),
                 "reason": result.get("reason"),
                 "from_result": True,
+                "started_at": result.get("started_at"),
+                "duration_ms": _count(result.get("duration_ms")),
+                **{k: _count(result.get(k)) for k in FINAL_COUNTS},  # type: ignore[typeddict-item]
             }
         )
         return out
@@ -396,6 +404,13 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
             out["reason"] = reason
     out["process"] = verdict
     return out
+
+
+def _count(value: Any) -> int | None:
+    """A non-negative count or duration of result.json, else None (an older or damaged
+    file; the views then show none)."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
+    return value if ok else None
 
 
 def _queued(paths: RunPaths, run: RunRecord, out: RunStatus) -> None:
@@ -447,9 +462,9 @@ def full_status(paths: RunPaths, run: RunRecord) -> RunStatus:
     """`status_of` for a caller that has already read run.json."""
     out = derive(paths, run)
     progress = read_progress(paths)
-    for key in ("phase", "active", "completed", "failed", "branches"):
+    for key in ("phase", *COUNTS, "branches"):
         if key in progress:
-            out[key] = progress[key]
+            out[key] = progress[key]  # type: ignore[literal-required]
     if "damaged" in progress and "damaged" not in out:
         out["damaged"], out["damaged_file"] = progress["damaged"], "progress.json"
     return out

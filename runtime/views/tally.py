@@ -36,6 +36,7 @@ from runtime.store import safe
 from runtime.store.layout import RunPaths, SessionPaths, StateRoot
 from runtime.store.reads import read_bytes, read_json, read_jsonl
 from runtime.store.writes import ensure_dir, write_json_atomic
+from runtime.views.counts import FINAL_COUNTS
 from runtime.views.status import ACTIVE, TERMINAL
 
 if TYPE_CHECKING:
@@ -93,6 +94,9 @@ class Tally:
     """Deliveries not yet delivered, accepted or finally failed, over all sessions."""
     backlogs: dict[str, Backlog] = field(default_factory=dict)
     """Inbox kind (`session`, `run`, `branch`) -> what waits there."""
+    steps: Counter[str] = field(default_factory=Counter)
+    """Counter (`completed`, `failed`, `timed_out`, `cancelled`, `attempts`, `retries`:
+    runtime.views.counts) -> its sum over the finished runs, from their listing."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ def _gather(root: StateRoot) -> Tally:
             ended[f"{head.instance}:terminal"] = end
         if status in ACTIVE:
             _run_backlog(RunPaths(root.runs / run["run"]), tally)
+        for key in FINAL_COUNTS:
+            tally.steps[key] += run.get(key) or 0  # type: ignore[operator]
     heads.save()
     tally.by_recipe = _by_recipe(listed)
     names = [name for name in safe.subdirs(root.sessions) if is_valid_id(name)]

@@ -265,7 +265,7 @@ def test_a_timed_out_step_names_its_timeout_command_and_stderr(
         f"Run {run} failed (code 124): slowpoke: timed out after 300 ms: warming up (`sh -c"
     )
     shown = cli("result", run).stdout
-    assert "exit     143  (timed out after 300 ms)" in shown and "    warming up" in shown
+    assert "exit     124  (timed out after 300 ms)" in shown and "    warming up" in shown
 
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "recipes" / "scripts"
@@ -281,6 +281,9 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "recipes" / "scripts"
         ("backlog_worker.py", [], {}, "run me inside an actors run"),
         ("backlog_worker.py", ["--task-timeout=soon"], {"run": 1}, "is not a number"),
         ("backlog_worker.py", ["--backlog=/nonexistent"], {"run": 1}, "does not exist"),
+        ("backlog_worker.py", ["--workers=2", "--index=2"], {"run": 1}, "from 0 to 1"),
+        ("backlog_precheck.py", ["--workers=0"], {}, "workers must be from 1 to 64"),
+        ("backlog_precheck.py", [], {}, "is not a git repository"),
     ],
 )
 def test_shipped_scripts_refuse_user_errors_in_one_line(
@@ -292,13 +295,13 @@ def test_shipped_scripts_refuse_user_errors_in_one_line(
     defaults = {
         "collab_branch.py": ["--repo=.", "--base=HEAD", "--run=r", "--agent-cmd=true"],
         "backlog_worker.py": [
-            "--worker=front",
-            "--end=top",
+            "--index=0",
+            "--workers=2",
             f"--backlog={backlog}",
             f"--repo={tmp_path}",
             "--agent-cmd=true",
-            "--git-branch=b",
         ],
+        "backlog_precheck.py": [f"--backlog={backlog}", f"--repo={tmp_path}", "--agent-cmd=true"],
     }[script]
     argv = args + [d for d in defaults if d.split("=", 1)[0] not in given]
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ACTORS_RUN")}

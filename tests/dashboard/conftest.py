@@ -127,11 +127,12 @@ def page(chromium: Any) -> Iterator[Any]:
     assert not alerts, f"a native dialog opened: {alerts}"
 
 
-def screenshot(tab: Any, name: str) -> None:
-    """With ACTORS_WRITE_SCREENSHOTS=1, the picture docs/dashboard.md shows."""
+def screenshot(tab: Any, name: str, *, full_page: bool = False) -> None:
+    """With ACTORS_WRITE_SCREENSHOTS=1, the picture docs/dashboard.md shows (the whole
+    page with `full_page`, else what the window shows)."""
     if os.environ.get("ACTORS_WRITE_SCREENSHOTS") == "1":
         SHOTS.mkdir(parents=True, exist_ok=True)
-        tab.screenshot(path=str(SHOTS / f"dashboard-{name}.png"))
+        tab.screenshot(path=str(SHOTS / f"dashboard-{name}.png"), full_page=full_page)
 
 
 def pngs() -> list[Path]:

@@ -1,9 +1,11 @@
-"""The backlog-implementers recipe: two persistent workers on one git repository.
+"""The backlog-implementers recipe kept alive: two persistent workers on one git repository.
 
 A scripted stand-in agent edits a file named after its item (and, for some items, commits
 itself); the workers claim from opposite ends of the backlog, report to the run's room,
-take a coordinator assignment, and die with the run on control.kill. Everything waits on
-conditions (the room's doorbell, FIFO gates, pidfds), never on sleeps.
+take a coordinator assignment, and die with the run on control.kill (`keep_alive`: a
+drained swarm waits for more work; tests/integration/test_swarm_finish.py has the swarm
+that ends by itself). Everything waits on conditions (the room's doorbell, FIFO gates,
+pidfds), never on sleeps.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from runtime.delivery.sessions import SessionInbox
 from runtime.messaging.doorbells import doorbell
 from runtime.store.layout import StateRoot, session_paths
 from runtime.views.status import TERMINAL, load_run
-from tests.conftest import alive, cli, finished, make_fifo
+from tests.conftest import alive, cli, finished, make_fifo, wait_for_change
 
 AGENT = """
 import pathlib, re, subprocess, sys
@@ -133,7 +135,12 @@ def wait_room(
 
 
 def of(messages: list[dict[str, Any]], run: str, worker: str) -> list[dict[str, Any]]:
-    return [m for m in messages if m["from"] == f"branch:{run}/{worker}"]
+    """The worker's task messages (claim, result, awaiting), in order."""
+    return [
+        m
+        for m in messages
+        if m["from"] == f"branch:{run}/{worker}" and m["type"].startswith("task.")
+    ]
 
 
 def idle(messages: list[dict[str, Any]], run: str, worker: str) -> bool:
@@ -193,7 +200,7 @@ def test_two_workers_drain_the_backlog_from_both_ends_then_take_an_assignment(
 ) -> None:
     started = time.monotonic()
     with gates(tmp_path / "gates", "item one", "item six") as held:
-        record = spawn_swarm(tmp_path, repo, BACKLOG)
+        record = spawn_swarm(tmp_path, repo, BACKLOG, keep_alive="true")
         run = record["run"]
 
         # Both first claims are posted while each agent is held at its gate, so neither
@@ -273,13 +280,24 @@ def test_two_workers_drain_the_backlog_from_both_ends_then_take_an_assignment(
     messages = wait_room(
         home, run, lambda ms: len(results(ms)) == 7 and idle(ms[count:], run, "front")
     )
-    extra = [m for m in messages[count:] if m["from"] == f"branch:{run}/front"]
+    extra = of(messages[count:], run, "front")
     assert [m["type"] for m in extra] == ["task.claim", "task.result", "task.awaiting"]
     outcome = extra[1]["body"]
     assert outcome["ok"] and outcome["source"] == "assignment" and outcome["index"] is None
     assert git(repo, "rev-parse", f"actors/{run}/front") == outcome["commit"]
     assert git(repo, "show", f"{outcome['commit']}:extra-item.txt") == "extra item"
     assert not of(messages[count:], run, "back")
+    # Kept alive, the swarm said it drained once per drain: the backlog, then the extra.
+    messages = wait_room(
+        home, run, lambda ms: len([m for m in ms if m["type"] == "swarm.drained"]) == 2
+    )
+    drains = [m["body"] for m in messages if m["type"] == "swarm.drained"]
+    assert [(d["drain"], d["done"], d["failed"]) for d in drains] == [(1, 6, 0), (2, 7, 0)]
+    assert drains[1]["kept_alive"] is True
+    assert {b["branch"]: b["head"] for b in drains[1]["branches"]} == {
+        f"actors/{run}/front": outcome["commit"],
+        f"actors/{run}/back": git(repo, "rev-parse", f"actors/{run}/back"),
+    }
     assert actors.status(run)["status"] == "running"
 
     kill_and_reap(record, worker_pids)
@@ -295,6 +313,7 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
         "- [ ] broken item\n- [ ] other item\n",
         validate_cmd="sh -c 'echo lint: 2 problems >&2; exit 3'",
         self_select="false",
+        keep_alive="true",
     )
     run = record["run"]
     base = git(repo, "rev-parse", "main")
@@ -337,7 +356,7 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
     assert told["summary"].endswith(f"; next: actors inspect room:{run}")
     assert told["body"]["reason"] == failed["reason"]
     assert told["body"]["retry"] == (
-        f'actors message branch:{run}/front task.assign \'{{"item": "broken item"}}\''
+        f'actors message branch:{run}/front task.assign \'{{"item": "broken item"}}\' --body-json'
     )
 
     # Still alive: the next assignment (with a validation override) runs and lands.
@@ -357,22 +376,41 @@ def test_a_failed_validation_is_reported_and_the_worker_stays_for_the_next_assig
     assert len(of(messages, run, "back")) == 1
 
     pids = [of(messages, run, w)[-1]["body"]["pid"] for w in ("front", "back")]
-    kill_and_reap(record, pids)
+    # Both items claimed, both workers idle: drained (kept alive, so the run goes on).
     owner = SessionInbox(session_paths(home, record["owner_id"])).entries()
-    assert [e["envelope"]["type"] for e in owner] == ["task.failed"]  # the success: silent
+    wait_for_change(
+        session_paths(home, record["owner_id"]).dir,
+        lambda: len(SessionInbox(session_paths(home, record["owner_id"])).entries()) == 2,
+        timeout=60,
+        what="the swarm.drained follow-up",
+    )
+    owner = SessionInbox(session_paths(home, record["owner_id"])).entries()
+    # the success itself is silent: one follow-up for the failure, one for the drain
+    assert [e["envelope"]["type"] for e in owner] == ["task.failed", "swarm.drained"]
+    assert actors.status(run)["status"] == "running"
+    kill_and_reap(record, pids)
 
 
-def test_an_unreadable_backlog_fails_the_run_with_its_reason_and_no_traceback(
+def test_an_unreadable_backlog_is_refused_at_spawn_with_nothing_made(
     home: StateRoot, tmp_path: Path, repo: Path
 ) -> None:
-    record = spawn_swarm(tmp_path, repo, b"- [ ] caf\xe9 item\n")  # not UTF-8
-    final = finished(record)
-    assert final["status"] == "failed"
-    stderr = "\n".join(actors.tail(record["run"], 50, stream="stderr"))
-    assert "Traceback" not in stderr
-    owner = [e["envelope"] for e in SessionInbox(session_paths(home, record["owner_id"])).entries()]
-    (ended,) = [e for e in owner if e["type"] == "run.failed"]
-    failure = ended["body"]["failure"]
-    assert failure["exit_code"] == 2 and "backlog_worker.py" in failure["command"]
-    assert f"{tmp_path / 'backlog.md'}: 'utf-8' codec can't decode" in failure["stderr_tail"]
-    assert "backlog.md: 'utf-8' codec can't decode" in ended["summary"]
+    """The precheck reads the backlog before anything exists (it used to fail each
+    worker in turn, after their worktrees and branches were made)."""
+    (tmp_path / "backlog.md").write_bytes(b"- [ ] caf\xe9 item\n")  # not UTF-8
+    proc = cli(
+        "spawn",
+        "backlog-implementers",
+        "-v",
+        f"backlog={tmp_path / 'backlog.md'}",
+        "-v",
+        f"repo={repo}",
+        "-v",
+        "agent_cmd=true",
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip() == (
+        f"actors: backlog-implementers: backlog file {tmp_path / 'backlog.md'} is not UTF-8"
+        " text (invalid continuation byte)"
+    )
+    assert not home.runs.exists() or not list(home.runs.iterdir())
+    assert git(repo, "branch", "--format=%(refname:short)") == "main"

@@ -39,7 +39,7 @@ from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_claude import DOORBELL_ONLY, MODEL, ClaudeSession, claude_session
 from tests.peers.run_codex import CONFIG as CODEX_CONFIG
-from tests.peers.test_mcp_claude import call_tool, first_turn, wait_wake
+from tests.peers.test_mcp_claude import call_tool, first_turn, tool_results, wait_wake
 from tests.reliability.test_self_healing import _marked
 
 TURN_S = 120  # one agent turn: a real harness start plus one or two model round trips
@@ -293,3 +293,87 @@ def test_collab_branches_with_claude_and_codex_scopes(
     (told,) = SessionInbox(session_paths(home, "coord")).unread()
     assert told["envelope"]["type"] == "run.done" and told["envelope"]["body"]["degraded"]
     assert any("TOKEN-IDLE" in last_user_text(r["body"]) for r in fake_llm.requests)
+
+
+@pytest.fixture
+def merging_coordinator(
+    home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
+) -> Iterator[ClaudeSession]:
+    """A real Claude Code coordinator allowed actors' tools and its own shell tool."""
+    binary = peer_bin("claude")
+    allow = ("--allowedTools", "mcp__actors", "Bash", "--verbose")
+    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=allow) as session:
+        yield session
+
+
+def test_a_claude_and_codex_swarm_drains_once_and_its_coordinator_merges_a_branch(
+    merging_coordinator: ClaudeSession,
+    fake_llm: FakeLLM,
+    home: StateRoot,
+    tmp_path: Path,
+    repo: Path,  # noqa: F811
+) -> None:
+    """Two workers on two harnesses in one swarm (`agent_cmds`: front is Claude Code,
+    back is Codex), self-selecting from opposite ends; the swarm drains, says so once,
+    and ends done; the coordinator's model reads the `swarm.drained` follow-up and
+    merges the branch it names with its shell tool."""
+    coordinator = merging_coordinator
+    session = first_turn(coordinator)
+    (tmp_path / "backlog.md").write_text(f"# Backlog\n\n- [ ] {ALPHA}\n- [ ] {OMEGA}\n")
+    (tmp_path / "validate.py").write_text(VALIDATE)
+    values = {
+        "backlog": str(tmp_path / "backlog.md"),
+        "repo": str(repo),
+        # the comma form of an array: the fake model's `[tool:...]` marker holds no `]`
+        "agent_cmds": f"{claude_worker(tmp_path)},{codex_worker(tmp_path, fake_llm.port)}",
+        "validate_cmd": f"python3 {tmp_path / 'validate.py'}",
+        "base": "main",
+    }
+    start = len(fake_llm.requests)
+    seen = call_tool(
+        coordinator,
+        fake_llm,
+        "spawn",
+        {"recipe": "backlog-implementers", "as": "run:swarm2", "values": values},
+    )
+    assert "started run:swarm2" in seen, seen
+    run = "swarm2"
+    final = finished(actors.status(run), timeout=3 * TURN_S)
+    assert final["status"] == "done", final  # ended by itself: nobody stopped it
+
+    # each item reached the model through its worker's harness: front's Claude Code
+    # (Anthropic's API), back's Codex (the Responses API)
+    for item, api in ((ALPHA, "/v1/messages"), (OMEGA, "/v1/responses")):
+        assert any(
+            r["path"].startswith(api) and item in last_user_text(r["body"])
+            for r in fake_llm.requests
+        ), (item, api)
+    told = [e["envelope"] for e in SessionInbox(session_paths(home, session)).entries()]
+    drained = [t for t in told if t["type"] == "swarm.drained"]
+    assert len(drained) == 1, [t["type"] for t in told]
+    body = drained[0]["body"]
+    assert (body["done"], body["failed"]) == (2, 0), body
+    branches = {b["worker"]: b for b in body["branches"]}
+    assert set(branches) == {"front", "back"} and all(
+        b["merges_cleanly"] for b in branches.values()
+    ), branches
+    assert git(repo, "show", f"{branches['front']['head']}:alpha.txt") == "alpha by claude"
+    assert git(repo, "show", f"{branches['back']['head']}:omega.txt") == "omega by codex"
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+
+    # The drained follow-up wakes the idle coordinator; its model reads it ...
+    woke = wait_wake(fake_llm, session, start)
+    assert f"Run {run}" in woke, woke
+    seen = call_tool(coordinator, fake_llm, "inbox_read", {"bodies": True})
+    assert seen.count("swarm.drained") >= 1 and branches["front"]["merge"] in seen, seen
+    # ... and merges the front branch with its own shell tool, as the follow-up says.
+    merge = branches["front"]["merge"]
+    start, mark = len(fake_llm.requests), coordinator.mark()
+    coordinator.send_user(f"[tool:Bash:{merge}]")
+    result = coordinator.next_result(timeout=TURN_S, after=mark)
+    assert result["is_error"] is False, result
+    answered = fake_llm.wait_request(lambda r: bool(tool_results(r["body"])), start, TURN_S)
+    (shell,) = tool_results(answered["body"])
+    assert "Fast-forward" in shell, shell
+    assert git(repo, "rev-parse", "main") == branches["front"]["head"]  # a fast-forward
+    assert git(repo, "show", "main:alpha.txt") == "alpha by claude"

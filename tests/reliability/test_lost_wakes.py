@@ -313,3 +313,46 @@ def test_a_control_rung_before_its_write_reaches_a_lean_runner(
         1,
         "the runner waited for the sender's lock and stopped the run",
     )
+
+
+@pytest.mark.parametrize("arrives", ["SIGTERM", "SIGCHLD"])
+def test_a_signal_between_the_last_look_and_the_park_is_not_lost(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arrives: str
+) -> None:
+    """The runner's loop timed out to park, and a signal comes before the park blocks
+    the signals: it is only a byte in the wakeup pipe exec would close. A SIGTERM lost
+    there never stops the run; on the portable path (no pidfd) the command's SIGCHLD
+    lost there left its run waiting for ever for an end it had been told of (seen as
+    a groups test and a symlink test hanging under load in CI's portable pass). The
+    runner is stopped at the park's first step while the signal arrives."""
+    import psutil
+
+    barrier, go = make_fifo(tmp_path / "barrier"), make_fifo(tmp_path / "go")
+    point = "runner.before_park"
+    with monkeypatch.context() as armed:
+        armed.setenv("ACTORS_PAUSE_AT", point)
+        armed.setenv("ACTORS_PAUSE_FIFO", str(barrier))
+        if arrives == "SIGCHLD":
+            armed.setenv("ACTORS_PORTABLE", "1")  # a command's end is a SIGCHLD only there
+        run = actors.spawn(template="sh -c 'read x < \"$1\"' g {go}", values={"go": str(go)})
+    runner = int(run["pid"])
+    assert read_fifo_line(barrier) == f"{runner} {point}"
+    wait_stopped(runner)
+    if arrives == "SIGTERM":
+        os.kill(runner, signal.SIGTERM)
+        wanted = "cancelled"
+    else:
+        (command,) = psutil.Process(runner).children()
+        fd = os.open(go, os.O_WRONLY)  # the command holds the read end: no wait
+        os.write(fd, b"go\n")
+        os.close(fd)
+        assert wait_gone([command.pid], timeout=30)  # a zombie of the stopped runner
+        wanted = "done"
+    os.kill(runner, signal.SIGCONT)
+    assert finished(run, timeout=30)["status"] == wanted
+    record(
+        SUITE,
+        f"a {arrives} between the runner's last look and its park",
+        1,
+        "taken from the wakeup pipe once the signals are blocked, and handled: the run ended",
+    )
