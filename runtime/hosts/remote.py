@@ -60,8 +60,8 @@ def remote_ref(text: str) -> RemoteRef | None:
     host, _, run = text[4:].partition("/")
     if not is_valid_id(host) or not is_valid_id(run):
         raise BadInput(
-            f"{text[:80]!r} is not a remote run address",
-            hint="use run:HOST/ID (a host from `actors host ls`, a run id)",
+            f"invalid address {text[:80]!r}",
+            hint="a run is run:ID, a remote run run:HOST/ID (a host from `actors host ls`)",
         )
     return RemoteRef(host, run)
 
