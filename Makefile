@@ -7,7 +7,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup system-deps demo test check bench peers clean install
+.PHONY: setup system-deps demo test check bench peers peers-newest clean install
 
 # The real harnesses the peers tier drives (tests/peers), pinned in peers/package*.json and
 # installed into .peers/ (ignored). `make test` runs that tier when they are installed.
@@ -27,6 +27,9 @@ system-deps:
 	@# tests/dashboard drive Debian's Chromium through playwright (never a downloaded browser)
 	@test -x /usr/bin/chromium || { echo "installing chromium (tests/dashboard run a real headless browser)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+	@# tests/hosts run real OpenSSH servers, each in its own network, PID and mount namespaces
+	@test -x /usr/sbin/sshd || { echo "installing openssh-server (tests/hosts drive real sshd hosts)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openssh-server >/dev/null; }
 
 # Bytecode is compiled ahead: with PYTHONDONTWRITEBYTECODE set (as on this team's machines)
 # Python would otherwise recompile every module on every CLI call (~25 ms of `message`).
@@ -71,6 +74,12 @@ $(PEERS_STAMP): peers/package.json peers/package-lock.json peers/claude-previous
 	@touch $(PEERS_STAMP)
 
 peers: $(PEERS_STAMP)
+
+# The newest published harnesses beside the pins (.peers-newest/), the peers tier against
+# them, and what changed (scripts/peers_newest.py); PEERS_TESTS narrows the tier.
+peers-newest: setup
+	@command -v npm >/dev/null 2>&1 || { echo "make peers-newest needs node and npm"; exit 2; }
+	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/peers_newest.py $(PEERS_TESTS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -40,13 +40,26 @@ PLANS = {
 HARNESSES = tuple(PLANS)
 
 
-def plan(harness: str, scope: str, wake: str = "hook") -> list[Edit]:
-    """The files `install` would touch for this harness and scope."""
+def plan(harness: str, scope: str, wake: str = "hook", inbound: str | None = None) -> list[Edit]:
+    """The files `install` would touch for this harness and scope (`inbound`: Claude
+    Code's crossSessionInbound setting too)."""
     if harness not in PLANS:
         raise BadInput(f"unknown harness {harness!r}", hint=f"use one of {', '.join(HARNESSES)}")
+    if inbound is not None and (harness != "claude-code" or inbound != "accept"):
+        raise BadInput(
+            f"--cross-session-inbound {inbound} is not for {harness}",
+            hint="use it as `actors install claude-code --cross-session-inbound accept`",
+        )
+    if inbound is not None and scope == "project":
+        raise BadInput(
+            "Claude Code reads crossSessionInbound: accept from user settings only (a"
+            " project's settings may only tighten it)",
+            hint="use `actors install claude-code --user --cross-session-inbound accept`",
+        )
     module, _, attr = PLANS[harness].partition(":")
+    extra = {"inbound": inbound} if inbound else {}
     edits: list[Edit] = getattr(importlib.import_module(module), attr)(
-        scope, wake, actors_command()
+        scope, wake, actors_command(), **extra
     )
     return edits
 
@@ -68,12 +81,20 @@ def _records(root: StateRoot) -> dict[str, Any]:
 
 
 def install(
-    root: StateRoot, harness: str, scope: str, *, dry_run: bool = False, wake: str = "hook"
+    root: StateRoot,
+    harness: str,
+    scope: str,
+    *,
+    dry_run: bool = False,
+    wake: str = "hook",
+    inbound: str | None = None,
 ) -> list[dict[str, Any]]:
     if wake not in ("hook", "watcher"):
         raise BadInput(f"unknown wake {wake!r}", hint="use --wake hook or --wake watcher")
     staged = []
-    for edit in plan(harness, scope, wake):  # everything first: a bad file aborts before any write
+    for edit in plan(
+        harness, scope, wake, inbound
+    ):  # everything first: a bad file aborts before any write
         original, st = read_config(edit.path)
         staged.append((edit, original, st, edit.add(original)))
     records = _records(root)

@@ -235,7 +235,9 @@ def _wait_idle(runs: list[tuple[dict[str, Any], Path | None]]) -> None:
     while time.monotonic() - started < 60 and not all(_parked(p) for p in pids):
         time.sleep(0.2)
     parked = sum(1 for p in pids if _parked(p))
-    emit(f"  {parked} of {len(pids)} runners parked {time.monotonic() - started:.1f} s after arming")
+    emit(
+        f"  {parked} of {len(pids)} runners parked {time.monotonic() - started:.1f} s after arming"
+    )
     time.sleep(1.0)
 
 

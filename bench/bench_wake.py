@@ -10,26 +10,51 @@ next waits until the delivery is journaled done, so every wake finds the harness
 the first sample of each harness warms it and is dropped. Gemini CLI and Cursor have no
 idle wake (follow-ups ride on the next turn's end), so they have no row. Needs
 `make peers`; skipped otherwise.
+
+Claude Code has three rows: its default (the messaging socket, where the session has one
+and Claude's inbound gate lets it through), `-o messaging=socket` set explicitly (the
+same path), and `-o messaging=doorbell` (the FileChanged doorbell, the fallback). Beside
+them, in the same run, hcom (PyPI, the `bench` extra: `pip install -e '.[bench]'`) waking
+the same pinned Claude Code against the same fake model (HCOM_ROWS), timed from just
+before `hcom send` starts to the model's request carrying the message; skipped when hcom
+is not installed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import statistics
 import sys
 import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench._stats import emit, percentile, register_session, row
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tests.peers.fake_llm import FakeLLM
 
 DEADLINE_S = 60.0
+CLAUDE_ROWS = (
+    ("default", None),
+    ("-o messaging=socket", "socket"),
+    ("-o messaging=doorbell", "doorbell"),
+)
+"""Claude Code's rows: the label, and the `messaging` option set after the first turn."""
+HCOM_ROWS = (
+    ("hcom claude default", ("--headless", "--hcom-prompt", "hello TOKEN-WARM")),
+    ("hcom claude -p", ("-p", "hello TOKEN-WARM")),
+)
+"""hcom's rows: its default (an interactive Claude Code in hcom's own PTY, in the
+background: hcom's plugin notices the message and injects it at UserPromptSubmit) and its
+headless `claude -p` (the Stop hook held open); the label and `hcom claude` arguments."""
 
 
 def _epoch(stamp: str) -> float:
@@ -72,11 +97,12 @@ def _samples(session: str, count: int, llm: FakeLLM | None) -> list[float]:
     return [_sample(session, llm) for _ in range(count + 1)][1:]  # the first warms
 
 
-def _claude_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
-    """Claude Code registers its own session (SessionStart hook of `actors install`) and
-    is woken by its file watcher; after each wake, its turn ends and the inbox is read,
-    so the next run's follow-up finds it idle again."""
-    from runtime.delivery.sessions import SessionInbox
+def _claude_samples(base: Path, llm: FakeLLM, count: int, messaging: str | None) -> list[float]:
+    """Claude Code registers its own session (SessionStart hook of `actors install`; the
+    first prompt records its permission mode) and is woken by the messaging socket, or
+    with `messaging` set to doorbell by its file watcher; after each wake its turn ends
+    and the inbox is read, so the next run's follow-up finds it idle again."""
+    from runtime.delivery.sessions import SessionInbox, load_session, save_session
     from runtime.store.layout import StateRoot, session_paths
     from tests.peers.conftest import peer_bin
     from tests.peers.run_claude import claude_session
@@ -85,6 +111,10 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
     with claude_session(peer_bin("claude"), llm.port, root.path, base) as claude:
         claude.send_user("hello TOKEN-WARM")
         session = str(claude.next_result(timeout=90)["session_id"])
+        if messaging:  # what `-o messaging=...` sets, keeping what the hooks recorded
+            record = load_session(root, session)
+            record["options"]["messaging"] = messaging
+            save_session(root, record)
         out = []
         for _ in range(count + 1):
             mark = claude.mark()
@@ -92,6 +122,92 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
             claude.next_result(timeout=DEADLINE_S, after=mark)
             SessionInbox(session_paths(root, session)).drain()
     return out[1:]
+
+
+def hcom_binary() -> str | None:
+    """hcom from the `bench` extra (next to this interpreter), else on PATH."""
+    import shutil
+
+    beside = Path(sys.executable).parent / "hcom"
+    return str(beside) if beside.exists() else shutil.which("hcom")
+
+
+def _carrying(token: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda request: token in json.dumps(request["body"])
+
+
+def _hcom_samples(
+    hcom: str, base: Path, llm: FakeLLM, count: int, launch: tuple[str, ...]
+) -> list[float]:
+    """hcom's headless Claude: `hcom claude -p` runs the pinned Claude Code with hcom's
+    hooks (its Stop hook holds the finished turn open, listening); each sample times
+    `hcom send @agent -- TOKEN` from just before it starts to the model's request that
+    carries the token, then waits until the agent listens again."""
+    import subprocess
+
+    from tests.peers.conftest import peer_bin
+    from tests.peers.run_claude import MODEL, claude_env
+
+    for name in ("config", "home", "project", "bin", "hcom"):
+        (base / name).mkdir(parents=True, exist_ok=True)
+    (base / "bin" / "claude").symlink_to(peer_bin("claude"))
+    env = claude_env(base / "config", base / "home", llm.port, base / "state")
+    env.update(PATH=f"{base / 'bin'}{os.pathsep}{env['PATH']}", HCOM_DIR=str(base / "hcom"))
+    # an interactive Claude's first start checks api.anthropic.com (and exits offline),
+    # then asks whether to trust the folder and to use the API key: a config past all three
+    seen = {
+        "customApiKeyResponses": {"approved": [env["ANTHROPIC_API_KEY"][-20:]]},
+        "hasCompletedOnboarding": True,
+        "lastOnboardingVersion": "2.1.331",
+        "projects": {str(base / "project"): {"hasTrustDialogAccepted": True}},
+    }
+    (base / "config" / ".claude.json").write_text(json.dumps(seen))
+
+    def hcom_cmd(*args: str) -> str:
+        done = subprocess.run(
+            [hcom, *args], env=env, cwd=base / "project", capture_output=True, text=True,
+            timeout=DEADLINE_S, check=True,
+        )  # fmt: skip
+        return done.stdout
+
+    def agent(status: str) -> str:
+        deadline = time.monotonic() + DEADLINE_S
+        while time.monotonic() < deadline:
+            listed = json.loads(hcom_cmd("list", "--json") or "[]")
+            ready = [a for a in listed if a.get("status") == status]
+            if ready:
+                return str(ready[0]["name"])
+            time.sleep(0.05)
+        raise TimeoutError(f"no hcom agent {status} within {DEADLINE_S:.0f}s")
+
+    start = len(llm.requests)
+    with open(base / "hcom.log", "wb") as log:
+        proc = subprocess.Popen(
+            [hcom, "claude", *launch, "--model", MODEL],
+            env=env,
+            cwd=base / "project",
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    try:
+        llm.wait_request(lambda r: "TOKEN-WARM" in json.dumps(r["body"]), start, DEADLINE_S)
+        out = []
+        for index in range(count + 1):
+            name = agent("listening")
+            token = f"TOKEN-HCOM-{index}"
+            start = len(llm.requests)
+            sent = time.time()
+            hcom_cmd("send", "--from", "bench", f"@{name}", "--", f"wake {token}")
+            request = llm.wait_request(_carrying(token), start, DEADLINE_S)
+            out.append((float(request["ts"]) - sent) * 1000)
+        return out[1:]
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            hcom_cmd("kill", "all")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=DEADLINE_S)
 
 
 def _report(harness: str, samples: list[float], baseline: list[float] | None) -> None:
@@ -135,9 +251,23 @@ def main(quick: bool) -> None:
                     samples = _samples(f"wake-{name}", count, llm)
                 emit(row(f"run end -> model request ({name})", samples, baseline))
                 _report(name, samples, baseline)
-            samples = _claude_samples(Path(tmp) / "claude", llm, count)
-            emit(row("run end -> model request (claude_code)", samples, baseline))
-            _report("claude_code", samples, baseline)
+            for label, messaging in CLAUDE_ROWS:
+                samples = _claude_samples(Path(tmp) / f"claude-{label}", llm, count, messaging)
+                emit(row(f"run end -> model request (claude_code {label})", samples, baseline))
+                _report(
+                    "claude_code" if messaging is None else f"claude_code {label}",
+                    samples,
+                    baseline,
+                )
+            hcom = hcom_binary()
+            if hcom is None:
+                emit("hcom: skipped (not installed: pip install -e '.[bench]')")
+            else:
+                for label, hcom_args in HCOM_ROWS:
+                    where = Path(tmp) / f"hcom-{len(label)}"
+                    samples = _hcom_samples(hcom, where, llm, count, hcom_args)
+                    emit(row(f"hcom send -> model request ({label})", samples, baseline))
+                    _report(label, samples, baseline)
         finally:
             llm.stop()
 

@@ -60,6 +60,24 @@ def main(argv: list[str] | None = None) -> Any:
         sys.stdout, sys.stderr = streams
 
 
+_REMOTE_VERBS = frozenset(
+    {"status", "result", "tail", "wait", "inspect", "kill", "cancel", "message"}
+)
+"""runtime.hosts.remote.REMOTE_VERBS, repeated here so this check imports nothing (a
+test holds the two equal)."""
+
+
+def _remote(args: list[str]) -> bool:
+    """Does this call go to a host? A `run:<host>/<id>` address, or `spawn --host`."""
+    if not args:
+        return False
+    if args[0] == "spawn":
+        return any(a == "--host" or a.startswith("--host=") for a in args[1:])
+    if args[0] not in _REMOTE_VERBS:
+        return False
+    return any(a.startswith("run:") and "/" in a for a in args[1:])
+
+
 def _hook(args: list[str]) -> None:
     """`actors hook ...`: exit 0 whatever happens (2 only for file-changed's wake),
     actors.cli.hooks.run_hook."""
@@ -73,6 +91,12 @@ def _hook(args: list[str]) -> None:
 def _dispatch(args: list[str], config: Any) -> Any:
     _check_utf8(args)
     config.check()  # a bad ACTORS_* value stops the command before it writes
+    if _remote(args):  # `run:<host>/<id>` or `spawn --host`: the host's own verb
+        from runtime.hosts.remote import forward, spawn_remote
+        from runtime.store.layout import StateRoot
+
+        root = StateRoot.from_env()
+        sys.exit(spawn_remote(root, args[1:]) if args[0] == "spawn" else forward(root, args))
     from actors.cli._fast import run
 
     if run(args):

@@ -25,6 +25,10 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
 
     owner = session_id(session)
     root = StateRoot.from_env()
+    if root.hosts.is_dir():  # runs of ours on hosts: their links run while we wait
+        from runtime.hosts.link import ensure_links
+
+        ensure_links(root, owner)
     paths = session_paths(root, owner)
     started = time.monotonic()
     deadline = None if timeout is None else started + timeout
@@ -86,5 +90,3 @@ def _print_wake(owner: str, unread: list[dict[str, Any]], as_json: bool) -> None
             "read_with": f"actors inbox read --session {owner}",
         }
     )
-
-

@@ -6,6 +6,7 @@ so both paths start and stop runs the same way and print the same thing.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,7 @@ def start_run(
 
     if recipe and recipe_file:
         raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
-    return spawn_run(
+    record = spawn_run(
         SpawnRequest(
             recipe=recipe or recipe_file,
             template=template,
@@ -73,6 +74,12 @@ def start_run(
             after=list(after),
         )
     )
+    if os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET"):  # run by a Claude Code session
+        from adapters.claude_code.hooks import record_spawner_socket
+        from runtime.store.layout import StateRoot
+
+        record_spawner_socket(StateRoot.from_env(), str(record.get("owner_id") or ""))
+    return record
 
 
 def spawn(*, as_json: bool = False, **request: Any) -> None:

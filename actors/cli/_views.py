@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from actors.cli._format import (
     age,
@@ -27,6 +27,9 @@ from runtime.core.terminal import cell
 from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.views.counts import steps_line
 from runtime.views.status import ACTIVE, TERMINAL, read_progress
+
+if TYPE_CHECKING:
+    from runtime.store.records import ListedRun
 
 
 def _out(text: str, *, err: bool = False) -> None:
@@ -69,6 +72,11 @@ def list_view(
     wanted = _wanted_statuses(statuses)
     root = StateRoot.from_env()
     runs = list_runs(root)
+    placed = root.hosts.is_dir()  # runs placed on hosts: a HOST column (one stat if none)
+    if placed:
+        from runtime.hosts.remote import placed_rows
+
+        runs = [*cast("list[ListedRun]", placed_rows(root)), *runs]
     if wanted:
         runs = [r for r in runs if r.get("status") in wanted]
     if mine:
@@ -93,8 +101,10 @@ def list_view(
             progress = read_progress(root.run(r["run"]))
             progress_active = str(progress.get("active", ""))
             runs[index] = r = _with_progress_damage(r, progress)
-        rows.append([r["run"], status_word(r), *_timing(r, now), _what(r), progress_active])
-    header, *lines = padded(rows, [*LS_HEADERS[:2], *TIMING_HEADERS, *LS_HEADERS[2:]])
+        row = [r["run"], status_word(r), *_timing(r, now), _what(r), progress_active]
+        rows.append([*row, cell(r.get("host") or "-")] if placed else row)
+    titles = [*LS_HEADERS[:2], *TIMING_HEADERS, *LS_HEADERS[2:]] + (["HOST"] if placed else [])
+    header, *lines = padded(rows, titles)
     write_line(header)
     for r, cells in zip(runs, lines, strict=True):
         write_line([cells[0], painted(r, cells[1]), *cells[2:]] if len(cells) > 1 else cells)

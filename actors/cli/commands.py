@@ -147,7 +147,9 @@ SPAWN_ARGS = FastSpec(
         "--after": "after",
     },
     multiple=("values", "secrets", "after"),
-    click_only=("--wait",),  # it draws a progress line, which is click's command's job
+    # --wait draws a progress line, which is click's command's job; --host never gets
+    # here (actors.cli sends it to the host first) and is click's only for its help
+    click_only=("--wait", "--host"),
 )
 
 LS_ARGS = FastSpec(
@@ -205,6 +207,11 @@ TABLE: tuple[Command, ...] = (
         "restart",
         f"{_RUNS}:restart_cmd",
         "Start a finished run again with the same recipe and values.",
+    ),
+    Command(
+        "host",
+        "actors.cli.hosts:host_group",
+        "Add, list and remove other machines to run on, over ssh.",
     ),
     Command(
         "group",
@@ -274,7 +281,7 @@ TABLE: tuple[Command, ...] = (
         "Serve a live local web view of runs, rooms and sessions (Ctrl-C stops it).",
     ),
     Command("mcp", "actors.cli.mcp:mcp_cmd", "Serve the coordinator tools over MCP (stdio)."),
-    Command("hook", "actors.cli.hooks:hook_group", "Harness hook commands (run by Claude Code)."),
+    Command("hook", "actors.cli.hook_commands:hook_group", "Harness hook commands (run by Claude Code)."),
     Command(
         "install",
         "actors.cli.install:install_cmd",

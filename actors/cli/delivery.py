@@ -237,7 +237,12 @@ def reconcile_cmd(as_json: bool) -> None:
     """Mark dead runners' runs exited, stop their leftovers, deliver owed follow-ups."""
     from runtime.runs.reconcile import reconcile
 
-    report = reconcile(_root())
+    root = _root()
+    report = reconcile(root)
+    if root.hosts.is_dir():  # the links of hosts with runs still out, back if one died
+        from runtime.hosts.link import ensure_links
+
+        ensure_links(root)
     if as_json:
         emit_json(report)
     else:

@@ -17,6 +17,12 @@ option or a bug, the hook exits 0, with no output or with the answer it complete
 failure is one stderr line for the user (runtime.delivery.boundary.note_failure). The one
 designed non-zero exit is `file-changed`'s 2, Claude Code's asyncRewake wake, raised
 (`Wake`) only once the doorbell line for a real unread follow-up was written.
+
+Claude Code's four hooks run on every session start, prompt and tool call, and the
+UserPromptSubmit one sits on the messaging-socket wake (Claude runs it before the model
+request): called as installed, with no option, they run here without click (PLAIN), whose
+import is a large share of their start-up; anything else goes through the click commands
+(actors.cli.hook_commands), which call the same functions.
 """
 
 from __future__ import annotations
@@ -24,12 +30,8 @@ from __future__ import annotations
 import os
 import select
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn
-
-import click
-
-from adapters.cursor import CURSOR_LOOP_LIMIT
-from adapters.gemini import GEMINI_MAX_CHAIN
 
 HOOK_INPUT_CAP = 8 * 1024 * 1024
 """Bytes of hook input read at most; a larger input is not parsed (the hook does
@@ -47,9 +49,13 @@ def run_hook(args: list[str]) -> NoReturn:
     a `Wake`."""
     code = 0
     try:
-        from actors.cli._app import run_click
+        plain = PLAIN.get(tuple(args))
+        if plain is not None:
+            plain()
+        else:
+            from actors.cli._app import run_click
 
-        run_click(args)
+            run_click(args)
     except Wake:
         code = WAKE_EXIT
     except SystemExit as ended:  # click's usage errors, --help, an exit of ours
@@ -131,19 +137,7 @@ def _read_stdin(cap: int, idle_s: float) -> bytes | None:
         chunks.append(chunk)
 
 
-@click.group("hook")
-def hook_group() -> None:
-    """Harness hook commands (run by Claude Code, not by hand)."""
-
-
-@hook_group.command("session-start")
-@click.option(
-    "--wake",
-    type=click.Choice(["hook", "watcher"]),
-    default="hook",
-    help="watcher: no watchPaths; tell the agent to keep `actors inbox wait` running.",
-)
-def session_start(wake: str) -> None:
+def session_start(wake: str = "hook") -> None:
     """SessionStart: register the session, export ACTORS_SESSION, arm the wake file, hand
     over follow-ups unread so far."""
     from adapters.claude_code import hooks
@@ -151,7 +145,6 @@ def session_start(wake: str) -> None:
     hooks.session_start(hook_input(), wake)  # writes its answer (none: nothing to register)
 
 
-@hook_group.command("file-changed")
 def file_changed() -> None:
     """FileChanged (asyncRewake): exit 2 with a doorbell line when follow-ups are unread."""
     from adapters.claude_code import hooks
@@ -160,7 +153,6 @@ def file_changed() -> None:
         raise Wake
 
 
-@hook_group.command("user-prompt-submit")
 def user_prompt_submit() -> None:
     """UserPromptSubmit: follow-ups held for the next message (or tool call) ride along
     with the user's prompt as additionalContext."""
@@ -169,7 +161,6 @@ def user_prompt_submit() -> None:
     hooks.user_prompt_submit(hook_input())
 
 
-@hook_group.command("pre-tool-use")
 def pre_tool_use() -> None:
     """PreToolUse: follow-ups held for the next tool call, as additionalContext (no
     permission decision: the tool call goes on exactly as it would have)."""
@@ -178,33 +169,10 @@ def pre_tool_use() -> None:
     hooks.pre_tool_use(hook_input())
 
 
-@hook_group.command("gemini-after-agent")
-@click.option(
-    "--max-chain",
-    type=int,
-    default=GEMINI_MAX_CHAIN,
-    show_default=True,
-    help="Consecutive continuations before the agent may stop anyway.",
-)
-def gemini_after_agent(max_chain: int) -> None:
-    """Gemini CLI AfterAgent: unread follow-ups become the next prompt
-    (`{"decision": "deny", "reason": ...}`); silent when nothing is pending."""
-    from adapters.gemini import after_agent
-
-    after_agent(hook_input(), max_chain)
-
-
-@hook_group.command("cursor-stop")
-@click.option(
-    "--loop-limit",
-    type=int,
-    default=CURSOR_LOOP_LIMIT,
-    show_default=True,
-    help="The `loop_limit` of this hook's hooks.json entry (Cursor's default is 5).",
-)
-def cursor_stop(loop_limit: int) -> None:
-    """Cursor stop: unread follow-ups become the next user message
-    (`{"followup_message": ...}`), never past the loop limit; silent otherwise."""
-    from adapters.cursor import stop
-
-    stop(hook_input(), loop_limit)
+PLAIN: dict[tuple[str, ...], Callable[[], None]] = {
+    ("hook", "session-start"): session_start,
+    ("hook", "file-changed"): file_changed,
+    ("hook", "user-prompt-submit"): user_prompt_submit,
+    ("hook", "pre-tool-use"): pre_tool_use,
+}
+"""Claude Code's hooks as `actors install claude-code` writes them: run without click."""

@@ -28,13 +28,23 @@ _scope = click.option(
     help="Claude Code: wake through the FileChanged hook, or have the agent run "
     "`actors inbox wait` as a background task.",
 )
-def install_cmd(harness: str, project: bool, dry_run: bool, wake: str) -> None:
+@click.option(
+    "--cross-session-inbound",
+    "inbound",
+    type=click.Choice(["accept"]),
+    default=None,
+    help='Claude Code: also set "crossSessionInbound": "accept", so follow-ups sent through'
+    " its messaging socket reach sessions that bypass permissions (else held for review).",
+)
+def install_cmd(harness: str, project: bool, dry_run: bool, wake: str, inbound: str | None) -> None:
     """Add the actors MCP server (and, for Claude Code, the wake hooks, the read-only tools'
     permission and the status line) to HARNESS's user config (--project: this directory's)."""
     from actors.install import install, next_steps
 
     scope = "project" if project else "user"
-    for item in install(StateRoot.from_env(), harness, scope, dry_run=dry_run, wake=wake):
+    for item in install(
+        StateRoot.from_env(), harness, scope, dry_run=dry_run, wake=wake, inbound=inbound
+    ):
         if dry_run:
             click.echo(f"--- {item['path']} ({'would change' if item['changed'] else 'unchanged'})")
             if item["changed"]:

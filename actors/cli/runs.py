@@ -165,6 +165,11 @@ def _explain(run_id: str) -> None:
     help="Start once RUN ended done (repeatable); skipped if it ends any other way.",
 )
 @click.option("--wait", is_flag=True, help="Block with a progress line; exit with the run's code.")
+@click.option(
+    "--host",
+    metavar="NAME",
+    help="Run it on host NAME (`actors host add`), addressed run:NAME/ID (docs/hosts.md).",
+)
 @session_option
 @json_option
 def spawn_cmd(
@@ -177,6 +182,7 @@ def spawn_cmd(
     group: str | None,
     after: tuple[str, ...],
     wait: bool,
+    host: str | None,
     session: str | None,
     as_json: bool,
 ) -> None:
@@ -191,8 +197,14 @@ def spawn_cmd(
       actors spawn recipes/fanout.json --as run:fan
       actors spawn -t 'sleep {secs=5}' -v secs=2 --wait
       actors spawn build --group agents --after run:tests
+      actors spawn --host alpha -t 'make test'
     """
     from actors.cli._lifecycle import spawn, start_run
+
+    if host is not None:  # actors.cli.main sends `--host` to the host before click parses
+        from runtime.core.errors import BadInput
+
+        raise BadInput("spawn --host is served by the `actors` command line's entry point")
 
     request: dict[str, Any] = {
         "recipe_file": recipe_file,

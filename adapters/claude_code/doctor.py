@@ -1,7 +1,9 @@
 """`actors doctor delivery` for a Claude Code session: judged from the wake log its own
 hooks write (adapters/claude_code/hooks.py): FileChanged notes each doorbell Claude Code
-itself rang; UserPromptSubmit notes a follow-up sent through the messaging socket
-(`-o messaging=socket`) that started a turn."""
+itself rang; UserPromptSubmit notes a follow-up sent through the messaging socket (the
+default where the session has one) that started a turn. The report says which way the
+probe went, and when Claude's inbound gate keeps follow-ups off the socket, why and
+what setting lets them through (adapters/claude_code/gate.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ def judge(probe: Probe, wait_s: float = 10.0) -> None:
     """Wait for the wake-log record that names the probe (a doorbell: the file watcher
     settles for about 0.5 s first; a socket message: the turn it started)."""
     level, copies, token, paths = probe.level, probe.copies, probe.token, probe.paths
+    explain(probe)
     started = time.monotonic()
     record = None
     while record is None and time.monotonic() - started < wait_s:
@@ -65,3 +68,18 @@ def judge(probe: Probe, wait_s: float = 10.0) -> None:
         "pass" if copies == 1 else "fail",
         "duplicate id suppressed; level-triggered drain; the hook stays silent when nothing is unread",
     )
+
+
+def explain(probe: Probe) -> None:
+    """The probe's wake path, from its receipt, and the inbound gate in words."""
+    from adapters.claude_code.gate import advice, socket_held
+
+    wake = str((probe.state.get("metadata") or {}).get("wake") or "doorbell")
+    probe.lines.append(f"wake={wake}")
+    options = probe.session.get("options") or {}
+    held = socket_held(options) if options.get("messaging_socket") else None
+    if held is not None and options.get("messaging") != "doorbell":
+        probe.lines.append(
+            f"inbound_gate: the messaging socket is not used: {held}; follow-ups ring the"
+            f" doorbell instead (about 0.5 s slower); {advice()}"
+        )

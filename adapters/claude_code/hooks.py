@@ -117,13 +117,57 @@ def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
     )
     record.pop("successor", None)  # running again: its own follow-ups come to it
     options = record.setdefault("options", {})
+    # This Claude process's socket, or none: a path recorded by an earlier process may be
+    # another session's by now (Claude would drop our frame there, unseen).
+    for key in ("messaging_socket", "messaging_token", "permission_mode"):
+        options.pop(key, None)  # the mode is recorded again at the first prompt
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
     if socket:
         options["messaging_socket"] = socket
         if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
             options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
+    _set_inbound(options, data)
     record.setdefault("created_at", now_iso())
     save_session(root, record)
+
+
+def _set_inbound(options: dict[str, Any], data: dict[str, Any]) -> None:
+    """The session's effective `crossSessionInbound` (adapters/claude_code/gate.py)."""
+    from adapters.claude_code.gate import config_dir, inbound_setting
+
+    cwd = data.get("cwd")
+    inbound = inbound_setting(config_dir(), Path(cwd) if isinstance(cwd, str) else None)
+    if inbound is None:
+        options.pop("inbound", None)
+    else:
+        options["inbound"] = inbound
+
+
+def note_permission_mode(data: dict[str, Any]) -> None:
+    """Record the session's permission mode (UserPromptSubmit and PreToolUse input carry
+    it; SessionStart's does not) and its inbound setting again, when either changed: the
+    adapter sends through the messaging socket only where Claude would deliver it
+    (adapters/claude_code/gate.py). Never fails the hook."""
+    from runtime.core.ids import is_valid_id
+    from runtime.delivery.sessions import load_session, save_session
+
+    mode = data.get("permission_mode")
+    session_id = str(data.get("session_id") or "")
+    if not isinstance(mode, str) or not is_valid_id(session_id):
+        return
+    root = StateRoot.from_env()
+    try:
+        record = load_session(root, session_id)
+        if not record.get("registered") or record.get("harness") != HARNESS:
+            return
+        options = record.setdefault("options", {})
+        before = (options.get("permission_mode"), options.get("inbound"))
+        options["permission_mode"] = mode[:64]
+        _set_inbound(options, data)
+        if (options.get("permission_mode"), options.get("inbound")) != before:
+            save_session(root, record)
+    except Exception as exc:  # the prompt goes on; the doorbell is the fallback
+        note_failure("permission-mode", f"recording the permission mode: {exc}")
 
 
 def _take_over(root: StateRoot, session_id: str) -> None:
@@ -238,6 +282,7 @@ def user_prompt_submit(data: dict[str, Any]) -> None:
     with the user's prompt as additionalContext. A prompt that is a follow-up sent through
     the messaging socket is noted in the wake log: the one trace that it started a turn
     (the socket answers nothing), which `actors doctor delivery` judges from."""
+    note_permission_mode(data)
     _note_socket_prompt(data)
     _boundary(data, "UserPromptSubmit", pick_next_message)
 
@@ -262,4 +307,31 @@ def _note_socket_prompt(data: dict[str, Any]) -> None:
 def pre_tool_use(data: dict[str, Any]) -> None:
     """PreToolUse: follow-ups held for the next tool call, as additionalContext (no
     permission decision: the tool call goes on exactly as it would have)."""
+    note_permission_mode(data)
     _boundary(data, "PreToolUse", pick_next_tool_call)
+
+
+def record_spawner_socket(root: StateRoot, owner: str) -> None:
+    """`actors spawn` run by a Claude Code session (its Bash tool, its MCP server): the
+    messaging socket in that environment is the session's own, when Claude says the
+    session is `owner` ($CLAUDE_CODE_SESSION_ID). Recorded where SessionStart did not
+    (hooks installed after the session started, a session registered by hand); a run's
+    processes are never `owner`'s Claude (they act as `run:<id>`). Never fails a spawn."""
+    socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")
+    if not socket or os.environ.get("CLAUDE_CODE_SESSION_ID") != owner:
+        return
+    from runtime.delivery.sessions import load_session, save_session
+
+    with contextlib.suppress(OSError, ActorsError, ValueError):
+        record = load_session(root, owner)
+        options = record.get("options") or {}
+        if record.get("harness") != HARNESS or not record.get("registered"):
+            return
+        if options.get("messaging_socket") == socket:
+            return
+        options["messaging_socket"] = socket
+        options.pop("messaging_token", None)
+        if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
+            options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
+        record["options"] = options
+        save_session(root, record)

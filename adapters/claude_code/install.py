@@ -9,7 +9,11 @@ default; `.mcp.json` in the project) and, in `settings.json` (`~/.claude/`, or
   `message` start and steer commands, so they stay the user's decision;
 - `statusLine`: `actors status --line --stdin` (this session's active runs); a status
   line the user already has is kept and composed: our command runs theirs (`--then`)
-  and appends to its output, and uninstall puts their command back.
+  and appends to its output, and uninstall puts their command back;
+- with `--cross-session-inbound accept` only (user scope), `"crossSessionInbound": "accept"`: Claude
+  then delivers follow-ups sent through its messaging socket to sessions that bypass
+  permissions too, instead of holding them for review (adapters/claude_code/gate.py);
+  uninstall takes it out again when it is still ours.
 """
 
 from __future__ import annotations
@@ -35,9 +39,22 @@ HEADLESS = (
 )
 
 
+INBOUND_STEP = (
+    "sessions that bypass permissions (--dangerously-skip-permissions) hold follow-ups sent"
+    " through Claude's messaging socket, so actors rings the doorbell there (about 0.5 s"
+    " slower); `actors install claude-code --cross-session-inbound accept` sets"
+    ' "crossSessionInbound": "accept" (then messages from any of your local senders reach'
+    " Claude without review)"
+)
+
+
 def next_steps(scope: str) -> list[str]:
     """What the user still has to do, printed after install."""
+    from adapters.claude_code.gate import config_dir, inbound_setting
+
     steps = [HEADLESS]
+    if inbound_setting(config_dir(), Path.cwd()) != "accept":
+        steps.append(INBOUND_STEP)
     if scope == "project":
         steps.insert(0, "run `claude` here once and approve the actors server of .mcp.json")
     return steps
@@ -51,8 +68,9 @@ _OUR_HOOKS = (
 )
 
 
-def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
-    """The MCP entry and the hooks, for `command` (how Claude Code starts us)."""
+def plan(scope: str, wake: str, command: list[str], *, inbound: str | None = None) -> list[Edit]:
+    """The MCP entry and the hooks, for `command` (how Claude Code starts us); `inbound`
+    ("accept"): the crossSessionInbound setting too."""
     home = Path.home()
     config_dir = Path(os.environ.get("CLAUDE_CONFIG_DIR") or home / ".claude")
     if scope == "project":
@@ -71,8 +89,9 @@ def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
         json_edit(mcp_file, *mcp_entry("mcpServers", entry), what="MCP server actors"),
         json_edit(
             settings,
-            *_settings(cmd, wake),
-            what=f"hooks {hooks}; permissions.allow {', '.join(_allowed())}; statusLine",
+            *_settings(cmd, wake, inbound),
+            what=f"hooks {hooks}; permissions.allow {', '.join(_allowed())}; statusLine"
+            + (f"; crossSessionInbound {inbound}" if inbound else ""),
         ),
     ]
 
@@ -81,8 +100,9 @@ def _allowed() -> list[str]:
     return [f"mcp__actors__{name}" for name in QUIET_TOOLS]
 
 
-def _settings(cmd: str, wake: str) -> Change:
-    """Hooks, permissions and the status line, as one change of settings.json."""
+def _settings(cmd: str, wake: str, inbound: str | None = None) -> Change:
+    """Hooks, permissions and the status line (and `inbound`), as one change of
+    settings.json."""
     put_hooks, take_hooks = _hooks(cmd, wake)
     put_line, take_line = _status_line(cmd)
 
@@ -93,11 +113,16 @@ def _settings(cmd: str, wake: str) -> Change:
         allow = permissions.setdefault("allow", [])
         added = [rule for rule in _allowed() if rule not in allow]
         allow.extend(added)
+        if inbound and data.get("crossSessionInbound") != inbound:
+            data["crossSessionInbound"] = inbound
+            return {"allow": added, "inbound": [inbound]}
         return {"allow": added}
 
     def take(data: dict[str, Any], added: Any = None) -> None:
         take_hooks(data, None)
         take_line(data, None)
+        if isinstance(added, dict) and data.get("crossSessionInbound") in added.get("inbound", []):
+            del data["crossSessionInbound"]  # still ours: a value the user set since stays
         ours = added.get("allow", []) if isinstance(added, dict) else _allowed()
         permissions = data.get("permissions")
         if not isinstance(permissions, dict) or not isinstance(permissions.get("allow"), list):

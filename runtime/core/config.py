@@ -85,6 +85,14 @@ SESSION = Setting(
     "Removed from a run's processes, which act through the run token.",
     USER,
 )
+SSH_CONFIG = Setting(
+    "ACTORS_SSH_CONFIG",
+    "path",
+    "unset",
+    "An ssh config file (`ssh -F`) for every connection to a host (`actors host`); unset, "
+    "ssh reads your own (~/.ssh/config, your keys and agent).",
+    USER,
+)
 JOURNAL_CAP_BYTES = Setting(
     "ACTORS_JOURNAL_CAP_BYTES",
     "bytes",
@@ -258,6 +266,7 @@ SETTINGS = (
     XDG_STATE_HOME,
     XDG_CONFIG_HOME,
     SESSION,
+    SSH_CONFIG,
     JOURNAL_CAP_BYTES,
     LOG_CAP_BYTES,
     LEASE_S,

@@ -249,6 +249,27 @@ def locked(path: Path, *, timeout_s: float | None = None) -> Iterator[None]:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def try_locked(path: Path) -> Iterator[bool]:
+    """An exclusive flock on a sidecar lock file if it is free now: yields whether it is
+    held (a singleton process that leaves when another already serves)."""
+    try:
+        fd = safe.open_file(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+    except ActorsError:
+        raise
+    except OSError as exc:
+        raise disk_error("open the lock", path, exc) from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 class LockBusy(ActorsError, TimeoutError):
     """A lock stayed held past the caller's bound (its holder is stopped or stuck): a
     timeout, so a caller that leaves the work for later on TimeoutError still does."""

@@ -169,6 +169,17 @@ class StateRoot(_Place):
         return GroupPaths(self.groups / check_id(name, "group name"))
 
     @property
+    def hosts(self) -> Path:
+        """Other machines this root places runs on (runtime.hosts)."""
+        return self.path / "hosts"
+
+    def host(self, name: str) -> HostPaths:
+        """A host's files; its name is an id, so it cannot name anything outside."""
+        paths = HostPaths(self.hosts / check_id(name, "host name"))
+        refuse_symlinks(self.hosts, paths.dir, root=self._at)
+        return paths
+
+    @property
     def harness_processes(self) -> Path:
         """`<pid>-<start ticks>` -> its session now; `caller.key` (actors.mcp_session)."""
         return self.path / "harness-processes"
@@ -249,6 +260,48 @@ class GroupPaths(_Place):
     def doorbells(self) -> Path:
         """Rung when a slot is given back, the queue's head leaves or the limit changes."""
         return self.dir / DOORBELLS
+
+
+class HostPaths(_Place):
+    """`hosts/<name>/`: one other machine (runtime.hosts)."""
+
+    __slots__ = ()
+
+    @property
+    def dir(self) -> Path:
+        return self._at
+
+    @property
+    def name(self) -> str:
+        return self._at.name
+
+    @property
+    def record(self) -> Path:
+        """What `actors host add` checked: where, which remote actors, its version."""
+        return self._at / "host.json"
+
+    @property
+    def placements(self) -> Path:
+        """One file per run placed on the host: `<run id>.json`, written before the run
+        exists there, so a follow-up is accepted only for a run this root placed."""
+        return self._at / "runs"
+
+    def placement(self, run_id: str) -> Path:
+        return self.placements / f"{check_id(run_id)}.json"
+
+    @property
+    def control_socket(self) -> Path:
+        """The ssh ControlMaster's socket: the host's one multiplexed connection."""
+        return self._at / "ssh.sock"
+
+    @property
+    def link_lock(self) -> Path:
+        """Held (flock) by the host's one link process (runtime.hosts.link)."""
+        return self._at / "link.lock"
+
+    @property
+    def link_log(self) -> Path:
+        return self._at / "link.log"
 
 
 class RunPaths(_Place):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import actors
 from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
@@ -66,17 +68,20 @@ def test_hooks_never_fail_on_garbage_input(home: StateRoot) -> None:
         assert proc.returncode == 0 and "Traceback" not in proc.stderr
 
 
-def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
-    home: StateRoot, tmp_path: Path
+def test_messaging_socket_is_recorded_and_used_by_default_once_the_mode_is_known(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The Claude Code messaging socket: a real Unix socket stands in for the session's;
-    opted in, the body is sent as a `user` frame and not left unread."""
+    """The Claude Code messaging socket: a real Unix socket stands in for the session's.
+    Before the first prompt the permission mode is unknown (SessionStart's input has
+    none), so the doorbell; once UserPromptSubmit recorded a prompting mode the body is
+    sent as a `user` frame by default and not left unread."""
     import socket
     import threading
 
     from runtime.delivery.engine import DeliveryRunner
     from runtime.delivery.sessions import SessionInbox
 
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude-config"))  # no settings
     path = tmp_path / "cc.sock"
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(path))
@@ -96,10 +101,14 @@ def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
     assert record["options"]["messaging_socket"] == str(path)
     envelope = {"type": "run.done", "from": "run:x", "summary": "Run x done"}
     runner = DeliveryRunner(home)
-    runner.submit(SESSION, envelope, delivery_id="d-doorbell")  # not opted in: doorbell only
+    early = runner.submit(SESSION, envelope, delivery_id="d-doorbell")
+    assert early["metadata"]["wake"].startswith("doorbell (messaging socket not used: its perm")
     assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-doorbell"]
-    record["options"]["messaging"] = "socket"
-    session_paths(home, SESSION).record.write_text(json.dumps(record))
+    prompt = {"session_id": SESSION, "cwd": str(tmp_path), "permission_mode": "default"}
+    done = cli("hook", "user-prompt-submit", input=json.dumps({**prompt, "prompt": "hi"}))
+    assert done.returncode == 0, done.stderr
+    record = json.loads(session_paths(home, SESSION).record.read_text())
+    assert record["options"]["permission_mode"] == "default"
     reader = threading.Thread(target=accept_one)
     reader.start()
     state = runner.submit(SESSION, envelope, delivery_id="d-socket")
@@ -112,7 +121,7 @@ def test_messaging_socket_is_recorded_and_used_only_when_opted_in(
     assert "Run x done" in lines[1]["message"]["content"]
     assert "delivery d-socket" in lines[1]["message"]["content"]
     assert lines[1]["session_id"] == SESSION  # a frame for another session is dropped
-    assert "sent" in state["metadata"]["messaging_socket"]
+    assert state["metadata"]["wake"].startswith("messaging socket (sent")
     assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-doorbell"]
 
 

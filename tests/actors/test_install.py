@@ -159,3 +159,39 @@ def test_watcher_wake_installs_no_file_hook_and_tells_the_agent_to_wait(
     assert "actors inbox wait --session sess-watch" in output["additionalContext"]
     assert cli("uninstall", "claude-code", "--project").returncode == 0
     assert not (tmp_path / ".claude" / "settings.json").exists()
+
+
+def test_cross_session_inbound_is_offered_written_only_when_asked_and_taken_back(
+    home: StateRoot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Claude's messaging socket holds follow-ups for sessions that bypass permissions:
+    install offers `"crossSessionInbound": "accept"` and writes it, into the user
+    settings (the only place Claude takes it from), only with the flag; uninstall removes
+    it while it is ours; --project and another harness refuse the flag."""
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "claude"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    settings = tmp_path / "claude" / "settings.json"
+    _write(settings, json.dumps(CLAUDE_SETTINGS))
+    plain = cli("install", "claude-code")
+    assert plain.returncode == 0, plain.stderr
+    assert "crossSessionInbound" not in json.loads(settings.read_text())
+    assert "next: sessions that bypass permissions" in plain.stdout
+    assert "--cross-session-inbound accept" in plain.stdout
+    asked = cli("install", "claude-code", "--cross-session-inbound", "accept")
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(settings.read_text())["crossSessionInbound"] == "accept"
+    assert "next: sessions that bypass" not in asked.stdout  # nothing left to offer
+    undone = cli("uninstall", "claude-code")
+    assert undone.returncode == 0, undone.stderr
+    assert json.loads(settings.read_text()) == CLAUDE_SETTINGS
+    before = settings.read_bytes()
+    for wrong, why in [
+        (("claude-code", "--project"), "from user settings only"),
+        (("codex",), "--cross-session-inbound accept is not for codex"),
+    ]:
+        refused = cli("install", *wrong, "--cross-session-inbound", "accept")
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert why in refused.stderr
+    assert settings.read_bytes() == before and not (tmp_path / ".claude").exists()
+    bad = cli("install", "claude-code", "--cross-session-inbound", "sure")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -38,14 +38,14 @@ def peer_bin(name: str, pin: str = "") -> Path:
     pytest.skip(why)
 
 
-def actors_install(harness: str, env: dict[str, str], cwd: Path) -> str:
-    """The real `actors install HARNESS --user`, as the docs tell a user to run it, into
-    the throw-away config the harness under test reads (from `env`); its output."""
+def actors_install(harness: str, env: dict[str, str], cwd: Path, *args: str) -> str:
+    """The real `actors install HARNESS --user [ARGS]`, as the docs tell a user to run it,
+    into the throw-away config the harness under test reads (from `env`); its output."""
     import subprocess
     import sys
 
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "actors"), "install", harness, "--user"],
+        [str(Path(sys.executable).parent / "actors"), "install", harness, "--user", *args],
         env=env,
         cwd=cwd,
         capture_output=True,

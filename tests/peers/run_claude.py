@@ -32,6 +32,10 @@ from tests.peers.conftest import actors_install
 
 MODEL = "claude-sonnet-4-5"
 VENV_BIN = Path(sys.executable).parent
+DOORBELL_ONLY = {"crossSessionInbound": "refuse"}
+"""Claude settings that keep follow-ups off the messaging socket (the session refuses
+messages from other senders), so they ring the FileChanged doorbell: the tests of the
+doorbell itself. The socket, the default, is tests/peers/test_claude_messaging.py's."""
 Event = dict[str, Any]
 Predicate = Callable[[Event], bool]
 
@@ -62,9 +66,9 @@ def claude_env(config_dir: Path, home_dir: Path, llm_port: int, state_root: Path
     return env
 
 
-def install_actors(env: dict[str, str], cwd: Path) -> str:
-    """The real `actors install claude-code --user` into the temp config dir."""
-    return actors_install("claude-code", env, cwd)
+def install_actors(env: dict[str, str], cwd: Path, *args: str) -> str:
+    """The real `actors install claude-code --user [ARGS]` into the temp config dir."""
+    return actors_install("claude-code", env, cwd, *args)
 
 
 @dataclass
@@ -226,18 +230,27 @@ def claude_session(
     *,
     hook_events: bool = True,
     extra_args: tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+    install_args: tuple[str, ...] = (),
+    settings: dict[str, Any] | None = None,
 ) -> Iterator[ClaudeSession]:
     """Install actors into a fresh Claude config, start claude, yield; always kill it.
 
     `hook_events` adds `--include-hook-events`, which only adds `hook_response` events to
     the output (with each FileChanged hook's exit code and stderr); it changes nothing
-    that the hooks or the model see."""
+    that the hooks or the model see. `extra_env` goes to claude and to the install,
+    `install_args` to `actors install claude-code --user`, `settings` into the user
+    settings.json it wrote (`{"crossSessionInbound": "refuse"}`: the doorbell path, for
+    the tests of the doorbell itself)."""
     base = workdir / "claude-peer"
     config_dir, home_dir, cwd = base / "config", base / "home", base / "project"
     for directory in (config_dir, home_dir, cwd):
         directory.mkdir(parents=True, exist_ok=True)
-    env = claude_env(config_dir, home_dir, llm_port, state_root)
-    install_actors(env, cwd)
+    env = {**claude_env(config_dir, home_dir, llm_port, state_root), **(extra_env or {})}
+    install_actors(env, cwd, *install_args)
+    if settings:
+        written = config_dir / "settings.json"
+        written.write_text(json.dumps({**json.loads(written.read_text()), **settings}))
     stderr_path = base / "claude.stderr"
     command = [
         str(claude),
@@ -270,4 +283,11 @@ def claude_session(
         session.close()
 
 
-__all__ = ["MODEL", "ClaudeSession", "claude_env", "claude_session", "install_actors"]
+__all__ = [
+    "DOORBELL_ONLY",
+    "MODEL",
+    "ClaudeSession",
+    "claude_env",
+    "claude_session",
+    "install_actors",
+]

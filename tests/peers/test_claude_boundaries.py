@@ -25,7 +25,7 @@ from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
-from tests.peers.run_claude import ClaudeSession, Event, claude_session
+from tests.peers.run_claude import DOORBELL_ONLY, ClaudeSession, Event, claude_session
 
 SESSION = str(uuid.UUID("0b5e55ed-0000-4000-8000-00000000b0d1"))
 
@@ -74,7 +74,9 @@ def claude(home: StateRoot, fake_llm: FakeLLM, tmp_path: Path) -> Iterator[Claud
     session id fixed in advance (so the session can be registered before it starts)."""
     binary = peer_bin("claude")
     extra = ("--allowedTools", "Bash", "--session-id", SESSION)
-    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=extra) as session:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, extra_args=extra, settings=DOORBELL_ONLY
+    ) as session:
         yield session
 
 

@@ -27,7 +27,7 @@ from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished, wait_for_change
 from tests.peers.conftest import doctor_verdicts, peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
-from tests.peers.run_claude import ClaudeSession, Event, claude_session
+from tests.peers.run_claude import DOORBELL_ONLY, ClaudeSession, Event, claude_session
 
 DOORBELL = re.compile(r"ACTORS: (\d+) unread follow-up\(s\); first: (.*?)\. Read them all with: ")
 WAKE_PREFIX = (
@@ -39,7 +39,9 @@ WAKE_PREFIX = (
 @pytest.fixture
 def claude(home: StateRoot, fake_llm: FakeLLM, tmp_path: Path) -> Iterator[ClaudeSession]:
     binary = peer_bin("claude")
-    with claude_session(binary, fake_llm.port, home.path, tmp_path) as session:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, settings=DOORBELL_ONLY
+    ) as session:
         yield session
 
 
@@ -386,7 +388,10 @@ def test_doctor_proves_the_wake_through_the_hook(
     pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
 ) -> None:
     """The hook doorbell reaches D6 on both pins (the level table states it per version)."""
-    with claude_session(peer_bin("claude", pin=pin), fake_llm.port, home.path, tmp_path) as claude:
+    binary = peer_bin("claude", pin=pin)
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, settings=DOORBELL_ONLY
+    ) as claude:
         session_id = _first_turn(claude)
         proc = cli("doctor", "delivery", "--session", session_id)
     assert proc.returncode == 0, proc.stderr

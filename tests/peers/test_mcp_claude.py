@@ -22,7 +22,7 @@ from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, last_user_text
-from tests.peers.run_claude import ClaudeSession, claude_session
+from tests.peers.run_claude import DOORBELL_ONLY, ClaudeSession, claude_session
 from tests.reliability._attack import gated_run, release
 
 
@@ -30,7 +30,9 @@ from tests.reliability._attack import gated_run, release
 def claude(home: StateRoot, fake_llm: FakeLLM, tmp_path: Path) -> Iterator[ClaudeSession]:
     binary = peer_bin("claude")
     allow = ("--allowedTools", "mcp__actors")
-    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=allow) as session:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, extra_args=allow, settings=DOORBELL_ONLY
+    ) as session:
         yield session
 
 
@@ -80,7 +82,9 @@ def call_tool(claude: ClaudeSession, llm: FakeLLM, tool: str, args: dict[str, An
 
 
 def wait_wake(llm: FakeLLM, session: str, start: int) -> str:
-    """The model request our doorbell woke for `session` (the idle session, no input)."""
+    """The model request our doorbell woke for `session` (the idle session, no input;
+    these sessions refuse socket messages, DOORBELL_ONLY: the tests read the inbox after
+    the wake, which a socket wake would have marked read)."""
     request = llm.wait_request(
         lambda r: (
             "unread follow-up" in last_user_text(r["body"]) and session in last_user_text(r["body"])
@@ -148,7 +152,9 @@ def test_after_clear_the_same_claude_stops_and_is_woken_by_runs_it_started_befor
     and one that ends after the clear wakes the live process instead of waiting in the
     old inbox."""
     binary, allow = peer_bin("claude", pin), ("--allowedTools", "mcp__actors")
-    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=allow) as claude:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, extra_args=allow, settings=DOORBELL_ONLY
+    ) as claude:
         _clear_keeps_runs(claude, fake_llm, tmp_path)
 
 
@@ -186,14 +192,18 @@ def test_resume_surfaces_a_follow_up_that_arrived_while_the_session_was_dead(
     binary = peer_bin("claude", pin)
     session = str(uuid.UUID("0b5e55ed-0000-4000-8000-0000000026aa"))
     first = ("--session-id", session)
-    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=first) as live:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, extra_args=first, settings=DOORBELL_ONLY
+    ) as live:
         live.send_user("hello TOKEN-FIRST")
         assert live.next_result(timeout=90)["session_id"] == session
     run = finished(actors.spawn(template="echo TOKEN-WHILE-DEAD", session=session))
     assert cli("inbox", "read", "--session", session, "--peek").stdout.startswith("1 unread")
 
     again = ("--resume", session)
-    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=again) as back:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, extra_args=again, settings=DOORBELL_ONLY
+    ) as back:
         start = len(fake_llm.requests)
         back.send_user("back TOKEN-BACK")
         result = back.next_result(timeout=90)

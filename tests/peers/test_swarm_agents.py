@@ -37,7 +37,7 @@ from tests.integration.test_backlog_swarm import (  # noqa: F401  (repo: the fix
 )
 from tests.peers.conftest import peer_bin
 from tests.peers.fake_llm import FakeLLM, last_user_text
-from tests.peers.run_claude import MODEL, ClaudeSession, claude_session
+from tests.peers.run_claude import DOORBELL_ONLY, MODEL, ClaudeSession, claude_session
 from tests.peers.run_codex import CONFIG as CODEX_CONFIG
 from tests.peers.test_mcp_claude import call_tool, first_turn, tool_results, wait_wake
 from tests.reliability.test_self_healing import _marked
@@ -99,10 +99,14 @@ def codex_worker(tmp_path: Path, port: int) -> str:
 
 @pytest.fixture
 def coordinator(home: StateRoot, fake_llm: FakeLLM, tmp_path: Path) -> Iterator[ClaudeSession]:
-    """A real Claude Code session set up as docs/harnesses.md says, allowed actors' tools."""
+    """A real Claude Code session set up as docs/harnesses.md says, allowed actors' tools;
+    woken by the doorbell (DOORBELL_ONLY: the test reads the inbox after the wake, which a
+    socket wake would have marked read)."""
     binary = peer_bin("claude")
     allow = ("--allowedTools", "mcp__actors")
-    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=allow) as session:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, extra_args=allow, settings=DOORBELL_ONLY
+    ) as session:
         yield session
 
 

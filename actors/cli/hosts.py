@@ -1,0 +1,101 @@
+"""`actors host add / ls / rm`, and the two halves of a host's link (hidden: `host serve`
+runs on the host, `host link` here). A run on a host is addressed `run:<host>/<id>`;
+those verbs are sent to the host by actors.cli.__init__ before any parsing here."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from actors.cli._format import emit_json
+from actors.cli._options import json_option
+from runtime.store.layout import StateRoot
+
+
+def _root() -> StateRoot:
+    return StateRoot.from_env()
+
+
+@click.group("host")
+def host_group() -> None:
+    """Other machines to run on, over your own ssh (docs/hosts.md)."""
+
+
+@host_group.command("add")
+@click.argument("name")
+@click.argument("url", metavar="ssh://[user@]host[:port]")
+@click.option(
+    "--actors",
+    "actors_cmd",
+    default="actors",
+    show_default=True,
+    metavar="PATH",
+    help="The actors command on the host.",
+)
+@click.option("--install", is_flag=True, help="Put this version of actors on the host first.")
+@json_option
+def host_add(name: str, url: str, actors_cmd: str, install: bool, as_json: bool) -> None:
+    """Record host NAME once it answers over ssh with this version of actors."""
+    from actors._version import __version__
+    from runtime.hosts.remote import add_host
+
+    record = add_host(_root(), name, url, version=__version__, actors=actors_cmd, install=install)
+    if as_json:
+        emit_json(dict(record))
+    else:
+        click.echo(f"host {name}: {record['address']} actors {record['version']}")
+
+
+@host_group.command("ls")
+@json_option
+def host_ls(as_json: bool) -> None:
+    """Each host: reachable now, its actors version, runs placed there still out."""
+    from runtime.core.terminal import cell
+    from runtime.hosts.remote import host_rows
+
+    rows = host_rows(_root())
+    if as_json:
+        emit_json([row._asdict() for row in rows])
+        return
+    if not rows:
+        click.echo("no hosts (add one: actors host add NAME ssh://[user@]host)")
+        return
+    click.echo(f"{'HOST':<16} {'ADDRESS':<28} {'REACHABLE':<10} {'VERSION':<10} RUNS")
+    for row in rows:
+        reach = "yes" if row.reachable else "no"
+        click.echo(
+            f"{cell(row.name):<16} {cell(row.address):<28} {reach:<10} "
+            f"{cell(row.version or '-'):<10} {row.runs}"
+            + (f"  ({cell(row.why)})" if row.why else "")
+        )
+
+
+@host_group.command("rm")
+@click.argument("name")
+@click.option("--force", is_flag=True, help="Even with runs still out there (not reported).")
+def host_rm(name: str, force: bool) -> None:
+    """Forget host NAME (its runs there are left alone)."""
+    from runtime.hosts.remote import remove_host
+
+    remove_host(_root(), name, force=force)
+    click.echo(f"host {name} removed")
+
+
+@host_group.command("serve", hidden=True)
+@click.option("--session", required=True)
+def host_serve(session: str) -> None:
+    """On a host: stream SESSION's follow-ups to the coordinator (runtime.hosts.link)."""
+    from runtime.hosts.link import serve
+    from runtime.store.layout import check_id
+
+    serve(_root(), check_id(session, "session id"), sys.stdout)
+
+
+@host_group.command("link", hidden=True)
+@click.argument("name")
+def host_link(name: str) -> None:
+    """Here: relay host NAME's follow-ups while runs placed there are out."""
+    from runtime.hosts.link import relay
+
+    relay(_root(), name)

@@ -1,0 +1,64 @@
+"""One host as the code uses it: its record, its files and its ssh command line."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+
+from runtime.hosts.records import HostRecord, host_paths, load_host
+from runtime.hosts.ssh import remote_command, run_remote, ssh_argv
+from runtime.store.layout import HostPaths, StateRoot
+
+
+class Host:
+    __slots__ = ("paths", "record", "root")
+
+    def __init__(self, root: StateRoot, record: HostRecord) -> None:
+        self.root = root
+        self.record = record
+        self.paths: HostPaths = host_paths(root, record["name"])
+
+    @classmethod
+    def load(cls, root: StateRoot, name: str) -> Host:
+        return cls(root, load_host(root, name))
+
+    @property
+    def name(self) -> str:
+        return self.record["name"]
+
+    def ssh(self) -> list[str]:
+        """ssh up to the remote command, over the host's one master connection."""
+        r = self.record
+        return ssh_argv(self.paths, r["user"], r["address"], r["port"])
+
+    def command(self, args: Sequence[str]) -> list[str]:
+        """The full argv that runs `actors ARGS` on the host."""
+        return [*self.ssh(), remote_command(self.record["actors"], args)]
+
+    def run(
+        self, args: Sequence[str], *, input: str | None = None, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        """`actors ARGS` on the host, output captured (HostUnreachable when ssh fails)."""
+        r = self.record
+        return run_remote(
+            self.command(args),
+            name=r["name"],
+            address=r["address"],
+            port=r["port"],
+            input=input,
+            timeout=timeout,
+        )
+
+    def shell(
+        self, argv: Sequence[str], *, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[bytes]:
+        """A plain command on the host (not actors), each argument quoted; bytes out."""
+        import shlex
+
+        return subprocess.run(
+            [*self.ssh(), shlex.join(argv)],
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )

@@ -1,0 +1,267 @@
+"""Follow-ups of remote runs, carried home exactly once over one long-lived channel.
+
+On the host, a run placed from here is owned by this root's session there (the host
+record's `session`): its follow-ups are appended, durably, to that session's inbox on
+the host, as any follow-up is. `serve` (run on the host by `actors host serve`) writes
+each unread entry of that inbox to its stdout as one JSON line, sleeping on the inbox's
+doorbell in between (no timer), and marks an entry read only when the coordinator's
+`{"ack": id}` line comes back on its stdin.
+
+Here, `relay` (the detached `actors host link NAME`, one per host under a flock) holds
+that channel open over the host's ssh master, accepts an entry only for a run this root
+placed on that host, submits it to the placing session under a delivery id derived from
+the host and the remote delivery id (so a repeat after a lost ack is the same follow-up,
+kept once), and acks only after that submit returned: durable on both sides, at most one
+copy here. A dropped connection kills nothing: the runs go on there, their follow-ups
+wait in the host's inbox, and the relay reconnects with a backoff. The relay ends when
+no placed run of the host is still out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
+
+from runtime.core import config
+from runtime.core.errors import ActorsError
+from runtime.core.faults import pause_point
+from runtime.core.ids import now_iso
+from runtime.hosts.host import Host
+from runtime.hosts.records import end_placement, outstanding, placement
+from runtime.store.layout import StateRoot
+
+if TYPE_CHECKING:
+    from runtime.messaging.envelope import Envelope
+
+TERMINAL_TYPES = frozenset({"run.done", "run.failed", "run.exited"})
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+"""Waits between reconnects after the channel dropped (only then: no timer polls)."""
+
+
+# -- on the host ------------------------------------------------------------------------
+
+
+def serve(root: StateRoot, session: str, out: IO[str], in_fd: int = 0) -> None:
+    """`actors host serve --session S`: stream S's unread follow-ups, mark acked ones read.
+
+    Ends when stdin closes (the coordinator went away); nothing else stops with it.
+    """
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.messaging.doorbells import doorbell
+    from runtime.runner.guardian import Guard
+    from runtime.store.layout import session_paths
+
+    paths = session_paths(root, session)
+    inbox = SessionInbox(paths)
+    sent: set[str] = set()
+    pending = b""
+    with doorbell(paths.doorbells) as bell, contextlib.closing(Guard(root, session)) as guard:
+        guard.scan(fail_fast=True)  # runs of ours whose runner died are folded now
+        while True:
+            inbox.read_barrier()
+            for entry in inbox.unread():
+                if entry["id"] not in sent:
+                    out.write(json.dumps({"followup": entry}, separators=(",", ":")) + "\n")
+                    sent.add(entry["id"])
+            out.flush()
+            poller = select.poll()
+            for fd in [bell, in_fd, *guard.fds()]:
+                poller.register(fd, select.POLLIN)
+            for ready, _ in poller.poll():
+                if ready == bell:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(bell, 65536)
+                elif ready == in_fd:
+                    chunk = os.read(in_fd, 65536)
+                    if not chunk:
+                        return  # the channel closed: the runs go on
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    acked = [_ack_of(line) for line in lines]
+                    inbox.mark_read([a for a in acked if a])
+                else:
+                    guard.handle(ready)
+
+
+def _ack_of(line: bytes) -> str | None:
+    with contextlib.suppress(ValueError, AttributeError):
+        ack = json.loads(line).get("ack")
+        return ack if isinstance(ack, str) else None
+    return None
+
+
+# -- here -------------------------------------------------------------------------------
+
+
+def _log(host: Host, text: str) -> None:
+    if not host.paths.record.exists():
+        return  # the host was removed (`host rm --force`): nothing to write it into
+    with contextlib.suppress(OSError, ActorsError):
+        from runtime.store.appends import append_jsonl
+
+        append_jsonl(host.paths.link_log, {"ts": now_iso(), "event": text})
+
+
+class Accepted(NamedTuple):
+    ack: str
+    """The host's inbox entry id, acked once the follow-up is durable here."""
+    ended: tuple[str, str] | None = None
+    """(run id, status) when it was the run's terminal follow-up."""
+
+
+def accept(host: Host, entry: dict[str, Any]) -> Accepted:
+    """One entry from the host, submitted to the session that placed its run. A
+    follow-up of a run this root did not place on this host is refused (acked, logged,
+    never delivered): a host acts on nothing but the runs it was given."""
+    from runtime.delivery.engine import submit
+
+    envelope = dict(entry.get("envelope") or {})
+    sender = str(envelope.get("from") or "")
+    run_id = sender[4:] if sender.startswith("run:") else ""
+    try:
+        placed = placement(host.root, host.name, run_id) if run_id else None
+    except ActorsError:
+        placed = None
+    if placed is None:
+        _log(host, f"refused a follow-up from {sender[:80]!r}: not a run placed on this host")
+        return Accepted(str(entry.get("id")))
+    address = f"run:{host.name}/{run_id}"
+    envelope["from"] = address
+    envelope["session"] = placed["session"]
+    envelope["host"] = host.name
+    for key in ("summary",):
+        if isinstance(envelope.get(key), str):
+            envelope[key] = (
+                envelope[key].replace(run_id, address).replace(f"run:{address}", address)
+            )
+    body = envelope.get("body")
+    if isinstance(body, dict):
+        body = dict(body, host=host.name, run=address)
+        if isinstance(body.get("next"), str):
+            body["next"] = body["next"].replace(run_id, address).replace(f"run:{address}", address)
+        envelope["body"] = body
+    key = str(envelope.get("idempotency_key") or entry.get("id"))
+    submit(
+        host.root, placed["session"], cast("Envelope", envelope), delivery_id=f"{host.name}:{key}"
+    )
+    ended = None
+    if envelope.get("type") in TERMINAL_TYPES:
+        status = body.get("status") if isinstance(body, dict) else None
+        ended = (run_id, str(status or envelope["type"]))
+    return Accepted(str(entry.get("id")), ended)
+
+
+MAX_LINE = 4 << 20
+"""The longest line a host may send (a follow-up is far smaller): a longer one is dropped."""
+
+
+def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
+    """The host's lines as entries: bounded in size and depth (runtime.core.bounded_json);
+    anything else is logged and skipped, never held in memory whole."""
+    from runtime.core.bounded_json import decode
+
+    while True:
+        line = stream.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if not line.endswith(b"\n"):
+            _log(host, f"dropped a line longer than {MAX_LINE} bytes from the host")
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(MAX_LINE + 1)
+            continue
+        try:
+            entry = decode(line, max_bytes=MAX_LINE)["followup"]
+        except (ValueError, KeyError, TypeError, ActorsError):
+            _log(host, "skipped a line from the host that is not a follow-up")
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("envelope"), dict):
+            yield entry
+
+
+def relay_once(host: Host) -> bool:
+    """One connection's life: relay until the channel drops (False) or nothing of the
+    host is out any more (True)."""
+    argv = host.command(["host", "serve", "--session", host.record["session"]])
+    with subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    ) as channel:
+        assert channel.stdin is not None and channel.stdout is not None
+        for entry in _entries(host, channel.stdout):
+            accepted = accept(host, entry)
+            pause_point("hosts.relay.before_ack")
+            try:
+                channel.stdin.write(json.dumps({"ack": accepted.ack}).encode() + b"\n")
+                channel.stdin.flush()
+            except BrokenPipeError:
+                break  # not acked: the host sends it again, and here it is the same delivery
+            if accepted.ended is not None:  # only once acked: till then the link stays
+                end_placement(host.root, host.name, *accepted.ended)
+            if not outstanding(host.root, host.name):
+                channel.stdin.close()
+                channel.wait()
+                return True
+    _log(host, f"channel closed (ssh exit status {channel.returncode})")
+    return not outstanding(host.root, host.name)
+
+
+def relay(root: StateRoot, name: str) -> None:
+    """`actors host link NAME`: the host's one relay, while any run placed there is out.
+
+    The flock makes it one per host. After letting the lock go it looks once more: a
+    spawn that placed a run in between started a link that found the lock held."""
+    from runtime.store.appends import try_locked
+
+    while True:
+        host = Host.load(root, name)
+        with try_locked(host.paths.link_lock) as held:
+            if not held:
+                return  # another link serves the host
+            attempt = 0
+            while outstanding(root, name):
+                started = time.monotonic()
+                try:
+                    if relay_once(host):
+                        break
+                except ActorsError as err:
+                    _log(host, str(err))
+                if time.monotonic() - started > 60:
+                    attempt = 0  # it was up for a while: start the backoff over
+                time.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+                attempt += 1
+        if not outstanding(root, name):
+            return
+
+
+def ensure_links(root: StateRoot, session: str | None = None) -> None:
+    """A link for every host with runs still out (of `session`, when given): what a
+    session's wait and `reconcile` do, so a link that died is back before anyone waits
+    on what it carries."""
+    from runtime.hosts.records import list_hosts
+
+    for record in list_hosts(root):
+        out = outstanding(root, record["name"])
+        if any(session is None or p["session"] == session for p in out):
+            start_link(root, record["name"])
+
+
+def start_link(root: StateRoot, name: str) -> None:
+    """Start the host's link, detached, unless one runs (it exits at once then)."""
+    host = Host.load(root, name)
+    from runtime.store.writes import ensure_dir
+
+    ensure_dir(host.paths.dir)
+    subprocess.Popen(
+        [sys.executable, "-m", "actors", "host", "link", name],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, config.HOME.name: str(root.path)},
+    )

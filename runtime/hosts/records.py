@@ -1,0 +1,163 @@
+"""What this state root knows of its hosts: one record per host (`actors host add`) and
+one placement per run it placed there, all files 0600 under `hosts/<name>/`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from typing import NotRequired, TypedDict, cast
+
+from runtime.core.errors import BadInput, NotFound, StateDamaged
+from runtime.core.ids import now_iso
+from runtime.store.layout import HostPaths, StateRoot, check_id
+from runtime.store.reads import read_json
+from runtime.store.writes import ensure_dir, write_json_atomic
+
+
+class HostRecord(TypedDict):
+    name: str
+    url: str
+    user: str
+    address: str
+    port: int
+    actors: str
+    """The remote `actors` command (an absolute path after `--install`)."""
+    version: str
+    """The remote actors's version when last checked."""
+    session: str
+    """The session this root's runs belong to on the remote: their follow-ups wait in
+    its inbox there until the link has them durable here."""
+    added_at: str
+
+
+class Placement(TypedDict):
+    run: str
+    host: str
+    session: str
+    """The local session that owns the run (and gets its follow-ups)."""
+    placed_at: str
+    state: str
+    """`placed`, then `ended` once its terminal follow-up is here or it was stopped."""
+    what: NotRequired[str]
+    """The recipe or template, for `ls`."""
+    status: NotRequired[str]
+    ended_at: NotRequired[str]
+
+
+_URL = re.compile(
+    r"ssh://(?:(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})@)?(?P<host>[^@:/\[\]\s]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?/?"
+)
+
+
+def parse_url(url: str) -> tuple[str, str, int]:
+    """`ssh://[user@]host[:port]` -> (user, host, port); one line naming the fault."""
+    found = _URL.fullmatch(url)
+    hint = "use ssh://[user@]host[:port], e.g. ssh://build@10.0.0.7:2222"
+    if found is None or found["host"].startswith("-"):
+        raise BadInput(f"{url[:80]!r} is not an ssh:// host address", hint=hint)
+    port = int(found["port"] or 22)
+    if not 0 < port < 65536:
+        raise BadInput(f"port {port} of {url[:80]!r} is out of range", hint=hint)
+    return found["user"] or "", found["host"].strip("[]"), port
+
+
+def host_paths(root: StateRoot, name: str) -> HostPaths:
+    return root.host(check_id(name, "host name"))
+
+
+def load_host(root: StateRoot, name: str) -> HostRecord:
+    paths = host_paths(root, name)
+    found = read_json(paths.record)
+    if found is None:
+        raise NotFound(f"no host {name!r}", hint="add it: actors host add NAME ssh://[user@]host")
+    if not isinstance(found, dict) or not {"name", "address", "actors", "session"} <= found.keys():
+        raise StateDamaged(f"host record {paths.record} is damaged", path=paths.record)
+    return cast("HostRecord", found)
+
+
+def save_host(root: StateRoot, record: HostRecord) -> None:
+    paths = host_paths(root, record["name"])
+    ensure_dir(root.hosts)
+    ensure_dir(paths.dir)
+    write_json_atomic(paths.record, record)
+
+
+def list_hosts(root: StateRoot) -> list[HostRecord]:
+    if not root.hosts.is_dir():
+        return []
+    return [
+        load_host(root, d.name)
+        for d in sorted(root.hosts.iterdir())
+        if d.is_dir() and not d.name.startswith(".") and (d / "host.json").exists()
+    ]
+
+
+def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = "") -> Placement:
+    """Written (fsynced) before the run is started there: the link accepts follow-ups
+    only of placed runs."""
+    paths = host_paths(root, host)
+    ensure_dir(paths.placements)
+    record: Placement = {
+        "run": check_id(run_id),
+        "host": host,
+        "session": session,
+        "placed_at": now_iso(),
+        "state": "placed",
+        "what": what,
+    }
+    write_json_atomic(paths.placement(run_id), record)
+    return record
+
+
+def placement(root: StateRoot, host: str, run_id: str) -> Placement | None:
+    found = read_json(host_paths(root, host).placement(run_id))
+    return cast("Placement", found) if isinstance(found, dict) else None
+
+
+def placements(root: StateRoot, host: str) -> list[Placement]:
+    folder = host_paths(root, host).placements
+    if not folder.is_dir():
+        return []
+    found = []
+    for entry in sorted(folder.iterdir()):
+        if entry.suffix == ".json":
+            with contextlib.suppress(StateDamaged, BadInput):
+                record = placement(root, host, entry.stem)
+                if record is not None:
+                    found.append(record)
+    return found
+
+
+def outstanding(root: StateRoot, host: str) -> list[Placement]:
+    """Placed runs whose end is not known here yet."""
+    return [p for p in placements(root, host) if p.get("state") == "placed"]
+
+
+def end_placement(root: StateRoot, host: str, run_id: str, status: str) -> None:
+    record = placement(root, host, run_id)
+    if record is None or record.get("state") == "ended":
+        return
+    record.update({"state": "ended", "status": status, "ended_at": now_iso()})
+    write_json_atomic(host_paths(root, host).placement(run_id), record)
+
+
+def forget_host(root: StateRoot, name: str) -> None:
+    """`host rm`: the host's records go (its runs there are untouched). Renamed out of the
+    way first, so a reader sees the host or nothing; files its link or ssh master remove
+    while they go are not an error."""
+    import shutil
+
+    from runtime.core.ids import new_id
+
+    paths = host_paths(root, name)
+    load_host(root, name)
+    gone = root.hosts / f".removed-{name}-{new_id()}"
+    os.rename(paths.dir, gone)
+
+    def vanished(func: object, path: str, exc: object) -> None:
+        if not isinstance(sys.exc_info()[1], FileNotFoundError):
+            raise  # what rmtree is handling: anything but a file already gone
+
+    shutil.rmtree(gone, onerror=vanished)

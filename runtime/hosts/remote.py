@@ -1,0 +1,352 @@
+"""A run on a host, driven from here: `host add / ls / rm`, `spawn --host`, and every
+verb given a `run:<host>/<id>` address, which is the remote `actors`'s own verb sent
+over the host's connection (so a remote run has exactly the remote's semantics: its
+kill is the remote's kill, on the remote machine).
+
+Ownership is checked here, against the placement: only the session that placed a run
+controls it (unless --force); on the host, every run placed from this root belongs to
+this root's one session there.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from runtime.core.errors import BadInput, Conflict, NotFound, Refused
+from runtime.core.ids import is_valid_id, now_iso
+from runtime.core.terminal import one_line
+from runtime.hosts.host import Host
+from runtime.hosts.records import (
+    HostRecord,
+    end_placement,
+    forget_host,
+    host_paths,
+    list_hosts,
+    outstanding,
+    parse_url,
+    place,
+    placement,
+    placements,
+    save_host,
+)
+from runtime.hosts.ssh import SSH_FAILED, HostUnreachable, close_master, explain
+from runtime.store.layout import StateRoot, check_id
+
+CONTROL_VERBS = frozenset({"kill", "cancel", "message"})
+"""Verbs that act on a run: the placing session's, unless --force."""
+SESSION_VERBS = frozenset({"kill", "cancel", "message", "status"})
+"""Verbs whose remote form takes `--session` (the root's session there)."""
+REMOTE_VERBS = frozenset({"status", "result", "tail", "wait", "inspect"}) | CONTROL_VERBS
+
+
+class RemoteRef(NamedTuple):
+    host: str
+    run: str
+
+    def __str__(self) -> str:
+        return f"run:{self.host}/{self.run}"
+
+
+def remote_ref(text: str) -> RemoteRef | None:
+    """`run:<host>/<id>` -> its parts (validated); None for any other address."""
+    if not text.startswith("run:") or "/" not in text:
+        return None
+    host, _, run = text[4:].partition("/")
+    if not is_valid_id(host) or not is_valid_id(run):
+        raise BadInput(
+            f"invalid address {text[:80]!r}",
+            hint="a run is run:ID, a remote run run:HOST/ID (a host from `actors host ls`)",
+        )
+    return RemoteRef(host, run)
+
+
+# -- hosts ------------------------------------------------------------------------------
+
+
+def version_of(host: Host) -> str:
+    """The remote actors's version (`actors, version X`), or the reason there is none."""
+    done = host.run(["--version"], timeout=30)
+    if done.returncode == 127:
+        raise NotFound(
+            f"host {host.name} has no {host.record['actors']!r} on its PATH",
+            hint="install actors there, name it with --actors PATH, or use --install",
+        )
+    if done.returncode != 0 or "version" not in done.stdout:
+        raise NotFound(
+            f"host {host.name}: {host.record['actors']!r} --version failed: "
+            f"{one_line(done.stderr or done.stdout, 200)}",
+            hint="check the remote actors with ssh, or use --install",
+        )
+    return done.stdout.strip().rsplit(" ", 1)[-1]
+
+
+def add_host(
+    root: StateRoot,
+    name: str,
+    url: str,
+    *,
+    version: str,
+    actors: str = "actors",
+    install: bool = False,
+) -> HostRecord:
+    """Check the host answers over ssh with a remote actors of `version` (this one's),
+    then record it. Nothing is kept when a check fails."""
+    import shutil
+
+    from runtime.store.writes import ensure_dir
+
+    check_id(name, "host name")
+    user, address, port = parse_url(url)
+    paths = host_paths(root, name)
+    if paths.record.exists():
+        raise Conflict(f"host {name!r} exists", hint=f"remove it first: actors host rm {name}")
+    record: HostRecord = {
+        "name": name,
+        "url": url,
+        "user": user,
+        "address": address,
+        "port": port,
+        "actors": actors,
+        "version": "",
+        "session": f"via-{secrets.token_hex(6)}",
+        "added_at": now_iso(),
+    }
+    created = not paths.dir.exists()
+    ensure_dir(root.hosts)
+    ensure_dir(paths.dir)
+    host = Host(root, record)
+    try:
+        if install:
+            from runtime.hosts.install import install_remote
+
+            record["actors"] = install_remote(host)
+        record["version"] = version_of(host)
+        if record["version"] != version:
+            raise Conflict(
+                f"host {name} runs actors {record['version']}, this is {version}",
+                hint="both ends speak one protocol: add it with --install to put this "
+                "version there",
+            )
+        save_host(root, record)
+    except BaseException:
+        close_master(host.ssh())
+        if created:
+            shutil.rmtree(paths.dir, ignore_errors=True)
+        raise
+    return record
+
+
+class HostRow(NamedTuple):
+    name: str
+    address: str
+    reachable: bool
+    version: str
+    runs: int
+    why: str
+
+
+def host_rows(root: StateRoot) -> list[HostRow]:
+    """`host ls`: each host asked for its version now (reachable or the reason not)."""
+    rows = []
+    for record in list_hosts(root):
+        host = Host(root, record)
+        spec = f"{record['user'] + '@' if record['user'] else ''}{record['address']}"
+        spec += f":{record['port']}" if record["port"] != 22 else ""
+        out = len(outstanding(root, record["name"]))
+        try:
+            rows.append(HostRow(record["name"], spec, True, version_of(host), out, ""))
+        except (HostUnreachable, NotFound) as err:
+            rows.append(HostRow(record["name"], spec, False, "", out, err.message))
+    return rows
+
+
+def remove_host(root: StateRoot, name: str, *, force: bool) -> None:
+    out = outstanding(root, name)
+    if out and not force:
+        raise Conflict(
+            f"host {name} still has {len(out)} run(s) placed from here "
+            f"({', '.join(p['run'] for p in out[:3])})",
+            hint="wait for them or kill them, or rm --force (they go on there, unreported)",
+        )
+    close_master(Host.load(root, name).ssh())
+    forget_host(root, name)
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+def _take_option(args: list[str], option: str) -> str | None:
+    """Remove `option VALUE` / `option=VALUE` from args; its value (the last given)."""
+    value = None
+    i = 0
+    while i < len(args):
+        if args[i] == option and i + 1 < len(args):
+            value = args[i + 1]
+            del args[i : i + 2]
+        elif args[i].startswith(option + "="):
+            value = args[i].split("=", 1)[1]
+            del args[i]
+        else:
+            i += 1
+    return value
+
+
+def _option_value(args: list[str], options: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(args[:-1]):
+        if arg in options:
+            return args[index + 1]
+    return next((a.split("=", 1)[1] for a in args for o in options if a.startswith(o + "=")), None)
+
+
+def _take_flag(args: list[str], flag: str) -> bool:
+    found = flag in args
+    while flag in args:
+        args.remove(flag)
+    return found
+
+
+def _principal(root: StateRoot, session: str | None) -> str:
+    from runtime.runs.ownership import current_principal
+
+    return current_principal(root, session).id
+
+
+def spawn_remote(root: StateRoot, args: list[str]) -> int:
+    """`actors spawn --host NAME ...`: placed here first, then started there."""
+    from runtime.hosts.link import start_link
+
+    args = list(args)
+    name = _take_option(args, "--host") or ""
+    if _take_option(args, "--recipe") is not None:
+        raise BadInput(
+            "--recipe FILE cannot be sent to a host yet",
+            hint="use a recipe the host has (actors spawn --host H NAME) or -t TEMPLATE",
+        )
+    host = Host.load(root, name)
+    owner = _principal(root, _take_option(args, "--session"))
+    as_json = _take_flag(args, "--json")
+    wanted = _take_option(args, "--as")
+    if wanted is not None:
+        run_id = check_id(wanted[4:] if wanted.startswith("run:") else wanted)
+    else:
+        label = next((a for a in args if not a.startswith("-")), "run") if args else "run"
+        label = label if is_valid_id(label) and len(label) < 40 else "run"
+        run_id = f"{label}-" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
+    if placement(root, name, run_id) is not None:
+        raise Conflict(f"run {run_id} was already placed on {name}", hint="choose another --as")
+    template = _option_value(args, ("-t", "--template"))
+    recipe = next((a for a in args if not a.startswith("-")), None) if template is None else None
+    place(root, name, run_id, owner, what=template or recipe or "")
+    remote = [*args, "--as", f"run:{run_id}", "--session", host.record["session"], "--json"]
+    try:
+        done = host.run(["spawn", *remote], timeout=120)
+    except BaseException:
+        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
+        raise
+    if done.returncode != 0:
+        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
+        sys.stderr.write(_remote_error(host, done.stderr))
+        return done.returncode
+    start_link(root, name)
+    started: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {}
+    address = str(RemoteRef(name, run_id))
+    if as_json:
+        print(json.dumps({**started, "run": run_id, "host": name, "address": address}, indent=2))
+    else:
+        print(address)
+    return 0
+
+
+def _remote_error(host: Host, stderr: str) -> str:
+    """The remote's error line(s), said to come from the host, control characters escaped."""
+    lines = [one_line(line, 400) for line in stderr.splitlines() if line.strip()][-3:]
+    return "".join(
+        f"actors: on host {host.name}: {line.removeprefix('actors: ')}\n" for line in lines
+    )
+
+
+def forward(root: StateRoot, args: Sequence[str]) -> int:
+    """A verb with `run:<host>/<id>` addresses: run as the host's own verb over its
+    connection, output streamed (tail -f follows), exit status the remote's."""
+    verb, rest = args[0], list(args[1:])
+    force = "--force" in rest
+    session = _take_option(rest, "--session")
+    refs: list[RemoteRef] = []
+    for index, arg in enumerate(rest):
+        ref = remote_ref(arg)
+        if ref is None:
+            continue
+        refs.append(ref)
+        rest[index] = f"run:{ref.run}"
+        if verb == "message":
+            break  # the address is the first: the rest is the message
+    hosts = {ref.host for ref in refs}
+    mine = {f"run:{r.run}" for r in refs}
+    local = [
+        a
+        for i, a in enumerate(rest)
+        if not a.startswith("-") and a not in mine and (i == 0 or rest[i - 1] != "--timeout")
+    ]
+    if len(hosts) != 1 or (verb == "wait" and local):
+        raise BadInput(
+            f"`actors {verb}` takes runs of one host at a time",
+            hint="call it once per host",
+        )
+    name = refs[0].host
+    host = Host.load(root, name)
+    caller = _principal(root, session) if verb in CONTROL_VERBS else None
+    for ref in refs:
+        placed = placement(root, name, ref.run)
+        if placed is None:
+            raise NotFound(
+                f"no run {ref.run} placed on host {name} from here",
+                hint=f"actors ls shows the runs placed on hosts; {name}'s own are its business",
+            )
+        if caller is not None and placed["session"] != caller and not force:
+            raise Refused(
+                f"{ref} belongs to session {placed['session']}, not {caller}",
+                hint="act as that session (--session), or --force",
+            )
+    if verb in SESSION_VERBS:
+        rest += ["--session", host.record["session"]]
+    argv = host.command([verb, *rest])
+    done = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
+    )
+    if done.returncode == SSH_FAILED:
+        r = host.record
+        raise explain(name, r["address"], r["port"], done.stderr)
+    if done.stderr:
+        sys.stderr.write(_remote_error(host, done.stderr) if done.returncode else done.stderr)
+    if done.returncode == 0 and verb in ("kill", "cancel"):
+        for ref in refs:
+            end_placement(root, name, ref.run, "killed" if verb == "kill" else "cancelled")
+    return done.returncode
+
+
+def placed_rows(root: StateRoot) -> list[dict[str, Any]]:
+    """Every run placed on a host from here, for `ls` (its host column): what this root
+    knows without asking the host (ls stays local), `placed` until the run's end came
+    back over the link."""
+    rows = []
+    for record in list_hosts(root):
+        for placed in placements(root, record["name"]):
+            address = str(RemoteRef(record["name"], placed["run"]))
+            rows.append(
+                {
+                    "run": address,
+                    "address": address,
+                    "host": record["name"],
+                    "owner_id": placed["session"],
+                    "status": placed.get("status") or placed["state"],
+                    "created_at": placed["placed_at"],
+                    "command": placed.get("what"),
+                }
+            )
+    return rows

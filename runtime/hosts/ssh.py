@@ -1,0 +1,130 @@
+"""Every ssh command line to a host, in one place: the user's own ssh (config, keys,
+agent), host keys checked strictly, and one ControlMaster per host that every call,
+the link's channel included, is multiplexed over.
+
+The remote command is one string for the remote shell (that is how ssh sends it), so
+each argument is quoted on its own: a value is exactly one argument there too.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Sequence
+
+from runtime.core import config
+from runtime.core.errors import ActorsError, BadInput, ResourceError
+from runtime.core.terminal import one_line
+from runtime.store.layout import HostPaths
+
+SSH_FAILED = 255
+"""ssh's own exit status for a connection that failed (the remote command's otherwise)."""
+
+CONTROL_PERSIST = "10m"
+"""How long the master outlives its last channel (the link's channel keeps it while runs
+are out there)."""
+
+CONNECT_TIMEOUT_S = 10
+"""A host that does not answer is unreachable after this long (not TCP's two minutes)."""
+
+MAX_SOCKET_PATH = 100
+"""A unix socket's path is at most 108 bytes (sun_path); ssh adds a suffix while binding."""
+
+
+class HostUnreachable(ActorsError):
+    """ssh could not connect or log in (not a fault of the remote command)."""
+
+    exit_code = 3
+
+
+def ssh_argv(paths: HostPaths, user: str, address: str, port: int) -> list[str]:
+    """The ssh command line up to the remote command."""
+    socket = str(paths.control_socket)
+    if len(socket) > MAX_SOCKET_PATH:
+        raise BadInput(
+            f"the host's connection socket path {socket[:60]}... is longer than "
+            f"{MAX_SOCKET_PATH} bytes",
+            hint="point ACTORS_HOME at a shorter path",
+        )
+    argv = ["ssh"]
+    if cfg := config.path(config.SSH_CONFIG):
+        argv += ["-F", cfg]
+    argv += [
+        "-o", "BatchMode=yes",
+        "-o", "StrictHostKeyChecking=yes",
+        "-o", "ControlMaster=auto",
+        "-o", f"ControlPath={socket}",
+        "-o", f"ControlPersist={CONTROL_PERSIST}",
+        "-o", "ServerAliveInterval=5",
+        "-o", "ServerAliveCountMax=3",
+        "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+        "-p", str(port),
+    ]  # fmt: skip
+    if user:
+        argv += ["-l", user]
+    return [*argv, "--", address]
+
+
+def remote_command(actors: str, args: Sequence[str]) -> str:
+    """`actors ARGS...` as the remote shell must read it, each argument quoted."""
+    return shlex.join([actors, *args])
+
+
+def explain(name: str, address: str, port: int, stderr: str) -> ActorsError:
+    """ssh's failure as one line with its fix."""
+    spec = address if port == 22 else f"[{address}]:{port}"
+    if "IDENTIFICATION HAS CHANGED" in stderr:
+        return HostUnreachable(
+            f"host {name}: the key {spec} presents is not the one in known_hosts "
+            "(refused: it may be an attacker)",
+            hint=f"if {spec} was really reinstalled, check its new key out of band, then "
+            f"`ssh-keygen -R '{spec}'` and connect once with ssh to record the new key",
+        )
+    if "Host key verification failed" in stderr or "No ED25519 host key is known" in stderr:
+        return HostUnreachable(
+            f"host {name}: {spec}'s key is not in known_hosts",
+            hint=f"check its fingerprint, then record it: ssh -p {port} {address} true "
+            "(answer yes), or add it to known_hosts yourself",
+        )
+    lines = [line for line in stderr.splitlines() if line.strip() and "Warning:" not in line]
+    why = one_line(lines[-1], 200) if lines else "ssh failed"
+    return HostUnreachable(
+        f"host {name} ({spec}) cannot be reached: {why}",
+        hint="check `ssh -p PORT [user@]host true` works without a password prompt",
+    )
+
+
+def run_remote(
+    argv: list[str],
+    *,
+    name: str,
+    address: str,
+    port: int,
+    input: str | None = None,
+    timeout: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
+    """One remote command over the host's connection, its output captured; ssh's own
+    failure raised as HostUnreachable (the remote command's status is the caller's)."""
+    try:
+        done = subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise HostUnreachable(f"host {name} did not answer within {timeout:.0f}s") from err
+    except FileNotFoundError as err:
+        raise ResourceError("ssh is not installed", hint="install OpenSSH's client") from err
+    if done.returncode == SSH_FAILED:
+        raise explain(name, address, port, done.stderr)
+    return done
+
+
+def close_master(argv: list[str]) -> None:
+    """`ssh -O exit`: the host's master connection ends (host rm)."""
+    control = [*argv[:-2], "-O", "exit", *argv[-2:]]
+    subprocess.run(control, capture_output=True, check=False, timeout=10, stdin=subprocess.DEVNULL)
