@@ -85,7 +85,7 @@ def host_rm(name: str, force: bool) -> None:
 @host_group.command("serve", hidden=True)
 @click.option("--session", required=True)
 def host_serve(session: str) -> None:
-    """On a host: stream SESSION's follow-ups to the coordinator (runtime.hosts.link)."""
+    """On a host: stream SESSION's follow-ups to the coordinator's `host link`."""
     from runtime.hosts.link import serve
     from runtime.store.layout import check_id
 

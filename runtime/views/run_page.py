@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from runtime.compiler.redact import redact_deep, redact_values, run_secrets
 from runtime.core.errors import BadInput, StateDamaged
 from runtime.core.ids import now_iso
-from runtime.core.terminal import one_line
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_text_tail, tail_jsonl
 from runtime.views.counts import exit_code
@@ -26,8 +25,7 @@ from runtime.views.inspect import inspect
 from runtime.views.status import find_run, full_status, read_result
 
 if TYPE_CHECKING:
-    from runtime.store.layout import RunPaths
-    from runtime.store.records import ResultRecord, RunRecord
+    pass
 
 TAIL_LINES = 200
 EVENTS = 200
@@ -57,7 +55,10 @@ class RunPage(TypedDict):
 
 
 def run_page(root: StateRoot, run_id: str, *, lines: int = TAIL_LINES) -> RunPage:
-    """One run's page; every text in it masked of the run's secrets."""
+    """One run's page; every text in it masked of the run's secrets. Its result line is
+    the one its follow-up quotes (one definition, runtime.delivery.followups)."""
+    from runtime.delivery.followups import result_line
+
     paths, run = find_run(root, run_id)
     target = f"run:{run_id}"
     tail = inspect(root, target, "tail", lines=lines)
@@ -86,22 +87,6 @@ def run_page(root: StateRoot, run_id: str, *, lines: int = TAIL_LINES) -> RunPag
     }
     masked: RunPage = redact_deep(page, run_secrets(run))
     return masked
-
-
-RESULT_LINE_CHARS = 300
-
-
-def result_line(paths: RunPaths, run: RunRecord, result: ResultRecord) -> str | None:
-    """The run's own last word on one line, as its follow-up says it
-    (runtime.delivery.followups): a declared message's summary, else the last non-empty
-    line of its body or of the run's output."""
-    from runtime.delivery.followups import semantic_result
-
-    said = semantic_result(paths, run, result)
-    if said.get("summary"):
-        return one_line(str(said["summary"]), RESULT_LINE_CHARS)
-    lines = [line for line in str(said.get("body") or "").splitlines() if line.strip()]
-    return one_line(lines[-1], RESULT_LINE_CHARS) if lines else None
 
 
 def steps_of(events: list[dict[str, Any]], instance: str | None) -> list[dict[str, Any]]:

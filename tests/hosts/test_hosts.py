@@ -178,7 +178,16 @@ def test_ls_has_a_host_column(ssh_home: StateRoot, ssh_hosts: list[SshHost]) -> 
     local = cli("spawn", "-t", "true", "--json")
     assert local.returncode == 0
     table = cli("ls").stdout.splitlines()
-    assert table[0].split() == ["RUN", "STATUS", "AGE", "RECIPE", "ACTIVE", "HOST"]
+    assert table[0].split() == [
+        "RUN",
+        "STATUS",
+        "STARTED",
+        "DURATION",
+        "CODE",
+        "RECIPE",
+        "ACTIVE",
+        "HOST",
+    ]
     mine = next((line for line in table if line.startswith(address)), "\n".join(table))
     assert mine.split()[1] == "placed" and mine.split()[-1] == "alpha"
     rows = json.loads(cli("ls", "--json").stdout)
