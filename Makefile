@@ -42,11 +42,10 @@ setup: system-deps $(STAMP)
 	@$(BIN)/python -m compileall -q actors runtime adapters recipes >/dev/null
 	@$(ON_PATH)
 
-# `actors` as a tool on your PATH (~/.local/bin), isolated from this checkout's .venv.
-install:
-	@if command -v uv >/dev/null 2>&1; then uv tool install --force --reinstall .; \
-	elif command -v pipx >/dev/null 2>&1; then pipx install --force .; \
-	else echo 'make install needs uv (https://docs.astral.sh/uv/) or pipx; or: export PATH="$(CURDIR)/$(BIN):$$PATH"'; exit 2; fi
+# `actors` as a tool on your PATH (~/.local/bin), isolated from this checkout's .venv: uv
+# (a test extra, so setup has it) installs it as `uv tool install .` would.
+install: setup
+	@$(BIN)/uv tool install --force --reinstall --python "$$($(BIN)/python -c 'import sys; print(sys._base_executable)')" .
 
 demo: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/demo.sh

@@ -89,6 +89,8 @@ class Tour:
     env: dict[str, str]
     agent: Path
     opencode_url: str
+    cli: list[str] = field(default_factory=lambda: [sys.executable, "-m", "actors"])
+    """How `actors` is started: this checkout's, or the one a tool install put on PATH."""
     runs: dict[str, str] = field(default_factory=dict)  # tour name -> run id
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     results: dict[int, list[Result]] = field(default_factory=dict)
@@ -114,11 +116,11 @@ class Tour:
         }
         words = [stand_ins.get(w, w) for w in shlex.split(command)]
         assert words[0] == "actors", command
-        return [sys.executable, "-m", "actors", *words[1:]]
+        return [*self.cli, *words[1:]]
 
     def actors(self, *args: str, timeout: float = 120) -> Result:
         return subprocess.run(
-            [sys.executable, "-m", "actors", *args],
+            [*self.cli, *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -188,10 +190,43 @@ def ok(result: Result) -> None:
     assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
 
 
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def tool_install(base: Path, env: dict[str, str]) -> Path:
+    """`uv tool install` of this checkout into a fresh HOME under `base` (the README's
+    `make install`), from the package registry like a user's; the installed `actors`.
+    PATH then holds the tool's bin directory and not this checkout's .venv, so whatever
+    the tour's runs start (`actors group run`, recipe scripts) is the installed one too."""
+    import shutil
+
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent))
+    assert uv is not None, "uv is a test extra (pyproject.toml): make setup installs it"
+    tools, bin_dir = (
+        base / "home" / ".local" / "share" / "uv" / "tools",
+        base / "home" / ".local" / "bin",
+    )
+    env.update(UV_TOOL_DIR=str(tools), UV_TOOL_BIN_DIR=str(bin_dir))
+    done = subprocess.run(
+        [uv, "tool", "install", "--python", sys.executable, str(CHECKOUT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    venv_bin = str(Path(sys.executable).parent)
+    kept = [d for d in env.get("PATH", "").split(os.pathsep) if d and d != venv_bin]
+    env["PATH"] = os.pathsep.join([str(bin_dir), *kept])
+    return bin_dir / "actors"
+
+
 @contextlib.contextmanager
-def tour_world(base: Path) -> Iterator[Tour]:
+def tour_world(base: Path, installed: bool = False) -> Iterator[Tour]:
     """A fresh state root, HOME and git project (with a backlog) under `base`, the stand-in
-    agent and OpenCode server; every run and process the tour left is killed after."""
+    agent and OpenCode server; every run and process the tour left is killed after. With
+    `installed`, `actors` is a tool install of this checkout rather than the checkout."""
     (base / "home").mkdir()
     project = base / "project"
     project.mkdir()
@@ -216,6 +251,8 @@ def tour_world(base: Path) -> Iterator[Tour]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OpenCodeStandIn)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     state = Tour(base, env, agent, f"http://127.0.0.1:{server.server_address[1]}")
+    if installed:
+        state.cli = [str(tool_install(base, env))]
     try:
         yield state
     finally:

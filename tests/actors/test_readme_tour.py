@@ -668,9 +668,15 @@ def test_each_check_is_for_what_the_readme_says_now() -> None:
     assert stale == []
 
 
-@pytest.fixture(scope="module")
-def tour(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tour]:
-    with tour_world(tmp_path_factory.mktemp("tour")) as world:
+@pytest.fixture(scope="module", params=["checkout", "tool install"])
+def tour(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Tour]:
+    """The tour walked twice: with this checkout's `actors`, and with the one `uv tool
+    install` puts on a fresh HOME's PATH (what `make install` does), so every command the
+    README shows works from a tool install as from the checkout."""
+    installed = request.param == "tool install"
+    with tour_world(tmp_path_factory.mktemp("tour"), installed=installed) as world:
         yield world
 
 
