@@ -40,6 +40,11 @@ class HostUnreachable(ActorsError):
     exit_code = 3
 
 
+class HostAnswer(ActorsError):
+    """The host's actors answered what this version cannot read: output that is not its
+    JSON (a different or a hostile actors there)."""
+
+
 def ssh_argv(paths: HostPaths, user: str, address: str, port: int) -> list[str]:
     """The ssh command line up to the remote command."""
     socket = str(paths.control_socket)

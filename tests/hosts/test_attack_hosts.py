@@ -17,6 +17,7 @@ import pytest
 
 from runtime.store.layout import StateRoot
 from tests.conftest import cli
+from tests.hosts.netns import SshHost
 
 
 def _fake_host(home: StateRoot, name: str = "evil", address: str = "127.0.0.1") -> None:
@@ -219,3 +220,91 @@ def test_a_host_dir_planted_as_a_symlink_is_never_removed_through(
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert sorted(p.name for p in elsewhere.iterdir()) == before
     assert stat.S_ISLNK(os.lstat(planted).st_mode)
+
+
+# -- a hostile remote `actors`, over a real sshd host -------------------------------------
+
+HOSTILE = """#!/bin/sh
+# the host's actors, except where {mode} names a verb to answer with hostile output
+mode=$(cat {mode})
+case "$mode:$1" in
+  version:--version) printf 'actors, version 9\\033]0;pwned\\007%s\\n\\033[2J\\n' "$(head -c 100000 /dev/zero | tr '\\0' A)"; exit 0 ;;
+  garbage:spawn) printf '\\033]0;pwned\\007not json at all\\n'; exit 0 ;;
+  deep:spawn) head -c 100000 /dev/zero | tr '\\0' '['; exit 0 ;;
+  list:spawn) printf '[1, 2]\\n'; exit 0 ;;
+  loud:status) printf 'out \\033]0;pwned\\007 \\033[2J end\\n'; printf 'err \\033]0;pwned2\\007\\n' >&2; exit 0 ;;
+esac
+exec actors "$@"
+"""
+
+
+def _hostile_script(tmp_path: Path, mode: str) -> tuple[Path, Path]:
+    """The script (visible inside the hosts' namespaces) and its mode file."""
+    mode_file = tmp_path / "mode"
+    mode_file.write_text(mode)
+    script = tmp_path / "hostile-actors"
+    script.write_text(HOSTILE.format(mode=mode_file))
+    script.chmod(0o755)
+    tmp_path.chmod(0o755)
+    return script, mode_file
+
+
+@pytest.fixture
+def hostile_host(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> tuple[SshHost, Path]:
+    """alpha, added with `--actors` naming a script that passes everything to the real
+    actors there until its mode file says otherwise."""
+    host = ssh_hosts[0]
+    script, mode = _hostile_script(tmp_path, "pass")
+    added = cli("host", "add", host.name, host.url, "--actors", str(script))
+    assert added.returncode == 0, added.stderr
+    return host, mode
+
+
+@pytest.mark.parametrize("answer", ["garbage", "deep", "list"])
+def test_a_hostile_spawn_answer_is_one_line(
+    hostile_host: tuple[SshHost, Path], ssh_home: StateRoot, answer: str
+) -> None:
+    host, mode = hostile_host
+    mode.write_text(answer)
+    done = cli("spawn", "--host", host.name, "-t", "true", "--session", "coord", "--json")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"host {host.name}" in done.stderr and "\x1b" not in done.stderr
+    placed = ssh_home.host(host.name).placements
+    assert not placed.exists() or not any(placed.iterdir())
+
+
+def test_a_hostile_version_answer_is_one_bounded_line(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    host = ssh_hosts[1]
+    script, _ = _hostile_script(tmp_path, "version")
+    done = cli("host", "add", host.name, host.url, "--actors", str(script))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and len(done.stderr) < 1000, done.stderr[:300]
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert not ssh_home.hosts.exists() or not any(ssh_home.hosts.iterdir())
+
+
+def test_a_hostile_remote_output_never_drives_the_terminal(
+    hostile_host: tuple[SshHost, Path], ssh_home: StateRoot
+) -> None:
+    """What the host's `actors` prints for a verb is shown on this terminal as a local
+    run's output is: control sequences escaped (here they bypassed the CLI's stream)."""
+    import sys
+
+    from runtime.hosts.records import place
+    from tests.actors.test_grammar import _in_pty
+
+    host, mode = hostile_host
+
+    place(ssh_home, host.name, "run-x", "coord")
+    mode.write_text("loud")
+    shown, _, code = _in_pty(
+        [sys.executable, "-m", "actors", "status", f"run:{host.name}/run-x"], dict(os.environ)
+    )
+    assert code == 0, shown
+    assert "out " in shown and " end" in shown and "err " in shown
+    assert "\x1b]0;pwned" not in shown and "\x1b[2J" not in shown and "\x07" not in shown
