@@ -308,3 +308,47 @@ def test_a_hostile_remote_output_never_drives_the_terminal(
     assert code == 0, shown
     assert "out " in shown and " end" in shown and "err " in shown
     assert "\x1b]0;pwned" not in shown and "\x1b[2J" not in shown and "\x07" not in shown
+
+
+def test_planted_link_files_are_never_written_through(home: StateRoot, tmp_path: Path) -> None:
+    """link.log and link.lock replaced by symlinks: the log line is dropped, the lock is
+    refused in one line, and neither target is created or written."""
+    from runtime.core.errors import ActorsError
+    from runtime.hosts.host import Host
+    from runtime.hosts.link import _log
+    from runtime.store.appends import try_locked
+
+    _fake_host(home, "alpha")
+    host = Host.load(home, "alpha")
+    log_target, lock_target = tmp_path / "log-target", tmp_path / "lock-target"
+    log_target.write_text("mine\n")
+    host.paths.link_log.symlink_to(log_target)
+    host.paths.link_lock.symlink_to(lock_target)
+    _log(host, "a line")
+    with pytest.raises(ActorsError, match="symlink"), try_locked(host.paths.link_lock):
+        pass
+    assert log_target.read_text() == "mine\n" and not lock_target.exists()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: runtime.hosts.link.accept delivers a follow-up for a placement already "
+    "ended, so a host that repeats a run's terminal follow-up under fresh ids (entry id, "
+    "idempotency_key) is delivered again each time: not one follow-up per outcome",
+)
+def test_a_host_cannot_repeat_a_runs_end_under_new_ids(home: StateRoot) -> None:
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.hosts.host import Host
+    from runtime.hosts.link import accept
+    from runtime.hosts.records import end_placement, place
+    from runtime.store.layout import session_paths
+
+    _fake_host(home, "alpha")
+    place(home, "alpha", "mine", "coord")
+    host = Host.load(home, "alpha")
+    for index in range(3):
+        envelope = {"from": "run:mine", "type": "run.done", "idempotency_key": f"k{index}"}
+        accepted = accept(host, {"id": f"e{index}", "envelope": envelope})
+        if accepted.ended is not None:
+            end_placement(home, "alpha", *accepted.ended)
+    assert len(SessionInbox(session_paths(home, "coord")).unread()) == 1
