@@ -330,13 +330,10 @@ def test_planted_link_files_are_never_written_through(home: StateRoot, tmp_path:
     assert log_target.read_text() == "mine\n" and not lock_target.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: runtime.hosts.link.accept delivers a follow-up for a placement already "
-    "ended, so a host that repeats a run's terminal follow-up under fresh ids (entry id, "
-    "idempotency_key) is delivered again each time: not one follow-up per outcome",
-)
 def test_a_host_cannot_repeat_a_runs_end_under_new_ids(home: StateRoot) -> None:
+    """A hostile host sends a run's terminal follow-up again under fresh entry ids and
+    idempotency keys (each a new delivery id here): one follow-up per outcome, the
+    repeats refused and logged."""
     from runtime.delivery.sessions import SessionInbox
     from runtime.hosts.host import Host
     from runtime.hosts.link import accept
@@ -352,3 +349,4 @@ def test_a_host_cannot_repeat_a_runs_end_under_new_ids(home: StateRoot) -> None:
         if accepted.ended is not None:
             end_placement(home, "alpha", *accepted.ended)
     assert len(SessionInbox(session_paths(home, "coord")).unread()) == 1
+    assert host.paths.link_log.read_text().count("its run has ended") == 2
