@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from runtime.core.errors import BadInput, Conflict, NotFound, Refused
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.core.terminal import one_line
+from runtime.hosts.address import message_address
 from runtime.hosts.host import Host
 from runtime.hosts.records import (
     HostRecord,
@@ -306,14 +307,16 @@ def forward(root: StateRoot, args: Sequence[str]) -> int:
     force = "--force" in rest
     session = _take_option(rest, "--session")
     refs: list[RemoteRef] = []
-    for index, arg in enumerate(rest):
-        ref = remote_ref(arg)
+    # a message's address is its first argument: its type and body are text, which may
+    # well start with `run:<host>/<id>` (they are never read as addresses)
+    at = message_address(rest) if verb == "message" else None
+    candidates = ([] if at is None else [at]) if verb == "message" else range(len(rest))
+    for index in candidates:
+        ref = remote_ref(rest[index])
         if ref is None:
             continue
         refs.append(ref)
         rest[index] = f"run:{ref.run}"
-        if verb == "message":
-            break  # the address is the first: the rest is the message
     hosts = {ref.host for ref in refs}
     mine = {f"run:{r.run}" for r in refs}
     local = [

@@ -383,3 +383,39 @@ def test_tail_follow_loses_nothing_written_while_it_starts(home: StateRoot, tmp_
         os.kill(int(pid), signal.SIGCONT)
         out = follow.communicate(timeout=60)[0]
     assert follow.returncode == 0 and out.split() == ["first", "middle", "last"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["run:alpha/x finished, look at it", "run:alpha/x", "run:../../etc/passwd"],
+)
+def test_a_local_message_whose_text_looks_like_a_remote_address_stays_local(
+    home: StateRoot, tmp_path: Path, text: str
+) -> None:
+    """A message's body and summary are text: one that starts with `run:<host>/<id>` is
+    not sent to a host (nor refused as a bad address); only its address decides."""
+    from tests.conftest import make_fifo, read_fifo_line
+
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    spawned = cli("spawn", "-t", f"sh -c 'echo up > {ready}; cat {gate}'", "--session", "s1")
+    run = spawned.stdout.split()[0]
+    assert read_fifo_line(ready) == "up"
+    try:
+        for args in (
+            (run, "note", text, "--session", "s1"),
+            ("--summary", text, run, "note", "--session", "s1"),
+            ("--session", "s1", "--summary", text, run, "note", text),
+        ):
+            done = cli("message", *args, "--force")
+            assert done.returncode == 0, (args, done.stderr)
+    finally:
+        with open(gate, "w") as w:
+            w.write("x\n")
+    assert cli("wait", run, "--timeout", "60").returncode == 0
+
+
+def test_the_message_options_are_the_commands_own() -> None:
+    from actors.cli.commands import MESSAGE_ARGS
+    from runtime.hosts.address import MESSAGE_VALUE_OPTIONS
+
+    assert set(MESSAGE_ARGS.options) == MESSAGE_VALUE_OPTIONS
