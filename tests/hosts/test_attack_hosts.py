@@ -445,3 +445,52 @@ def test_a_secret_for_a_remote_run_is_not_in_any_command_line(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert value not in argv_log.read_text()
+
+
+def _link_pids(home: StateRoot) -> list[int]:
+    """This state root's `actors host link` processes (as tests/hosts/conftest finds them)."""
+    import contextlib
+
+    marker = f"ACTORS_HOME={home.path}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                if b"host\x00link" in (proc / "cmdline").read_bytes() and marker in (
+                    proc / "environ"
+                ).read_bytes().split(b"\x00"):
+                    found.append(int(proc.name))
+    return found
+
+
+def test_a_host_removed_mid_run_leaves_nothing_behind(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """`host rm --force` while a run placed there is out: the link goes (its channel cut
+    with the master), writes nothing back into a host that is gone, delivers nothing;
+    the run there goes on to its end."""
+    import select
+
+    from tests.conftest import make_fifo, read_fifo_line
+
+    host = ssh_hosts[1]
+    assert cli("host", "add", host.name, host.url).returncode == 0
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    done = cli(
+        "spawn", "--host", host.name, "-t", f"sh -c 'echo up > {ready}; cat {gate}'",
+        "--session", "coord",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert read_fifo_line(ready) == "up"
+    [link] = _link_pids(ssh_home)
+    watch = os.pidfd_open(link)
+    try:
+        assert cli("host", "rm", host.name, "--force").returncode == 0
+        assert select.select([watch], [], [], 60)[0], "the link outlived its host"
+    finally:
+        os.close(watch)
+    with open(gate, "w") as w:
+        w.write("x\n")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "2").returncode == 75
+    assert not (ssh_home.hosts / host.name).exists()
+    assert [p.name for p in ssh_home.hosts.iterdir()] == []
