@@ -156,3 +156,20 @@ def test_the_token_reaches_nothing_but_the_socket_and_the_session_record(
         if p.is_file() and TOKEN.encode() in p.read_bytes()
     ]
     assert holders == [Path("sessions") / SESSION / "session.json"]
+
+
+def test_a_relative_socket_path_is_never_recorded(home: StateRoot, tmp_path: Path) -> None:
+    """A socket path relative to the hook's directory would name a different socket in
+    each deliverer's working directory (a run's, anyone's): not recorded, the doorbell."""
+    hook = {"session_id": SESSION, "cwd": str(tmp_path)}
+    env = {"CLAUDE_CODE_MESSAGING_SOCKET": "cc.sock", "CLAUDE_CODE_MESSAGING_TOKEN": TOKEN}
+    assert cli("hook", "session-start", input=json.dumps(hook), env=env).returncode == 0
+    options = json.loads(session_paths(home, SESSION).record.read_text())["options"]
+    assert "messaging_socket" not in options and "messaging_token" not in options
+    spawned = cli(
+        "spawn", "-t", "true", "--session", SESSION,
+        env={**env, "CLAUDE_CODE_SESSION_ID": SESSION},
+    )  # fmt: skip
+    assert spawned.returncode == 0, spawned.stderr
+    options = json.loads(session_paths(home, SESSION).record.read_text())["options"]
+    assert "messaging_socket" not in options and "messaging_token" not in options
