@@ -494,3 +494,35 @@ def test_a_host_removed_mid_run_leaves_nothing_behind(
     assert cli("inbox", "wait", "--session", "coord", "--timeout", "2").returncode == 75
     assert not (ssh_home.hosts / host.name).exists()
     assert [p.name for p in ssh_home.hosts.iterdir()] == []
+
+
+def test_a_placement_planted_as_a_symlink_admits_nothing(home: StateRoot, tmp_path: Path) -> None:
+    """`hosts/<name>/runs/<id>.json` linked to a record written elsewhere: not read, so a
+    host's follow-up for that id is refused, and `ls` and `host rm` stay one line."""
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.hosts.host import Host
+    from runtime.hosts.link import accept
+    from runtime.store.layout import session_paths
+
+    _fake_host(home, "alpha")
+    elsewhere = tmp_path / "planted.json"
+    elsewhere.write_text(
+        json.dumps(
+            {
+                "run": "ghost",
+                "host": "alpha",
+                "session": "coord",
+                "state": "placed",
+                "placed_at": "2026-01-01T00:00:00.000Z",
+            }
+        )
+    )
+    runs = home.host("alpha").placements
+    runs.mkdir(mode=0o700)
+    (runs / "ghost.json").symlink_to(elsewhere)
+    envelope = {"from": "run:ghost", "type": "run.done", "summary": "forged"}
+    assert accept(Host.load(home, "alpha"), {"id": "g1", "envelope": envelope}).ended is None
+    assert not SessionInbox(session_paths(home, "coord")).unread()
+    listed = cli("ls", "--json")
+    assert "Traceback" not in listed.stderr and "ghost" not in listed.stdout
+    assert json.loads(elsewhere.read_text())["state"] == "placed"
