@@ -75,6 +75,11 @@ def _remote(args: list[str]) -> bool:
         return any(a == "--host" or a.startswith("--host=") for a in args[1:])
     if args[0] not in _REMOTE_VERBS:
         return False
+    if args[0] == "message":  # only its address: its type and body are text
+        from runtime.hosts.address import message_address
+
+        index = message_address(args[1:])
+        return index is not None and args[1 + index].startswith("run:") and "/" in args[1 + index]
     return any(a.startswith("run:") and "/" in a for a in args[1:])
 
 

@@ -51,14 +51,21 @@ def tail_cmd(
             found = [redact_text(line, secrets) for line in read_text_tail(path, lines)]
         emit_json({"run": paths.run_id, "stream": stream, "lines": found})
         return
+    # where a follow goes on from, taken before the lines above it are read: what the run
+    # writes while this starts following is printed then, not skipped
+    start = os.stat(path) if follow and not use_events and os.path.exists(path) else None
     if use_events:
         for event in tail_jsonl(path, lines):
             click.echo(cell(redact_text(_event_line(event), secrets)))
     else:
-        for line in read_text_tail(path, lines):
+        upto = start.st_size if start is not None else None
+        for line in read_text_tail(path, lines, upto=upto):
             click.echo(redact_text(line, secrets))
     if follow:
-        _follow(root, paths.run_id, path, events=use_events, secrets=secrets)
+        from runtime.core.faults import pause_point
+
+        pause_point("tail.before_follow")
+        _follow(root, paths.run_id, path, events=use_events, secrets=secrets, start=start)
 
 
 def _event_line(event: dict[str, Any]) -> str:
@@ -74,6 +81,7 @@ def _follow(
     *,
     events: bool = False,
     secrets: list[str] | None = None,
+    start: os.stat_result | None = None,
 ) -> None:
     from runtime.compiler.redact import redact_text
     from runtime.core.platform import ExitWatch
@@ -90,8 +98,10 @@ def _follow(
     if watch is not None and runner is not None and verify(runner)[0] != "valid":
         watch.close()
         watch = None
-    offset = os.stat(path).st_size if os.path.exists(path) else 0
-    inode = os.stat(path).st_ino if os.path.exists(path) else None
+    if start is None and events and os.path.exists(path):
+        start = os.stat(path)  # events already shown are skipped by id below anyway
+    offset = start.st_size if start is not None else 0  # no log yet: all of it is new
+    inode = start.st_ino if start is not None else None
     journal = read_jsonl(path, offset=offset).identity if events else None
     last_id = max([""] + [str(e.get("id", "")) for e in tail_jsonl(path, 1)]) if events else ""
     ended = False

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,15 @@ def inbound_setting(config_dir: Path, cwd: Path | None) -> str | None:
 
 
 def _read(path: Path) -> str | None:
+    """A project's settings files are the project's to choose (a cloned repository's): a
+    FIFO, or a link to one or to a device, counts as not setting anything, and opening it
+    never blocks (O_NONBLOCK) the hook Claude runs on every prompt."""
     try:
-        with open(path, "rb") as handle:  # a settings file is small; bounded anyway
-            data: Any = json.loads(handle.read(1_000_000))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            data: Any = json.loads(handle.read(1_000_000))  # small; bounded anyway
     except (OSError, ValueError):
         return None
     raw = data.get("crossSessionInbound") if isinstance(data, dict) else None

@@ -122,7 +122,7 @@ def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
     for key in ("messaging_socket", "messaging_token", "permission_mode"):
         options.pop(key, None)  # the mode is recorded again at the first prompt
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
-    if socket:
+    if socket and os.path.isabs(socket):  # relative, it would name a socket per sender's cwd
         options["messaging_socket"] = socket
         if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
             options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
@@ -318,7 +318,9 @@ def record_spawner_socket(root: StateRoot, owner: str) -> None:
     (hooks installed after the session started, a session registered by hand); a run's
     processes are never `owner`'s Claude (they act as `run:<id>`). Never fails a spawn."""
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")
-    if not socket or os.environ.get("CLAUDE_CODE_SESSION_ID") != owner:
+    if not socket or not os.path.isabs(socket):
+        return  # relative, it would name a different socket in each sender's directory
+    if os.environ.get("CLAUDE_CODE_SESSION_ID") != owner:
         return
     from runtime.delivery.sessions import load_session, save_session
 

@@ -118,8 +118,9 @@ class Accepted(NamedTuple):
 
 def accept(host: Host, entry: dict[str, Any]) -> Accepted:
     """One entry from the host, submitted to the session that placed its run. A
-    follow-up of a run this root did not place on this host is refused (acked, logged,
-    never delivered): a host acts on nothing but the runs it was given."""
+    follow-up of a run this root did not place on this host, or of one whose end is
+    here already, is refused (acked, logged, never delivered): a host acts on nothing but
+    the runs it was given, and each run ends once."""
     from runtime.delivery.engine import submit
 
     envelope = dict(entry.get("envelope") or {})
@@ -129,8 +130,11 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
         placed = placement(host.root, host.name, run_id) if run_id else None
     except ActorsError:
         placed = None
-    if placed is None:
-        _log(host, f"refused a follow-up from {sender[:80]!r}: not a run placed on this host")
+    if placed is None or placed.get("state") == "ended":
+        # after the run's end (its terminal follow-up, or a kill or cancel from here)
+        # nothing more of it is owed: a host repeating the end under fresh ids is refused
+        why = "not a run placed on this host" if placed is None else "its run has ended"
+        _log(host, f"refused a follow-up from {sender[:80]!r}: {why}")
         return Accepted(str(entry.get("id")))
     address = f"run:{host.name}/{run_id}"
     envelope["from"] = address

@@ -47,8 +47,12 @@ class Placement(TypedDict):
 
 
 _URL = re.compile(
-    r"ssh://(?:(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})@)?(?P<host>[^@:/\[\]\s]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?/?"
+    r"ssh://(?:(?P<user>[A-Za-z_][A-Za-z0-9_.-]{0,31})@)?"
+    r"(?P<host>[A-Za-z0-9_.~%+-]+|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[0-9]{1,5}))?/?"
 )
+"""A host is a name, an IPv4 or a bracketed IPv6 address, in printable ASCII only: a
+control or invisible character would be stored, handed to ssh and shown to a terminal,
+and a shell or ssh metacharacter has no place in a host name."""
 
 
 def parse_url(url: str) -> tuple[str, str, int]:

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from runtime.core.errors import BadInput, Conflict, NotFound, Refused
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.core.terminal import one_line
+from runtime.hosts.address import message_address
 from runtime.hosts.host import Host
 from runtime.hosts.records import (
     HostRecord,
@@ -35,13 +36,15 @@ from runtime.hosts.records import (
     placements,
     save_host,
 )
-from runtime.hosts.ssh import SSH_FAILED, HostUnreachable, close_master, explain
+from runtime.hosts.ssh import SSH_FAILED, HostAnswer, HostUnreachable, close_master, explain
 from runtime.store.layout import StateRoot, check_id
 
 CONTROL_VERBS = frozenset({"kill", "cancel", "message"})
 """Verbs that act on a run: the placing session's, unless --force."""
 SESSION_VERBS = frozenset({"kill", "cancel", "message", "status"})
 """Verbs whose remote form takes `--session` (the root's session there)."""
+MAX_STDERR = 1 << 20
+"""What is read of a host's stderr for a verb (its last lines say why it failed)."""
 REMOTE_VERBS = frozenset({"status", "result", "tail", "wait", "inspect"}) | CONTROL_VERBS
 
 
@@ -83,7 +86,8 @@ def version_of(host: Host) -> str:
             f"{one_line(done.stderr or done.stdout, 200)}",
             hint="check the remote actors with ssh, or use --install",
         )
-    return done.stdout.strip().rsplit(" ", 1)[-1]
+    first = done.stdout.strip().splitlines()[0]
+    return one_line(first.rsplit(" ", 1)[-1], 40)  # what the host says, bounded and inert
 
 
 def add_host(
@@ -253,14 +257,39 @@ def spawn_remote(root: StateRoot, args: list[str]) -> int:
         host_paths(root, name).placement(run_id).unlink(missing_ok=True)
         sys.stderr.write(_remote_error(host, done.stderr))
         return done.returncode
+    try:
+        started = _answer(host, done.stdout)
+    except BaseException:
+        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
+        raise
     start_link(root, name)
-    started: dict[str, Any] = json.loads(done.stdout) if done.stdout.strip() else {}
     address = str(RemoteRef(name, run_id))
     if as_json:
         print(json.dumps({**started, "run": run_id, "host": name, "address": address}, indent=2))
     else:
         print(address)
     return 0
+
+
+def _answer(host: Host, stdout: str) -> dict[str, Any]:
+    """The host's `spawn --json` answer: one bounded JSON object, or one line saying the
+    host's actors answered something else (never a traceback)."""
+    from runtime.core.bounded_json import decode
+
+    if not stdout.strip():
+        return {}
+    try:
+        found = decode(stdout, max_bytes=1 << 20)
+    except ValueError as err:
+        found = err
+    if isinstance(found, dict):
+        return found
+    why = f"{found}" if isinstance(found, ValueError) else f"a JSON {type(found).__name__}"
+    raise HostAnswer(
+        f"host {host.name}'s actors answered spawn with what is not its JSON: {one_line(why, 120)}",
+        hint=f"check the actors there (`actors host ls`); if it started a run, "
+        f"`ssh` to {host.name} and `actors ls` there",
+    )
 
 
 def _remote_error(host: Host, stderr: str) -> str:
@@ -278,14 +307,16 @@ def forward(root: StateRoot, args: Sequence[str]) -> int:
     force = "--force" in rest
     session = _take_option(rest, "--session")
     refs: list[RemoteRef] = []
-    for index, arg in enumerate(rest):
-        ref = remote_ref(arg)
+    # a message's address is its first argument: its type and body are text, which may
+    # well start with `run:<host>/<id>` (they are never read as addresses)
+    at = message_address(rest) if verb == "message" else None
+    candidates = ([] if at is None else [at]) if verb == "message" else range(len(rest))
+    for index in candidates:
+        ref = remote_ref(rest[index])
         if ref is None:
             continue
         refs.append(ref)
         rest[index] = f"run:{ref.run}"
-        if verb == "message":
-            break  # the address is the first: the rest is the message
     hosts = {ref.host for ref in refs}
     mine = {f"run:{r.run}" for r in refs}
     local = [
@@ -315,19 +346,56 @@ def forward(root: StateRoot, args: Sequence[str]) -> int:
             )
     if verb in SESSION_VERBS:
         rest += ["--session", host.record["session"]]
-    argv = host.command([verb, *rest])
-    done = subprocess.run(
-        argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False
-    )
-    if done.returncode == SSH_FAILED:
+    code, stderr = _run_shown(host.command([verb, *rest]))
+    if code == SSH_FAILED:
         r = host.record
-        raise explain(name, r["address"], r["port"], done.stderr)
-    if done.stderr:
-        sys.stderr.write(_remote_error(host, done.stderr) if done.returncode else done.stderr)
-    if done.returncode == 0 and verb in ("kill", "cancel"):
+        raise explain(name, r["address"], r["port"], stderr)
+    if stderr:
+        sys.stderr.write(_remote_error(host, stderr) if code else stderr)
+    if code == 0 and verb in ("kill", "cancel"):
         for ref in refs:
             end_placement(root, name, ref.run, "killed" if verb == "kill" else "cancelled")
-    return done.returncode
+    return code
+
+
+def _run_shown(argv: list[str]) -> tuple[int, str]:
+    """The host's verb, its stdout streamed as it comes (tail -f follows): straight to a
+    pipe, as locally, but through this CLI's own stream when that is a terminal, so what
+    the host's actors prints is made inert here as a local run's output is (a hostile or
+    different actors there cannot drive this terminal). Its stderr's last MAX_STDERR
+    bytes are returned (read alongside, so neither pipe can stall the other; a pipe, not
+    a file: ssh's multiplexed channel handed a file as stderr ended `tail -f` early)."""
+    import codecs
+    import os
+    import threading
+
+    from runtime.core.terminal import TerminalStream
+
+    shown = isinstance(sys.stdout, TerminalStream)
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if shown else None,
+        stderr=subprocess.PIPE,
+    ) as proc:
+        assert proc.stderr is not None
+        err_fd = proc.stderr.fileno()
+        tail = bytearray()
+
+        def drain() -> None:
+            while chunk := os.read(err_fd, 65536):
+                tail.extend(chunk)
+                del tail[:-MAX_STDERR]
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        if proc.stdout is not None:
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            while chunk := os.read(proc.stdout.fileno(), 65536):
+                sys.stdout.write(decoder.decode(chunk))
+                sys.stdout.flush()
+        reader.join()
+    return proc.returncode, bytes(tail).decode(errors="replace")
 
 
 def placed_rows(root: StateRoot) -> list[dict[str, Any]]:

@@ -8,12 +8,15 @@ each argument is quoted on its own: a value is exactly one argument there too.
 
 from __future__ import annotations
 
+import os
 import shlex
+import stat
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from runtime.core import config
-from runtime.core.errors import ActorsError, BadInput, ResourceError
+from runtime.core.errors import ActorsError, BadInput, ResourceError, StateDamaged
 from runtime.core.terminal import one_line
 from runtime.store.layout import HostPaths
 
@@ -37,6 +40,11 @@ class HostUnreachable(ActorsError):
     exit_code = 3
 
 
+class HostAnswer(ActorsError):
+    """The host's actors answered what this version cannot read: output that is not its
+    JSON (a different or a hostile actors there)."""
+
+
 def ssh_argv(paths: HostPaths, user: str, address: str, port: int) -> list[str]:
     """The ssh command line up to the remote command."""
     socket = str(paths.control_socket)
@@ -46,6 +54,7 @@ def ssh_argv(paths: HostPaths, user: str, address: str, port: int) -> list[str]:
             f"{MAX_SOCKET_PATH} bytes",
             hint="point ACTORS_HOME at a shorter path",
         )
+    _check_socket(paths.control_socket)
     argv = ["ssh"]
     if cfg := config.path(config.SSH_CONFIG):
         argv += ["-F", cfg]
@@ -63,6 +72,24 @@ def ssh_argv(paths: HostPaths, user: str, address: str, port: int) -> list[str]:
     if user:
         argv += ["-l", user]
     return [*argv, "--", address]
+
+
+def _check_socket(path: Path) -> None:
+    """ssh connects to an existing ControlPath as the host's master and sends it every
+    command: a symlink planted there (or anything but this user's socket) would take the
+    host's commands somewhere else, so it is refused, never followed."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return  # no master yet: ssh binds a fresh one (it unlinks nothing it did not make)
+    if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.geteuid():
+        return
+    what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a socket of yours"
+    raise StateDamaged(
+        f"{path} is {what}; refusing to hand it to ssh as the host's connection",
+        hint=f"remove it (rm {path}); the next command makes the connection again",
+        path=path,
+    )
 
 
 def remote_command(actors: str, args: Sequence[str]) -> str:

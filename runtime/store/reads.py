@@ -334,23 +334,29 @@ def fold(records: Iterable[dict[str, Any]], key: str = "id") -> dict[str, dict[s
     return state
 
 
-def read_text_tail(path: Path, lines: int, *, window: int = 256 * 1024) -> list[str]:
-    """The last `lines` lines of a log file (decoded leniently); a log that rotated a
-    moment ago (few lines yet) is continued from its previous file (`<name>.1`)."""
+def read_text_tail(
+    path: Path, lines: int, *, window: int = 256 * 1024, upto: int | None = None
+) -> list[str]:
+    """The last `lines` lines of a log file (decoded leniently) before byte `upto` (its
+    end when None: a follower passes the size it goes on from, so no byte is skipped or
+    shown twice); a log that rotated a moment ago (few lines yet) is continued from its
+    previous file (`<name>.1`)."""
     if lines <= 0:
         return []
-    parts, whole = _tail_lines(path, window)
+    parts, whole = _tail_lines(path, window, upto)
     if len(parts) < lines and whole:
         parts = _tail_lines(rotated(path), window)[0] + parts
     return parts[-lines:]
 
 
-def _tail_lines(path: Path, window: int) -> tuple[list[str], bool]:
-    """(the lines of the file's last `window` bytes, whether that was the whole file)."""
+def _tail_lines(path: Path, window: int, upto: int | None = None) -> tuple[list[str], bool]:
+    """(the lines of the file's last `window` bytes before `upto`, whether that was the
+    whole file)."""
     try:
         size = safe.lstat(path).st_size
     except FileNotFoundError:
         return [], True
+    size = size if upto is None else min(size, upto)
     start = max(0, size - window)
     text = read_bytes(path, offset=start, limit=size - start).decode("utf-8", errors="replace")
     parts = text.splitlines()
