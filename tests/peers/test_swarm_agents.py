@@ -299,10 +299,13 @@ def test_collab_branches_with_claude_and_codex_scopes(
 def merging_coordinator(
     home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
 ) -> Iterator[ClaudeSession]:
-    """A real Claude Code coordinator allowed actors' tools and its own shell tool."""
+    """A real Claude Code coordinator allowed actors' tools and its own shell tool; woken
+    by the doorbell like `coordinator` (the test reads the inbox after the wake)."""
     binary = peer_bin("claude")
     allow = ("--allowedTools", "mcp__actors", "Bash", "--verbose")
-    with claude_session(binary, fake_llm.port, home.path, tmp_path, extra_args=allow) as session:
+    with claude_session(
+        binary, fake_llm.port, home.path, tmp_path, extra_args=allow, settings=DOORBELL_ONLY
+    ) as session:
         yield session
 
 
