@@ -200,9 +200,11 @@ class ActorsTools:
         return text, _bounded(data, 8000)
 
     def _status(self, p: Any, session: str) -> tuple[str, Any]:
-        from actors import api
+        """What `actors status --json` shows (its secrets masked), compact."""
+        from runtime.store.layout import parse_run_ref
+        from runtime.views.status import find_run, shown_status
 
-        data = _compact(dict(api.status(p.run, home=self.home)))
+        data = _compact(dict(shown_status(*find_run(self.root, parse_run_ref(p.run)))))
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)[:8000]
         return text, _bounded(data, 8000)
 

@@ -239,8 +239,7 @@ def status_view(
     then: str | None = None,
 ) -> None:
     """The body of `actors status`: one run in detail, or this session's active work."""
-    from runtime.compiler.redact import redact_deep, run_secrets
-    from runtime.views.status import find_run, full_status
+    from runtime.views.status import find_run, shown_status
 
     root = StateRoot.from_env()
     if line or stdin or then is not None:
@@ -249,8 +248,7 @@ def status_view(
     if run is None:
         raise BadInput("which run?", hint="actors status RUN, or actors status --line")
     paths, record = find_run(root, parse_run_ref(run))
-    # secrets masked: a reason may quote one
-    summary: dict[str, Any] = redact_deep(full_status(paths, record), run_secrets(record))
+    summary: dict[str, Any] = dict(shown_status(paths, record))
     if as_json:
         emit_json(summary)
         return

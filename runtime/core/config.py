@@ -211,6 +211,13 @@ BRANCH = Setting(
     "Set by a run's script to `recv` and `emit` as the branch worker `branch:<run>/<b>`.",
     RUN,
 )
+HARNESS_CAPABILITIES = ("CLAUDE_CODE_MESSAGING_SOCKET", "CLAUDE_CODE_MESSAGING_TOKEN")
+"""What a harness exports to the processes it starts that lets them act in its session
+(Claude Code's messaging socket and its token: a frame sent there is a user turn). A
+spawn from inside the session records them for follow-ups (adapters.claude_code); a
+run's own processes never get them: what a run says reaches the session only as a
+follow-up, fenced."""
+
 RUNNER_STATE = Setting(
     "ACTORS_RUNNER_STATE", "text", "unset", "A parked runner's own (never set it).", RUN
 )

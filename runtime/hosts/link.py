@@ -20,6 +20,7 @@ no placed run of the host is still out.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import select
@@ -152,8 +153,14 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
             body["next"] = body["next"].replace(run_id, address).replace(f"run:{address}", address)
         envelope["body"] = body
     key = str(envelope.get("idempotency_key") or entry.get("id"))
+    # the host chose the key: only its digest names anything here (a delivery id is a
+    # file name under the session, and `../..` in it must not become a path)
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     submit(
-        host.root, placed["session"], cast("Envelope", envelope), delivery_id=f"{host.name}:{key}"
+        host.root,
+        placed["session"],
+        cast("Envelope", envelope),
+        delivery_id=f"{host.name}:{digest}",
     )
     ended = None
     if envelope.get("type") in TERMINAL_TYPES:

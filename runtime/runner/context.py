@@ -182,8 +182,13 @@ class RunContext:
         }
 
     def restore(self, saved: dict[str, Any]) -> None:
-        """The execution as an earlier image of this runner left it, its logs still open."""
-        self.steps, self._commands = Steps.restore(saved["steps"]), saved["commands"]
+        """The execution as an earlier image of this runner left it, its logs still open.
+        An image parked by an older actors (an upgrade while the run idled) kept bare
+        counters (`counts`): its steps are folded from the run's journal instead."""
+        if "steps" in saved:
+            self.steps, self._commands = Steps.restore(saved["steps"]), saved["commands"]
+        else:
+            self.steps, self._commands = self._steps_from_journal(), saved["counts"][3]
         self.branches, self.nodes = saved["branches"], saved["nodes"]
         self.failures, self.failed_commands = saved["failures"], saved["failed_commands"]
         self.stop_reason, self.abort, self.grace = (
@@ -194,6 +199,16 @@ class RunContext:
         for name, (fd, size) in saved["logs"].items():
             path = self.paths.stdout if name == "stdout" else self.paths.stderr
             self._logs[name] = LogFile.adopt(path, LOG_CAP_BYTES, fd, size)
+
+    def _steps_from_journal(self) -> Steps:
+        from runtime.core.errors import StateDamaged
+        from runtime.store.reads import read_jsonl
+
+        try:
+            records = read_jsonl(self.paths.events).records
+        except StateDamaged:
+            records = []
+        return Steps.from_events(records, self.instance)
 
     def held(self) -> list[Held]:
         """The logs' output a full disk did not take yet (runtime.runner.output.Held)."""

@@ -61,6 +61,8 @@ holds only its verifier); main() takes it out of os.environ, so only children ge
 def _child_env(paths: RunPaths, run: RunRecord) -> dict[str, str]:
     env = dict(os.environ)
     env.pop(config.SESSION.name, None)  # children act through the run token, never a session
+    for name in config.HARNESS_CAPABILITIES:  # nor through the harness's own way in
+        env.pop(name, None)
     # Children find the same `actors` installation as the runner (a venv's bin directory).
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     env.update(

@@ -182,31 +182,39 @@ def park(runner: Runner) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals())
     if _arrived_meanwhile(runner):
         return
+    try:
+        _exec_parked(runner)  # returns only when it could not park
+    finally:  # staying up: the signals are this image's again
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
+
+
+def _exec_parked(runner: Runner) -> None:
+    """Write the runner's state and exec() into the idle wait. Where the state cannot be
+    written or exec fails, it returns with nothing left open, and the runner lingers
+    longer rather than try again at once."""
     state = snapshot(runner)
     try:
         fd = platform.state_fd(str(runner.paths.dir))
     except OSError:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
         runner.linger = LINGER_MAX_S  # no place for the state: stay up
         return
-    view = memoryview(json.dumps(state).encode())
-    while view:
-        view = view[os.write(fd, view) :]
-    for kept in [fd, *_kept(runner)]:
-        os.set_inheritable(kept, True)
-    gate_at = runner.gate.deadline() if runner.gate is not None else None
-    times = [t for t in (runner.graph.deadline(), runner.retire_at, gate_at) if t is not None]
-    deadline = repr(min(times)) if times else "-"
-    waited = ",".join(str(w) for w in _waited(runner))
-    signals = ",".join(str(int(s)) for s in stop_signals())
     try:
+        view = memoryview(json.dumps(state).encode())
+        while view:
+            view = view[os.write(fd, view) :]
+        for kept in [fd, *_kept(runner)]:
+            os.set_inheritable(kept, True)
+        gate_at = runner.gate.deadline() if runner.gate is not None else None
+        times = [t for t in (runner.graph.deadline(), runner.retire_at, gate_at) if t is not None]
+        deadline = repr(min(times)) if times else "-"
+        waited = ",".join(str(w) for w in _waited(runner))
+        signals = ",".join(str(int(s)) for s in stop_signals())
         exec_self(f"wait {fd} {deadline} {waited} {signals}")
-    except OSError:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, stop_signals())
+    except OSError:  # a full disk under the state file, or exec itself
         os.close(fd)
         for kept in _kept(runner):
             os.set_inheritable(kept, False)
-        runner.linger = LINGER_MAX_S  # stay up rather than try again at once
+        runner.linger = LINGER_MAX_S
 
 
 def _arrived_meanwhile(runner: Runner) -> bool:

@@ -112,6 +112,8 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
         config.RUNNER_STATE,  # a parked runner's own: from the caller it would misdirect
     ):
         env.pop(setting.name, None)
+    for name in config.HARNESS_CAPABILITIES:  # the spawner's session's, never the run's
+        env.pop(name, None)
     # The token reaches the run only through its processes' environment: the state
     # directory keeps its verifier (runtime.core.ids.token_verifier).
     env[config.RUN_TOKEN.name] = token

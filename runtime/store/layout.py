@@ -522,7 +522,20 @@ class SessionPaths(_Place):
         return self.dir / "bodies"
 
     def body(self, delivery_id: str) -> Path:
-        """An envelope as Markdown, for adapters that point the harness at a file."""
+        """An envelope as Markdown, for adapters that point the harness at a file. The
+        id becomes a file name, so one that could name another place (a `/`, a leading
+        `.`, a control character: a host's forged key) is refused."""
+        if (
+            not delivery_id
+            or len(delivery_id) > 200
+            or delivery_id.startswith(".")
+            or any(c in delivery_id for c in "/\\")
+            or not delivery_id.isprintable()
+        ):
+            raise BadInput(
+                f"invalid delivery id {delivery_id[:80]!r}",
+                hint="a delivery id is a file name: no '/', no leading '.', printable",
+            )
         return self.bodies / f"{delivery_id}.md"
 
     @property

@@ -458,6 +458,15 @@ def status_of(root: StateRoot, run_id: str) -> RunStatus:
     return full_status(*find_run(root, run_id))
 
 
+def shown_status(paths: RunPaths, run: RunRecord) -> RunStatus:
+    """`full_status` as it is shown to anyone (the CLI, the MCP server): the run's secrets
+    masked, since a reason or a command may quote one."""
+    from runtime.compiler.redact import redact_deep, run_secrets
+
+    shown: RunStatus = redact_deep(full_status(paths, run), run_secrets(run))
+    return shown
+
+
 def full_status(paths: RunPaths, run: RunRecord) -> RunStatus:
     """`status_of` for a caller that has already read run.json."""
     out = derive(paths, run)

@@ -173,3 +173,21 @@ def test_a_relative_socket_path_is_never_recorded(home: StateRoot, tmp_path: Pat
     assert spawned.returncode == 0, spawned.stderr
     options = json.loads(session_paths(home, SESSION).record.read_text())["options"]
     assert "messaging_socket" not in options and "messaging_token" not in options
+
+
+def test_a_run_never_inherits_the_sessions_way_in(home: StateRoot, tmp_path: Path) -> None:
+    """`actors spawn` run from Claude's shell tool carries the session's messaging socket
+    and token in its environment (it records them for follow-ups). A frame sent there is
+    a user turn, unfenced: the run's own processes (a test suite, an agent, a package's
+    install script) must not have them, nor the runner."""
+    out = tmp_path / "env.txt"
+    env = dict(
+        os.environ,
+        CLAUDE_CODE_MESSAGING_SOCKET=str(tmp_path / "claude.sock"),
+        CLAUDE_CODE_MESSAGING_TOKEN="tok-SECRET-123",
+    )
+    done = cli("spawn", "-t", "sh -c 'env > \"$1\"' e {out}", "-v", f"out={out}", "--wait", env=env)
+    assert done.returncode == 0, done.stderr
+    seen = out.read_text()
+    assert "tok-SECRET-123" not in seen and "CLAUDE_CODE_MESSAGING" not in seen
+    assert "ACTORS_RUN_ID=" in seen  # the environment was captured from inside the run

@@ -155,3 +155,28 @@ async def test_spawn_into_a_full_group_is_queued_and_restart_starts_a_finished_r
         again = await _call(session, "restart", {"run": "run:dependent"})
         assert again.structured_content["run"] == "dependent-2"
         assert actors.wait("dependent-2", timeout=60)["status"] == "done"
+
+
+async def test_status_and_result_mask_the_runs_secrets(home: StateRoot) -> None:
+    """MCP `status` shows what `actors status --json` shows: a reason may quote a secret
+    value (here the run's result.json says it, as a run may write it), and the model
+    never sees it."""
+    import json
+
+    import actors
+
+    secret = "hunter2-SECRET-value"
+    record = actors.spawn(
+        template="sh -c 'exit 3' x {token}", values={"token": secret}, secret_names=["token"]
+    )
+    assert actors.wait(record["run"], timeout=60)["status"] == "failed"
+    result = home.run(record["run"]).result
+    said = json.loads(result.read_text())
+    result.write_text(json.dumps(dict(said, reason=f"it said {secret}")))
+    assert secret in actors.status(record["run"])["reason"]  # the API is the owner's own
+    async with stdio_client(_server(home)) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for tool in ("status", "result"):
+            seen = await _call(session, tool, {"run": record["run"]})
+            assert secret not in seen.content[0].text, (tool, seen.content[0].text)
+            assert secret not in str(seen.structured_content), tool

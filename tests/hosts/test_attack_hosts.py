@@ -526,3 +526,30 @@ def test_a_placement_planted_as_a_symlink_admits_nothing(home: StateRoot, tmp_pa
     listed = cli("ls", "--json")
     assert "Traceback" not in listed.stderr and "ghost" not in listed.stdout
     assert json.loads(elsewhere.read_text())["state"] == "placed"
+
+
+def test_a_hosts_key_never_becomes_a_path(home: StateRoot) -> None:
+    """The host chooses a follow-up's idempotency key; a delivery id names the body's file
+    under the session (bodies/<id>.md), so a key of `../..` once created a file wherever
+    the user could write. Only the key's digest names anything here, the same key still
+    delivering once, and a delivery id that could be a path is refused where it is used."""
+    from runtime.core.errors import BadInput
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.hosts.host import Host
+    from runtime.hosts.link import accept
+    from runtime.hosts.records import place
+    from runtime.store.layout import session_paths
+
+    _fake_host(home, "alpha")
+    place(home, "alpha", "mine", "coord")
+    host = Host.load(home, "alpha")
+    escape = "../../../../../../escaped/CLAUDE"
+    envelope = {"from": "run:mine", "type": "note", "idempotency_key": escape, "body": "x"}
+    for attempt in ("a1", "a2"):  # sent twice: one entry
+        accept(host, {"id": attempt, "envelope": dict(envelope)})
+    [entry] = SessionInbox(session_paths(home, "coord")).unread()
+    assert "/" not in entry["id"] and ".." not in entry["id"]
+    assert not list(home.path.parent.rglob("escaped")), "a file was written outside"
+    for bad in (escape, ".hidden", "a/b", "x\x1b[2J", ""):
+        with pytest.raises(BadInput):
+            session_paths(home, "coord").body(bad)
