@@ -101,7 +101,11 @@ def _dispatch(args: list[str], config: Any) -> Any:
         from runtime.store.layout import StateRoot
 
         root = StateRoot.from_env()
-        sys.exit(spawn_remote(root, args[1:]) if args[0] == "spawn" else forward(root, args))
+        if args[0] == "spawn":
+            sys.exit(spawn_remote(root, args[1:]))
+        from actors.cli._remote_call import read_call
+
+        sys.exit(forward(root, read_call(args)))
     from actors.cli._fast import run
 
     if run(args):

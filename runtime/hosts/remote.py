@@ -15,7 +15,6 @@ import secrets
 import string
 import subprocess
 import sys
-from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from runtime.core.errors import BadInput, Conflict, NotFound, Refused
@@ -46,6 +45,17 @@ SESSION_VERBS = frozenset({"kill", "cancel", "message", "status"})
 MAX_STDERR = 1 << 20
 """What is read of a host's stderr for a verb (its last lines say why it failed)."""
 REMOTE_VERBS = frozenset({"status", "result", "tail", "wait", "inspect"}) | CONTROL_VERBS
+
+
+class RemoteCall(NamedTuple):
+    """A verb for a remote run as its own command read it (actors.cli._remote_call):
+    `force` and `session` are the options given, never text that looks like them."""
+
+    verb: str
+    args: list[str]
+    """Its arguments, less --session (the host is given its own)."""
+    force: bool
+    session: str | None
 
 
 class RemoteRef(NamedTuple):
@@ -300,12 +310,10 @@ def _remote_error(host: Host, stderr: str) -> str:
     )
 
 
-def forward(root: StateRoot, args: Sequence[str]) -> int:
+def forward(root: StateRoot, call: RemoteCall) -> int:
     """A verb with `run:<host>/<id>` addresses: run as the host's own verb over its
     connection, output streamed (tail -f follows), exit status the remote's."""
-    verb, rest = args[0], list(args[1:])
-    force = "--force" in rest
-    session = _take_option(rest, "--session")
+    verb, rest, force, session = call.verb, list(call.args), call.force, call.session
     refs: list[RemoteRef] = []
     # a message's address is its first argument: its type and body are text, which may
     # well start with `run:<host>/<id>` (they are never read as addresses)
@@ -344,9 +352,10 @@ def forward(root: StateRoot, args: Sequence[str]) -> int:
                 f"{ref} belongs to session {placed['session']}, not {caller}",
                 hint="act as that session (--session), or --force",
             )
-    if verb in SESSION_VERBS:
-        rest += ["--session", host.record["session"]]
-    code, stderr = _run_shown(host.command([verb, *rest]))
+    # right after the verb: after the arguments it could land behind a `--` (a body
+    # that starts with '-'), where it would be read as more arguments
+    mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
+    code, stderr = _run_shown(host.command([verb, *mark, *rest]))
     if code == SSH_FAILED:
         r = host.record
         raise explain(name, r["address"], r["port"], stderr)

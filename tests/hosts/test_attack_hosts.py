@@ -85,6 +85,31 @@ def test_a_run_never_placed_here_is_not_sent(home: StateRoot) -> None:
     assert done.returncode == 2 and "no run someone-elses placed on host alpha" in done.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("run:alpha/mine", "note", "--", "--force"),  # a body that reads --force
+        ("--summary", "--force", "run:alpha/mine", "note"),  # a summary that does
+        ("--reply-to", "--force", "run:alpha/mine", "note", "x"),
+    ],
+)
+def test_text_that_reads_force_forces_nothing(home: StateRoot, args: tuple[str, ...]) -> None:
+    """Only the option --force lets another session control a placed run: a message's
+    body, summary or reply-to that reads `--force` is text (the host would not stop it:
+    there every run placed from here is the one session's)."""
+    from runtime.hosts.records import place
+
+    _fake_host(home, "alpha")
+    place(home, "alpha", "mine", "coord")
+    done = cli("message", "--session", "intruder", *args)
+    assert done.returncode == 2, done.stderr
+    assert "belongs to session coord, not intruder" in done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    # the option itself still forces: past the check, on to the (unreachable) host
+    forced = cli("message", "--session", "intruder", "--force", "run:alpha/mine", "note")
+    assert "belongs to session" not in forced.stderr and "alpha" in forced.stderr
+
+
 def test_a_host_forges_nothing_beyond_the_runs_it_was_given(home: StateRoot) -> None:
     """Follow-ups a hostile host sends on the link: for a path-like run id, for another
     host's run, for a run of ours with a forged session, sender and idempotency key. Only

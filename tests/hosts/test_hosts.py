@@ -342,6 +342,12 @@ def test_message_to_a_remote_run_lands_in_its_mailbox_there(
     assert '"job.item"' in inbox.read_text() and '"n": 1' in inbox.read_text().replace(
         '":1', '": 1'
     )
+    # a body that must follow `--` (it starts with '-'), and one that reads --session:
+    # the host is given its session before them, and they stay the body
+    for body in ("-n 2", "--session"):
+        dashed = cli("message", "--session", "coord", address, "job.item", "--", body)
+        assert dashed.returncode == 0, dashed.stderr
+        assert json.dumps(body) in inbox.read_text()
     refused = cli("message", address, "job.item", "x", "--session", "intruder")
     assert refused.returncode == 2 and "belongs to session coord" in refused.stderr
     wrong = cli("message", address, "not.accepted", "x", "--session", "coord")
