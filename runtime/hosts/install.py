@@ -25,6 +25,7 @@ from pathlib import Path
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
+from runtime.hosts.ssh import HostAnswer
 
 DIST = "detached-actors"
 SKIPPED_META = frozenset({"INSTALLER", "REQUESTED", "RECORD", "direct_url.json"})
@@ -157,8 +158,9 @@ def install_remote(host: Host) -> str:
     probe = "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.machine())"
     here = f"{sys.version_info[0]}.{sys.version_info[1]} {platform.machine()}"
     done = host.shell(["python3", "-c", probe], timeout=60)
-    if done.returncode != 0 or done.stdout.decode().strip() != here:
-        there = one_line(done.stdout.decode().strip() or done.stderr.decode(), 120)
+    found = done.stdout.decode(errors="replace").strip()
+    if done.returncode != 0 or found != here:
+        there = one_line(found or done.stderr.decode(errors="replace"), 120)
         raise Conflict(
             f"host {host.name} has python3 {there!r}, this actors runs on {here}",
             hint="the wheels sent are this machine's: give the host the same Python "
@@ -180,7 +182,21 @@ def install_remote(host: Host) -> str:
             f"{one_line(done.stderr.decode(errors='replace').strip()[-300:], 300)}",
             hint="see the line above; nothing was recorded",
         )
-    return done.stdout.decode().strip().splitlines()[-1]
+    return installed_path(host.name, done.stdout)
+
+
+def installed_path(name: str, stdout: bytes) -> str:
+    """The installer's last line: the absolute path of the `actors` it made, or one line
+    saying the host answered something else (never kept as the host's actors)."""
+    lines = stdout.decode(errors="replace").strip().splitlines()
+    path = lines[-1].strip() if lines else ""
+    if not path.startswith("/") or one_line(path, 4096) != path or "\ufffd" in path:
+        raise HostAnswer(
+            f"installing actors on {name} answered no path of an actors: "
+            f"{one_line(path, 120) or 'nothing'}",
+            hint=f"check {name}'s login prints nothing (a banner on stdout), then retry",
+        )
+    return path
 
 
 def _quote(text: str) -> str:

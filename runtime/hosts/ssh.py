@@ -131,13 +131,16 @@ def run_remote(
     timeout: float = 60.0,
 ) -> subprocess.CompletedProcess[str]:
     """One remote command over the host's connection, its output captured; ssh's own
-    failure raised as HostUnreachable (the remote command's status is the caller's)."""
+    failure raised as HostUnreachable (the remote command's status is the caller's).
+    Bytes that are not UTF-8 (a hostile actors, a login banner) read as U+FFFD: what the
+    host prints is never a reason for a traceback here (callers escape what they show)."""
     try:
         done = subprocess.run(
             argv,
             input=input,
             capture_output=True,
             text=True,
+            errors="replace",
             timeout=timeout,
             check=False,
             stdin=None if input is not None else subprocess.DEVNULL,

@@ -257,6 +257,7 @@ case "$mode:$1" in
   garbage:spawn) printf '\\033]0;pwned\\007not json at all\\n'; exit 0 ;;
   deep:spawn) head -c 100000 /dev/zero | tr '\\0' '['; exit 0 ;;
   list:spawn) printf '[1, 2]\\n'; exit 0 ;;
+  badutf8:spawn|badutf8:--version) printf 'actors, version \\377\\376\\033[2J\\n'; exit 0 ;;
   loud:status) printf 'out \\033]0;pwned\\007 \\033[2J end\\n'; printf 'err \\033]0;pwned2\\007\\n' >&2; exit 0 ;;
 esac
 exec actors "$@"
@@ -287,7 +288,7 @@ def hostile_host(
     return host, mode
 
 
-@pytest.mark.parametrize("answer", ["garbage", "deep", "list"])
+@pytest.mark.parametrize("answer", ["garbage", "deep", "list", "badutf8"])
 def test_a_hostile_spawn_answer_is_one_line(
     hostile_host: tuple[SshHost, Path], ssh_home: StateRoot, answer: str
 ) -> None:
@@ -311,6 +312,39 @@ def test_a_hostile_version_answer_is_one_bounded_line(
     assert done.stderr.count("\n") == 1 and len(done.stderr) < 1000, done.stderr[:300]
     assert "\x1b" not in done.stderr and "\x07" not in done.stderr
     assert not ssh_home.hosts.exists() or not any(ssh_home.hosts.iterdir())
+
+
+def test_a_version_answer_that_is_not_utf8_is_one_line(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """Bytes that are not UTF-8 from the host (a hostile actors, a login banner) are
+    read as U+FFFD, not a UnicodeDecodeError: one line, exit 2, nothing kept."""
+    host = ssh_hosts[1]
+    script, _ = _hostile_script(tmp_path, "badutf8")
+    done = cli("host", "add", host.name, host.url, "--actors", str(script))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and f"host {host.name} runs actors" in done.stderr
+    assert "\x1b" not in done.stderr and "Traceback" not in done.stderr
+    assert not ssh_home.hosts.exists() or not any(ssh_home.hosts.iterdir())
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [b"", b"\n \n", b"\xff\xfe\n", b"bin/actors\n", b"/x/actors\x1b[2J\n", b"/x/\xffactors\n"],
+)
+def test_an_install_that_names_no_actors_is_one_line(stdout: bytes) -> None:
+    """What the installer printed last must be the absolute path of an actors: nothing,
+    bytes that are not UTF-8, a relative path or one with control characters are the
+    host's answer refused in one line (not an IndexError or UnicodeDecodeError)."""
+    from runtime.hosts.install import installed_path
+    from runtime.hosts.ssh import HostAnswer
+
+    with pytest.raises(HostAnswer) as refused:
+        installed_path("alpha", stdout)
+    assert "\n" not in str(refused.value) and "\x1b" not in str(refused.value)
+    assert installed_path("alpha", b"a banner\n/home/u/actors/bin/actors\n") == (
+        "/home/u/actors/bin/actors"
+    )
 
 
 def test_a_hostile_remote_output_never_drives_the_terminal(
