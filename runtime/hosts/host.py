@@ -6,7 +6,7 @@ import subprocess
 from collections.abc import Sequence
 
 from runtime.hosts.records import HostRecord, host_paths, load_host
-from runtime.hosts.ssh import remote_command, run_remote, ssh_argv
+from runtime.hosts.ssh import posix_command, remote_command, run_remote, ssh_argv
 from runtime.store.layout import HostPaths, StateRoot
 
 
@@ -53,10 +53,8 @@ class Host:
         self, argv: Sequence[str], *, timeout: float = 60.0
     ) -> subprocess.CompletedProcess[bytes]:
         """A plain command on the host (not actors), each argument quoted; bytes out."""
-        import shlex
-
         return subprocess.run(
-            [*self.ssh(), shlex.join(argv)],
+            [*self.ssh(), posix_command(argv)],
             capture_output=True,
             timeout=timeout,
             check=False,

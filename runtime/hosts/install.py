@@ -152,7 +152,7 @@ def install_remote(host: Host) -> str:
     """Install this version on the host; the path of its `actors` there."""
     import subprocess
 
-    from runtime.hosts.ssh import SSH_FAILED, explain
+    from runtime.hosts.ssh import SSH_FAILED, explain, posix_command
 
     r = host.record
     probe = "import sys, platform; print('%d.%d' % sys.version_info[:2], platform.machine())"
@@ -166,9 +166,9 @@ def install_remote(host: Host) -> str:
             hint="the wheels sent are this machine's: give the host the same Python "
             "(with its venv module), or install actors there yourself",
         )
-    version = metadata.version(DIST)
+    ver = metadata.version(DIST)
     done = subprocess.run(
-        [*host.ssh(), f"sh -c {_quote(REMOTE_SCRIPT)} install {DIST}=={version}"],
+        [*host.ssh(), posix_command(["sh", "-c", REMOTE_SCRIPT, "install", f"{DIST}=={ver}"])],
         input=wheelhouse(),
         capture_output=True,
         timeout=600,
@@ -198,8 +198,3 @@ def installed_path(name: str, stdout: bytes) -> str:
         )
     return path
 
-
-def _quote(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)

@@ -93,8 +93,20 @@ def _check_socket(path: Path) -> None:
 
 
 def remote_command(actors: str, args: Sequence[str]) -> str:
-    """`actors ARGS...` as the remote shell must read it, each argument quoted."""
-    return shlex.join([actors, *args])
+    """`actors ARGS...` as the host's login shell must read it (posix_command)."""
+    return posix_command([actors, *args])
+
+
+def posix_command(argv: Sequence[str]) -> str:
+    """`argv` as one ssh command string that every login shell reads the same. ssh hands
+    the string to the user's shell there, and sh, fish and csh read quoting differently
+    (a backslash or a newline inside '...'), so the POSIX-quoted command travels base64
+    encoded in a frame of characters all of them read literally, and sh runs it: each
+    value is still exactly one argument, whatever the host's shell."""
+    import base64
+
+    encoded = base64.b64encode(shlex.join(argv).encode()).decode()
+    return f"""sh -c 'eval "exec $(echo {encoded} | base64 -d)"'"""
 
 
 def explain(name: str, address: str, port: int, stderr: str) -> ActorsError:

@@ -110,6 +110,35 @@ def test_text_that_reads_force_forces_nothing(home: StateRoot, args: tuple[str, 
     assert "belongs to session" not in forced.stderr and "alpha" in forced.stderr
 
 
+HOSTILE_ARGV = ["a b", "it's", 'q"d', "back\\slash\\", "new\nline", "!1 $HOME `id` $(id)", "", "-"]
+
+
+@pytest.mark.parametrize("shell", ["sh", "dash", "bash", "zsh", "fish", "tcsh", "csh"])
+def test_a_remote_command_is_the_same_argv_under_any_login_shell(shell: str) -> None:
+    """ssh hands its command string to the host user's login shell, and sh, fish and
+    csh read quotes, backslashes and newlines differently: the string actors sends is
+    one that each of them reads the same, each hostile value one argument."""
+    import shutil
+    import subprocess
+    import sys
+
+    from runtime.hosts.ssh import posix_command
+
+    found = shutil.which(shell)
+    if found is None:
+        pytest.skip(f"no {shell} here")
+    show = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
+    command = posix_command([*show, *HOSTILE_ARGV])
+    # what the login shell itself reads: a frame and base64, nothing any shell treats
+    # specially inside '...' (no backslash, quote, newline or history `!`)
+    inner = command.removeprefix("sh -c '").removesuffix("'")
+    assert not set(inner) & set("\\'\n!")
+    done = subprocess.run(
+        [found, "-c", command], capture_output=True, text=True, check=True, timeout=30
+    )
+    assert json.loads(done.stdout) == HOSTILE_ARGV
+
+
 def test_a_host_forges_nothing_beyond_the_runs_it_was_given(home: StateRoot) -> None:
     """Follow-ups a hostile host sends on the link: for a path-like run id, for another
     host's run, for a run of ours with a forged session, sender and idempotency key. Only
