@@ -272,6 +272,24 @@ def test_inbox_read_is_compact_unless_bodies_are_asked_for(home: object) -> None
     assert "state_dir" in full.stdout and "Ask the operator" in full.stdout
 
 
+def test_compact_inbox_read_names_each_body_file_so_a_question_in_a_body_is_not_lost(
+    home: object,
+) -> None:
+    """A decision point whose question is in its body alone: read compact (and so marked
+    read), the follow-up still names its body file, which holds the question whole."""
+    ask = "actors emit review.asked 'merge A or B? reply with actors message' --deliver followup"
+    _spawn_and_finish(["-t", f"sh -c {shlex.quote(ask)}"])
+    read = cli("inbox", "read", "--session", "coord")
+    assert read.returncode == 0, read.stderr
+    assert "merge A or B?" not in read.stdout  # compact: the body is not shown...
+    named = re.findall(r"^\[actors\] body: (.+)$", read.stdout, re.MULTILINE)
+    assert len(named) == 2, read.stdout  # ...but each follow-up with a body names its file
+    question, done = (Path(p).read_text() for p in named)
+    assert "merge A or B? reply with actors message" in question, question
+    assert "state_dir" in done
+    assert _followups("coord") == []  # marked read: the file is where the body is now
+
+
 async def test_the_mcp_server_has_the_result_tool_every_follow_up_names(
     home: object, tmp_path: Path
 ) -> None:
