@@ -274,9 +274,18 @@ class Runner:
                 "run.signal",
                 signal=signal.Signals(signum).name,
             )
-            from runtime.views.status import stop_intent, stopper  # deferred: a stop only
+            self.ctx.stop("cancelled", self.signalled_by())
 
-            self.ctx.stop("cancelled", stopper(stop_intent(self.paths, self.ctx.instance)))
+    def signalled_by(self) -> StopRecord | None:
+        """Who sent the stop signal, as `cancel` wrote it to stop.json before sending it;
+        None when nobody said (a signal from elsewhere) or it cannot be read now."""
+        from runtime.core.errors import ActorsError
+        from runtime.views.status import stop_intent, stopper  # deferred: a stop only
+
+        try:
+            return stopper(stop_intent(self.paths, self.ctx.instance))
+        except ActorsError:  # no descriptor left: the run stops all the same
+            return None
 
     # --- what else the runner watches -------------------------------------------------
 
