@@ -233,7 +233,7 @@ class ActorsTools:
         from functools import partial
 
         from runtime.delivery.engine import read_inbox, settle_inbox, take_inbox
-        from runtime.delivery.render import followups_text
+        from runtime.delivery.render import entry_body_file, followups_text
 
         if p.peek:
             unread = read_inbox(self.root, session, peek=True, boundary="inbox_read")
@@ -244,8 +244,11 @@ class ActorsTools:
                 settle(shown=True)
             else:
                 self.answered[request_id] = lambda written: settle(shown=written)
-        shown = [_followup(e["envelope"], p.bodies) for e in unread]
         text = followups_text(self.root, session, unread, with_body=p.bodies)
+        shown = [
+            _followup(e["envelope"], p.bodies, entry_body_file(self.root, session, e))
+            for e in unread
+        ]
         return text, {"followups": shown}
 
     def _recipes(self, p: Any, session: str) -> tuple[str, Any]:
@@ -309,14 +312,15 @@ def _compact(data: Any) -> Any:
     return data
 
 
-def _followup(envelope: dict[str, Any], body: bool) -> dict[str, Any]:
+def _followup(envelope: dict[str, Any], body: bool, body_file: str | None) -> dict[str, Any]:
     """What the model needs of a follow-up: who, what, the one-line summary (which says
-    what to do next); the body only on request. Run-written, and Claude Code hands a
+    what to do next); the body only on request, else its file (`body_file`, as the text
+    answer's `[actors] body:` line names it). Run-written, and Claude Code hands a
     model the structured content alone: so every string is made inert and the summary
     and body are bounded as runtime.delivery.render bounds them (a body past the bound
     is its cut text, with `body_cut` saying how much is left out); being JSON strings,
     none of them can start a line of the model's context."""
-    from runtime.core.terminal import one_line
+    from runtime.core.terminal import inert, one_line
     from runtime.delivery.render import SUMMARY_CHARS, body_text, bound, inert_value, token
 
     shown: dict[str, Any] = {
@@ -324,6 +328,8 @@ def _followup(envelope: dict[str, Any], body: bool) -> dict[str, Any]:
         "from": token(envelope.get("from") or "?"),
         "summary": one_line(str(envelope.get("summary") or ""), SUMMARY_CHARS),
     }
+    if not body and body_file is not None:
+        shown["body_file"] = inert(body_file)
     if body and envelope.get("body") is not None:
         text = body_text(envelope["body"])
         cut = bound(text)

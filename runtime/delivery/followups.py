@@ -3,7 +3,8 @@
 Rules: one follow-up per run outcome. Terminal `done` / `failed` / `exited` transitions
 follow up; an intentional stop (`actors cancel`, `actors kill`, `control.stop`,
 `control.kill`) does not, since whoever stopped it already knows (except another
-session's forced stop: its owner is told once, `forced_stop_followup`), and neither does
+session's forced stop: its owner is told once, `forced_stop_followup`, when the run's
+published outcome says it was stopped so, `forced_stopper`), and neither does
 a run whose spawning caller is still blocked on its result (the runner checks that waiter's
 proven identity, runtime.runner.lifecycle). Script-authored messages emitted with `--deliver
 notify|followup` bubble (a run's decision points). `command.done` stays in the outbox
@@ -235,7 +236,8 @@ def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> 
     """The envelope for a terminal transition, or None when it must not follow up."""
     status = result.get("status")
     if status not in FOLLOW_STATUSES:
-        return None
+        by = forced_stopper(run, result)
+        return forced_stop_followup(run, status, by) if by is not None else None
     run_id = run["run"]
     said = result_line(paths, run, result)
     artifacts = {
@@ -270,6 +272,23 @@ def terminal_followup(paths: RunPaths, run: RunRecord, result: ResultRecord) -> 
         body=body,
         extra={"reason": "notification", "idempotency_key": f"{run['run_instance_id']}:terminal"},
     )
+
+
+def forced_stopper(run: RunRecord, result: ResultRecord) -> str | None:
+    """Who stopped this run with `--force` when its owner must be told: the published
+    outcome is `cancelled` / `killed` (a run that ended `done` first is followed up as
+    done, never as stopped), by another session than its owner, and the owner is a
+    session (a parent run is rung when its child ends, `ring_parent`). The name is made
+    inert and cut: result.json is the run's to rewrite."""
+    stopped = result.get("stopped")
+    if result.get("status") not in ("cancelled", "killed") or not isinstance(stopped, dict):
+        return None
+    by, owner = stopped.get("by"), str(run.get("owner_id"))
+    if stopped.get("forced") is not True or not isinstance(by, str) or by == owner:
+        return None
+    if owner.startswith("run:"):
+        return None
+    return one_line(by, 80) or None
 
 
 def forced_stop_followup(run: RunRecord, status: str, by: str) -> Envelope:

@@ -181,7 +181,9 @@ def injected_text(
     max_lines: int = DATA_MAX_LINES,
 ) -> str:
     """One follow-up as a model reads it: our header line, then the summary and (with
-    `with_body`) the body, fenced and bounded, then a line of ours saying what was cut."""
+    `with_body`) the body, fenced and bounded, then a line of ours saying what was cut;
+    without the body, a line of ours naming its file (`context.body_file`): a decision
+    point's question may be in the body alone."""
     summary = one_line(str(envelope.get("summary") or envelope.get("type") or ""), SUMMARY_CHARS)
     data = [summary]
     cut = Bounded([], 0, 0)
@@ -189,6 +191,8 @@ def injected_text(
         cut = bound(body_text(envelope.get("body")), max_bytes, max_lines)
         data += ["", *cut.lines]
     lines = [header(envelope, context.delivery_id), *fenced(data, nonce or new_nonce())]
+    if not with_body and context.body_file and has_body(envelope):
+        lines.append(f"[actors] body: {one_line(context.body_file)}")
     if cut.more_bytes or cut.more_lines:
         where = f"; the whole body: {one_line(context.body_file)}" if context.body_file else ""
         lines.append(
@@ -241,17 +245,23 @@ def followups_text(
 ) -> str:
     """What `actors inbox read` and the MCP `inbox_read` tool show an agent: the count,
     then each inbox entry rendered by `injected_text` under one fresh nonce (a cut body
-    names its whole file, `bodies/<id>.md`)."""
-    from runtime.store.layout import session_paths
-
-    paths = session_paths(root, session_id)
+    names its whole file, `bodies/<id>.md`; compact, every body is named by its file)."""
     nonce = new_nonce()
     blocks = [f"{len(entries)} unread follow-up(s)"]
     for entry in entries:
-        envelope = entry["envelope"]
-        body_file = None
-        if with_body and has_body(envelope):
-            body_file = str(write_body(paths, entry["id"], envelope))
-        context = DeliveryContext(delivery_id=entry["id"], body_file=body_file)
-        blocks.append(injected_text(envelope, context, nonce=nonce, with_body=with_body))
+        context = DeliveryContext(
+            delivery_id=entry["id"], body_file=entry_body_file(root, session_id, entry)
+        )
+        blocks.append(injected_text(entry["envelope"], context, nonce=nonce, with_body=with_body))
     return "\n\n".join(blocks)
+
+
+def entry_body_file(root: Any, session_id: str, entry: dict[str, Any]) -> str | None:
+    """The body file of an inbox entry that has a body (written once, `write_body`), else
+    None: whether or not the body is shown, the reader can always open it whole (the
+    CLI's `inbox read` and the MCP `inbox_read` text and structured answer name it)."""
+    if not has_body(entry["envelope"]):
+        return None
+    from runtime.store.layout import session_paths
+
+    return str(write_body(session_paths(root, session_id), entry["id"], entry["envelope"]))

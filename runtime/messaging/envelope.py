@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # type-only: building the TypedDict costs time on every `mess
             "deadline": NotRequired[str],
             "idempotency_key": NotRequired[str],
             "reply_to": NotRequired[str],
+            "forced": NotRequired[bool],
             "run": NotRequired[str],
             "run_instance_id": NotRequired[str],
             "delivery": NotRequired[str],
@@ -54,7 +55,8 @@ if TYPE_CHECKING:  # type-only: building the TypedDict costs time on every `mess
     )
     """One message, as `build_envelope` assembles it and every journal stores it. `body` is
     the sender's arbitrary JSON. The optional keys: `session` (a follow-up's owner), the
-    routing hints `make_envelope` takes, `run` / `run_instance_id` (sent from inside a run),
+    routing hints `make_envelope` takes, `forced` (a `control.stop` / `control.kill`
+    only `--force` let through: its owner is told when the run ends so), `run` / `run_instance_id` (sent from inside a run),
     `delivery` (outbox lines) and `received_at` (room timeline lines). Functional syntax
     because `from` is a keyword."""
 

@@ -97,12 +97,8 @@ def send(
     envelope = make_envelope(
         to=to, type=kind, body=body, sender=principal.id, summary=summary, reply_to=reply_to
     )
-    forced = (
-        force
-        and kind in ("control.stop", "control.kill")
-        and not str(run.get("owner_id")).startswith("run:")  # a parent run is rung instead
-        and _forced(run, principal, root)
-    )
+    if force and kind in ("control.stop", "control.kill") and _forced(run, principal, root):
+        envelope["forced"] = True  # the runner keeps it with the stop (its owner is told)
     check_control(run, principal, force=force, action="message", root=root)
     if address.kind == "room":
         from runtime.routing.rooms import post_room  # deferred: rooms are the rare case
@@ -142,8 +138,6 @@ def send(
     state = (
         "sent" if fifo and _fast_path(box, paths.control_fifo, entry["id"], envelope) else "queued"
     )
-    if forced:
-        _tell_owner(root, run, kind, principal)
     return {"to": to, "type": kind, "id": entry["id"], "state": state, "route": "run"}
 
 
@@ -156,18 +150,6 @@ def _forced(run: RunRecord, principal: Principal, root: StateRoot) -> bool:
     except Refused:
         return True
     return False
-
-
-def _tell_owner(root: StateRoot, run: RunRecord, kind: str, principal: Principal) -> None:
-    """Another session's forced control.stop / control.kill: the owner is told once, as
-    for a forced `actors cancel` / `kill` (the same delivery id, so never twice)."""
-    from runtime.delivery.followups import deliver, forced_stop_followup
-
-    status = "killed" if kind == "control.kill" else "cancelled"
-    try:
-        deliver(root, run, forced_stop_followup(run, status, principal.id))
-    except (ActorsError, OSError):
-        pass  # the stop is asked for whether or not the owner can be told
 
 
 def _fast_path(box: Mailbox, fifo: Path, entry_id: str, envelope: Envelope) -> bool:

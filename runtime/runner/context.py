@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from runtime.compiler.redact import redact_text
 from runtime.core.errors import TRANSIENT, os_errno
@@ -19,6 +19,9 @@ from runtime.store.events import preview_text, write_progress
 from runtime.store.layout import RunPaths
 from runtime.store.writes import DiskWriteError
 from runtime.views.counts import Steps
+
+if TYPE_CHECKING:
+    from runtime.store.records import StopRecord
 
 Status = Literal["done", "failed", "timeout", "cancelled"]
 Escalation = Literal["continue", "branch", "root"]
@@ -77,6 +80,8 @@ class RunContext:
         self.paths, self.instance, self.values = paths, instance, values
         self.env, self.cwd, self.secrets, self.grace = env, cwd, secrets, grace
         self.stop_reason: str | None = None
+        self.stopped: StopRecord | None = None
+        """Who stopped the run (with the first stop reason), when known."""
         self.skipped: str | None = None
         """Why the graph never started: a run it came `--after` did not end `done`
         (runtime.runner.gate)."""
@@ -96,10 +101,11 @@ class RunContext:
         self._logs: dict[str, LogFile] = {}
         self.on_command_done: Callable[[dict[str, Any]], None] | None = None
 
-    def stop(self, reason: str) -> None:
-        """Stop the run (the runner's loop then stops the graph); the first reason wins."""
+    def stop(self, reason: str, by: StopRecord | None = None) -> None:
+        """Stop the run (the runner's loop then stops the graph); the first reason wins,
+        and with it who stopped the run (result.json's `stopped`)."""
         if self.stop_reason is None:
-            self.stop_reason = reason
+            self.stop_reason, self.stopped = reason, by
 
     def record_node(self, node: dict[str, Any], outcome: Outcome, attempts: int) -> None:
         """How a node ended, in `nodes`; a failure in `failures`, where its policy
@@ -176,6 +182,7 @@ class RunContext:
             "failures": self.failures,
             "failed_commands": self.failed_commands,
             "stop_reason": self.stop_reason,
+            "stopped": self.stopped,
             "abort": self.abort,
             "grace": self.grace,
             "logs": {name: [log.fd, log.size] for name, log in self._logs.items()},
@@ -196,6 +203,7 @@ class RunContext:
             saved["abort"],
             saved["grace"],
         )
+        self.stopped = saved.get("stopped")  # an image of an older runner has none
         for name, (fd, size) in saved["logs"].items():
             path = self.paths.stdout if name == "stdout" else self.paths.stderr
             self._logs[name] = LogFile.adopt(path, LOG_CAP_BYTES, fd, size)

@@ -135,11 +135,18 @@ def _verdict(ctx: RunContext, outcome: Outcome | None) -> dict[str, Any]:
             "retired": True,
             "reason": "retired: every child run is terminal",
         }
+    stopped = {"stopped": ctx.stopped} if ctx.stopped is not None else {}
     if ctx.stop_reason == "killed":
-        return {"status": "killed", "code": 137, "killed": True, "reason": "control.kill"}
+        return {
+            "status": "killed",
+            "code": 137,
+            "killed": True,
+            "reason": "control.kill",
+            **stopped,
+        }
     if outcome is None or ctx.stop_reason in ("cancelled", "stopped"):
         reason = "control.stop" if ctx.stop_reason == "stopped" else "stopped on request"
-        return {"status": "cancelled", "code": 143, "reason": reason}
+        return {"status": "cancelled", "code": 143, "reason": reason, **stopped}
     if outcome.ok:
         return {"status": "done", "code": 0, "degraded": outcome.degraded}
     return {"status": "failed", "code": outcome.code or 1, "reason": outcome.reason}

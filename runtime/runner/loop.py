@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from runtime.runner.guardian import Guard
     from runtime.runner.steps import Deliveries
     from runtime.store.layout import RunPaths
-    from runtime.store.records import RunRecord
+    from runtime.store.records import RunRecord, StopRecord
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 LINGER_MIN_S = 0.25
@@ -274,7 +274,18 @@ class Runner:
                 "run.signal",
                 signal=signal.Signals(signum).name,
             )
-            self.ctx.stop("cancelled")
+            self.ctx.stop("cancelled", self.signalled_by())
+
+    def signalled_by(self) -> StopRecord | None:
+        """Who sent the stop signal, as `cancel` wrote it to stop.json before sending it;
+        None when nobody said (a signal from elsewhere) or it cannot be read now."""
+        from runtime.core.errors import ActorsError
+        from runtime.views.status import stop_intent, stopper  # deferred: a stop only
+
+        try:
+            return stopper(stop_intent(self.paths, self.ctx.instance))
+        except ActorsError:  # no descriptor left: the run stops all the same
+            return None
 
     # --- what else the runner watches -------------------------------------------------
 
@@ -355,14 +366,16 @@ def apply_control(ctx: RunContext, box: Mailbox, entry: MailboxEntry) -> None:
     control type applies to finished runs only."""
     from runtime.store.writes import patiently  # each mark waits out a full disk
 
-    kind = entry["envelope"]["type"]
+    envelope = entry["envelope"]
+    kind = envelope["type"]
+    by: StopRecord = {"by": str(envelope.get("from")), "forced": envelope.get("forced") is True}
     if kind == "control.stop":
         patiently(lambda: box.mark(entry["id"], "handled"), "mark control.stop handled")
-        ctx.stop("stopped")
+        ctx.stop("stopped", by)
     elif kind == "control.kill":
         patiently(lambda: box.mark(entry["id"], "handled"), "mark control.kill handled")
         ctx.grace = 0.0
-        ctx.stop("killed")
+        ctx.stop("killed", by)
     else:
         why = f"{kind} applies to finished runs only"
         patiently(lambda: box.mark(entry["id"], "failed", error=why), f"mark {kind} failed")

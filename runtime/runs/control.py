@@ -58,7 +58,8 @@ class Target(NamedTuple):
     groups: list[Path]
     """The run's cgroups that hold a process now."""
     forced: bool = False
-    """Allowed only by --force: the run is another session's, which is told (once)."""
+    """Allowed only by --force: the run is another session's (its owner is told once, by
+    the follow-up of the stopped outcome)."""
 
 
 def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, action: str) -> Target:
@@ -132,7 +133,13 @@ def _intend(target: Target, action: str, principal: Principal) -> None:
     lock): a watcher that sees the runner die folds it as stopped, not `exited`.
     Best effort: a kill goes on when even this cannot be written."""
     instance = target.run["run_instance_id"] if target.run is not None else None
-    intent = {"action": action, "by": principal.id, "ts": now_iso(), "run_instance_id": instance}
+    intent = {
+        "action": action,
+        "by": principal.id,
+        "forced": target.forced,
+        "ts": now_iso(),
+        "run_instance_id": instance,
+    }
     with contextlib.suppress(OSError, ActorsError):
         write_json_atomic(target.paths.stop_request, intent, fsync=True)
 
@@ -151,8 +158,10 @@ def _record(target: Target, event: str, **fields: Any) -> None:
         )
 
 
-def _publish(target: Target, status: str, code: int, reason: str) -> None:
-    """Record the terminal state unless the runner already did (it is gone by now)."""
+def _publish(target: Target, status: str, code: int, reason: str, principal: Principal) -> None:
+    """Record the terminal state unless the runner already did (it is gone by now), then
+    fold it: its follow-up is decided from the outcome published, whoever published it
+    (runtime.delivery.followups: only another session's forced stop tells the owner)."""
     paths, run = target.paths, target.run
     if run is None:
         return
@@ -172,33 +181,25 @@ def _publish(target: Target, status: str, code: int, reason: str) -> None:
             "killed": status == "killed",
             "degraded": False,
             "reason": reason,
+            "stopped": {"by": principal.id, "forced": target.forced},
             "started_at": run.get("created_at"),
             "ended_at": now_iso(),
         }
-        publish_json_once(paths.result, {**short, **final_counts(counts)})
+        if not publish_json_once(paths.result, {**short, **final_counts(counts)}):
+            return  # the runner published first: its own end follows it up
     # The runner died without its end-of-run work (perhaps even before it told its
-    # guardians it was up): wake them, so one folds the run now (its follow-up marker,
-    # the parent's doorbell) instead of at the next `actors reconcile`.
+    # guardians it was up): fold the run now (its follow-up or marker, the parent's
+    # doorbell), and wake the guardians in case this cannot, instead of waiting for the
+    # next `actors reconcile`.
     from runtime.messaging.doorbells import ring  # deferred: only a stop needs these
     from runtime.runner.bells import guardian_bells
+    from runtime.runner.fold import fold_run
 
+    root = StateRoot(paths.dir.parent.parent)
+    with contextlib.suppress(ActorsError, OSError):  # a guardian or reconcile folds it
+        fold_run(root, paths)
     with contextlib.suppress(ActorsError, OSError):  # nobody to tell: reconcile folds it
-        ring(guardian_bells(StateRoot(paths.dir.parent.parent), str(run.get("owner_id"))))
-
-
-def _tell_owner(root: StateRoot, target: Target, status: str, principal: Principal) -> None:
-    """A forced stop of another session's run: one follow-up to its owner session naming
-    who stopped it (its delivery id is the run instance's, so it is written once). Best
-    effort: the stop has happened whether or not the owner can be told."""
-    if not target.forced or target.run is None:
-        return
-    if str(target.run.get("owner_id")).startswith("run:"):
-        return  # a parent run is rung when its child ends (ring_parent), not messaged
-    from runtime.delivery.followups import deliver, forced_stop_followup
-
-    envelope = forced_stop_followup(target.run, status, principal.id)
-    with contextlib.suppress(ActorsError, OSError):
-        deliver(root, target.run, envelope)
+        ring(guardian_bells(root, str(run.get("owner_id"))))
 
 
 def _kill_everything(target: Target) -> int:
@@ -247,8 +248,7 @@ def kill(root: StateRoot, run_id: str, principal: Principal, *, force: bool = Fa
         signal_target="cgroup" if target.groups else "session",
         by=principal.id,
     )
-    _publish(target, "killed", 137, f"killed by {principal.id}")
-    _tell_owner(root, target, "killed", principal)
+    _publish(target, "killed", 137, f"killed by {principal.id}", principal)
     return _status(target)
 
 
@@ -283,6 +283,5 @@ def cancel(
             cgroups.kill([g for g in target.groups if cgroups.populated(g)])
     else:
         _kill_everything(target)
-    _publish(target, "cancelled", 143, f"cancelled by {principal.id}")
-    _tell_owner(root, target, "cancelled", principal)
+    _publish(target, "cancelled", 143, f"cancelled by {principal.id}", principal)
     return _status(target)

@@ -114,6 +114,16 @@ class FailureRecord(TypedDict):
     stderr_file: NotRequired[str]
 
 
+class StopRecord(TypedDict):
+    """Who stopped a run: stop.json's `by` and `forced` (`cancel` / `kill`), or the sender
+    of the `control.stop` / `control.kill` the runner acted on. result.json keeps it as
+    `stopped`, so the follow-up reads who stopped the run from the outcome published."""
+
+    by: str
+    forced: bool
+    """Only `--force` allowed it: the run is another session's, whose owner is told."""
+
+
 class ResultRecord(TypedDict, total=False):
     """result.json, published once: by the runner (every key), by its crash path, or by
     `cancel` / `kill` when the runner died first (the short record)."""
@@ -130,6 +140,8 @@ class ResultRecord(TypedDict, total=False):
     started_at: str | None
     duration_ms: int
     retired: bool
+    stopped: StopRecord
+    """A cancelled or killed run: who stopped it, when known."""
     output_file: str | None
     output: str | None
     artifacts: dict[str, Any]

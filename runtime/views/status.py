@@ -24,7 +24,13 @@ from runtime.views.counts import COUNTS, FINAL_COUNTS
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from runtime.store.records import ProgressRecord, ResultRecord, RunRecord, RunStatus
+    from runtime.store.records import (
+        ProgressRecord,
+        ResultRecord,
+        RunRecord,
+        RunStatus,
+        StopRecord,
+    )
 
 TERMINAL = ("done", "failed", "cancelled", "killed", "exited", "skipped")
 ACTIVE = ("starting", "queued", "running")
@@ -223,17 +229,30 @@ def _events(paths: RunPaths, count: int) -> list[dict[str, Any]]:
         return []
 
 
-def _stop_request(paths: RunPaths, run: RunRecord) -> str | None:
-    """`killed` / `cancelled` when a stop was asked for: stop.json (written before any
-    signal, without a lock), else the journal's stop events of older versions."""
+def stop_intent(paths: RunPaths, instance: str | None) -> dict[str, Any] | None:
+    """stop.json (`cancel` / `kill`'s request, written before any signal, without a
+    lock) when it is this run instance's (or names none), else None."""
     try:
         intent = read_json(paths.stop_request)
     except StateDamaged:
-        intent = None
-    if isinstance(intent, dict) and intent.get("run_instance_id") in (
-        run.get("run_instance_id"),
-        None,
-    ):
+        return None
+    if isinstance(intent, dict) and intent.get("run_instance_id") in (instance, None):
+        return cast("dict[str, Any]", intent)
+    return None
+
+
+def stopper(intent: dict[str, Any] | None) -> StopRecord | None:
+    """Who a stop request says stopped the run, or None when it names nobody."""
+    if intent is None or not isinstance(intent.get("by"), str):
+        return None
+    return {"by": intent["by"], "forced": intent.get("forced") is True}
+
+
+def _stop_request(paths: RunPaths, run: RunRecord) -> str | None:
+    """`killed` / `cancelled` when a stop was asked for: stop.json, else the journal's
+    stop events of older versions."""
+    intent = stop_intent(paths, run.get("run_instance_id"))
+    if intent is not None:
         status = STOP_EVENTS.get(f"run.{intent.get('action')}")
         if status:
             return status

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from mcp.client.session import ClientSession
@@ -79,7 +80,10 @@ async def test_spawn_message_inspect_and_read_the_follow_up(home: StateRoot) -> 
         )
         peek = await _call(session, "inbox_read", {"peek": True})
         (shown,) = peek.structured_content["followups"]
-        assert set(shown) == {"type", "from", "summary"} and "mcp-player" in shown["summary"]
+        assert set(shown) == {"type", "from", "summary", "body_file"}, shown
+        assert "mcp-player" in shown["summary"]
+        assert '"run": "mcp-player"' in Path(shown["body_file"]).read_text()  # the whole body
+        assert f"[actors] body: {shown['body_file']}" in peek.content[0].text  # as the CLI says
         inbox = await _call(session, "inbox_read", {"bodies": True})
         followups = inbox.structured_content["followups"]
         assert [(f["type"], f["body"]["run"]) for f in followups] == [("run.done", "mcp-player")]

@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from runtime.core.errors import BadInput
-from tests.conftest import REPO, cli, write_recipe
+from runtime.store.layout import StateRoot
+from tests.conftest import REPO, cli, make_fifo, read_fifo_line, wait_for_change, write_recipe
 
 # --- 1. `actors` on PATH ----------------------------------------------------------------
 
@@ -206,9 +208,7 @@ def _followups(session: str = "coord") -> list[dict[str, object]]:
     return list(json.loads(out.stdout))
 
 
-def test_a_success_follow_up_carries_the_runs_own_result_line(
-    home: object, tmp_path: Path
-) -> None:
+def test_a_success_follow_up_carries_the_runs_own_result_line(home: object, tmp_path: Path) -> None:
     recipe = write_recipe(tmp_path, "adder", ADDER)
     run_id = _spawn_and_finish(
         ["--recipe", str(recipe), "-v", f"py={sys.executable}", "-v", "said=total 45"]
@@ -272,6 +272,24 @@ def test_inbox_read_is_compact_unless_bodies_are_asked_for(home: object) -> None
     assert "state_dir" in full.stdout and "Ask the operator" in full.stdout
 
 
+def test_compact_inbox_read_names_each_body_file_so_a_question_in_a_body_is_not_lost(
+    home: object,
+) -> None:
+    """A decision point whose question is in its body alone: read compact (and so marked
+    read), the follow-up still names its body file, which holds the question whole."""
+    ask = "actors emit review.asked 'merge A or B? reply with actors message' --deliver followup"
+    _spawn_and_finish(["-t", f"sh -c {shlex.quote(ask)}"])
+    read = cli("inbox", "read", "--session", "coord")
+    assert read.returncode == 0, read.stderr
+    assert "merge A or B?" not in read.stdout  # compact: the body is not shown...
+    named = re.findall(r"^\[actors\] body: (.+)$", read.stdout, re.MULTILINE)
+    assert len(named) == 2, read.stdout  # ...but each follow-up with a body names its file
+    question, done = (Path(p).read_text() for p in named)
+    assert "merge A or B? reply with actors message" in question, question
+    assert "state_dir" in done
+    assert _followups("coord") == []  # marked read: the file is where the body is now
+
+
 async def test_the_mcp_server_has_the_result_tool_every_follow_up_names(
     home: object, tmp_path: Path
 ) -> None:
@@ -328,10 +346,10 @@ def test_a_run_stopped_by_another_session_tells_its_owner_once(home: object) -> 
         run_id = json.loads(out.stdout)["run"]
         sent = cli("message", f"run:{run_id}", kind, "--session", "intruder", "--force")
         assert sent.returncode == 0, sent.stderr
+        cli("wait", run_id)  # told when the run ends stopped, not when the stop is queued
         (told,) = _followups("owner")
         assert told["summary"].startswith(f"Run {run_id} {status} by intruder (forced)"), told
         assert cli("inbox", "read", "--session", "owner").returncode == 0
-        cli("wait", run_id)
     own = json.loads(cli("spawn", "-t", "sleep 120", "--session", "owner", "--json").stdout)
     assert cli("cancel", own["run"], "--session", "owner").returncode == 0
     own = json.loads(cli("spawn", "-t", "sleep 120", "--session", "owner", "--json").stdout)
@@ -339,6 +357,66 @@ def test_a_run_stopped_by_another_session_tells_its_owner_once(home: object) -> 
     assert stop.returncode == 0, stop.stderr
     cli("wait", own["run"])
     assert _followups("owner") == []  # whoever stops their own run knows already
+
+
+def test_a_forced_cancel_racing_the_runs_own_end_tells_the_owner_only_done(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """The runner has published `done` and is frozen before its follow-up when another
+    session's `cancel --force` reaches it: the owner gets the one true follow-up (done),
+    never a second one saying the run was cancelled."""
+    barrier = make_fifo(tmp_path / "barrier.fifo")
+    env = dict(os.environ, ACTORS_PAUSE_AT="runner.after_result", ACTORS_PAUSE_FIFO=str(barrier))
+    out = subprocess.run(
+        [sys.executable, "-m", "actors", "spawn", "-t", "true", "--session", "owner", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    run_id = json.loads(out.stdout)["run"]
+    pid, point = read_fifo_line(barrier).split()
+    assert point == "runner.after_result"
+    cancel = subprocess.Popen(
+        [sys.executable, "-m", "actors", "cancel", run_id, "--session", "intruder", "--force"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    paths = home.run(run_id)
+    wait_for_change(paths.dir, paths.stop_request.exists, what="the cancel's stop request")
+    os.kill(int(pid), signal.SIGCONT)  # the runner goes on to its own end
+    cancel.communicate(timeout=60)
+    (told,) = _followups("owner")
+    assert told["type"] == "run.done", told
+    assert "cancelled" not in told["summary"], told
+
+
+def test_a_forced_control_stop_the_run_never_acted_on_tells_nobody_it_was_stopped(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """A forced `control.stop` queued while the runner, its graph ended `done`, is frozen
+    before publishing it: the run never acts on the stop, so its owner hears `done` once
+    and no stop notice (queueing the stop is not stopping the run)."""
+    barrier = make_fifo(tmp_path / "barrier.fifo")
+    env = dict(os.environ, ACTORS_PAUSE_AT="runner.before_finish", ACTORS_PAUSE_FIFO=str(barrier))
+    out = subprocess.run(
+        [sys.executable, "-m", "actors", "spawn", "-t", "true", "--session", "owner", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    run_id = json.loads(out.stdout)["run"]
+    pid, _ = read_fifo_line(barrier).split()
+    sent = cli("message", f"run:{run_id}", "control.stop", "--session", "intruder", "--force")
+    assert sent.returncode == 0, sent.stderr  # the run is running: the stop is queued
+    os.kill(int(pid), signal.SIGCONT)
+    cli("wait", run_id)
+    (told,) = _followups("owner")
+    assert told["type"] == "run.done", told
 
 
 def test_every_verb_a_follow_up_names_is_an_mcp_tool(home: object, tmp_path: Path) -> None:
@@ -372,7 +450,9 @@ def test_ls_shows_start_duration_and_exit_code(home: object) -> None:
     head, row = listing.stdout.splitlines()
     assert head.split() == ["RUN", "STATUS", "STARTED", "DURATION", "CODE", "RECIPE", "ACTIVE"]
     cells = row.split()
-    assert cells[:3] == ["three", "failed", "(3)"] and re.fullmatch(r"\d\d:\d\d:\d\d", cells[3]), cells
+    assert cells[:3] == ["three", "failed", "(3)"] and re.fullmatch(r"\d\d:\d\d:\d\d", cells[3]), (
+        cells
+    )
     assert re.fullmatch(r"\d+\.\ds", cells[4]) and cells[5] == "3", cells
     assert row[head.index("CODE") :].startswith("3 ")  # under its header
 
