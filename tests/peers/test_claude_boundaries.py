@@ -199,7 +199,9 @@ def test_an_immediate_follow_up_wake_is_not_doubled_by_the_prompt_hook(
     nothing there, so the model gets the doorbell only and reads the body once."""
     session_id = _first_turn(claude)
     mark, before = claude.mark(), len(fake_llm.requests)
-    run = actors.spawn(template="echo TOKEN-RUN-IMM", session=session_id)
+    # its result line (which the doorbell's summary quotes) is "end": the token is in the
+    # body alone, which the model reads once, with `actors inbox read`
+    run = actors.spawn(template="sh -c 'echo TOKEN-RUN-IMM; echo end'", session=session_id)
     assert finished(run)["status"] == "done"
     claude.wait_for(
         lambda e: e.get("hook_event") == "FileChanged" and e.get("exit_code") == 2,
@@ -210,5 +212,5 @@ def test_an_immediate_follow_up_wake_is_not_doubled_by_the_prompt_hook(
     (woken,) = fake_llm.requests[before:]
     assert "TOKEN-RUN-IMM" not in _all_text(woken["body"])
     assert _hook_answers(claude, "UserPromptSubmit", mark) == [""]
-    read = cli("inbox", "read", "--session", session_id)
+    read = cli("inbox", "read", "--bodies", "--session", session_id)
     assert read.stdout.startswith("1 unread follow-up(s)\n") and "TOKEN-RUN-IMM" in read.stdout
