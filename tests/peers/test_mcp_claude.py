@@ -111,7 +111,8 @@ def test_spawn_wake_inbox_read_and_message_through_claude_code(
 
     seen = call_tool(claude, fake_llm, "inbox_read", {})
     assert "ccmcp1" in seen and "run.done" in seen, seen
-    assert len(seen) < 200, seen  # type, sender, summary: no envelope ids, no bodies
+    # type, sender, summary and where the body is kept: no envelope ids, no body text
+    assert len(seen) < 400 and '"body"' not in seen and "body_file" in seen, seen
     assert "do not poll" not in seen and '"id"' not in seen
     assert call_tool(claude, fake_llm, "inbox_read", {}).count("ccmcp1") == 0  # read once
 
