@@ -220,8 +220,8 @@ def refuse_symlinks(*paths: Path, root: Path | None = None) -> None:
         trusted_dir(path, root=root)
 
 
-class GroupPaths(_Place):
-    """The files of one group (`groups/<name>/`): its limit, its slots, its queue."""
+class _NamedDir(_Place):
+    """A directory named after what it holds (`groups/<name>/`, `hosts/<name>/`)."""
 
     __slots__ = ()
 
@@ -231,7 +231,13 @@ class GroupPaths(_Place):
 
     @property
     def name(self) -> str:
-        return self.dir.name
+        return self._at.name
+
+
+class GroupPaths(_NamedDir):
+    """The files of one group (`groups/<name>/`): its limit, its slots, its queue."""
+
+    __slots__ = ()
 
     @property
     def record(self) -> Path:
@@ -262,18 +268,10 @@ class GroupPaths(_Place):
         return self.dir / DOORBELLS
 
 
-class HostPaths(_Place):
+class HostPaths(_NamedDir):
     """`hosts/<name>/`: one other machine (runtime.hosts)."""
 
     __slots__ = ()
-
-    @property
-    def dir(self) -> Path:
-        return self._at
-
-    @property
-    def name(self) -> str:
-        return self._at.name
 
     @property
     def record(self) -> Path:

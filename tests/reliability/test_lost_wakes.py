@@ -343,7 +343,7 @@ def test_a_signal_between_the_last_look_and_the_park_is_not_lost(
         wanted = "cancelled"
     else:
         (command,) = psutil.Process(runner).children()
-        fd = os.open(go, os.O_WRONLY)  # the command holds the read end: no wait
+        fd = os.open(go, os.O_WRONLY | os.O_NONBLOCK)  # the command holds the read end
         os.write(fd, b"go\n")
         os.close(fd)
         assert wait_gone([command.pid], timeout=30)  # a zombie of the stopped runner
