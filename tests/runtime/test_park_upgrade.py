@@ -5,6 +5,7 @@ and the steps are folded from the run's journal instead of failing the resume.""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import actors
 from runtime.runner.context import RunContext
@@ -16,7 +17,7 @@ from tests.conftest import finished
 def test_a_context_saved_with_the_old_counters_restores_from_the_journal(
     home: StateRoot,
 ) -> None:
-    run = finished(actors.spawn(template="sh -c 'exit 3'"))
+    run = finished(dict(actors.spawn(template="sh -c 'exit 3'")))
     assert run["status"] == "failed"
     paths = home.run(run["run"])
     record = json.loads(paths.run_json.read_text())
@@ -29,7 +30,7 @@ def test_a_context_saved_with_the_old_counters_restores_from_the_journal(
         secrets=[],
         grace=1.0,
     )
-    old = {
+    old: dict[str, Any] = {
         "counts": [0, 0, 1, 1],  # active, completed, failed, commands: the old image's
         "branches": {},
         "nodes": {},
