@@ -35,14 +35,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runtime.core.terminal import inert, one_line
-from runtime.delivery.contract import DeliveryContext
 
 if TYPE_CHECKING:
+    from runtime.delivery.contract import DeliveryContext
     from runtime.store.layout import SessionPaths
 
 DATA_MAX_BYTES = 6000
@@ -68,6 +67,8 @@ never starts a line (the gutter), so only our own header lines match."""
 
 def new_nonce() -> str:
     """A fresh fence nonce: 64 random bits, never derived from anything a run sees."""
+    import secrets  # function-level: the hooks' socket-wake path reads headers only
+
     return secrets.token_hex(8)
 
 
@@ -208,6 +209,7 @@ def write_body(paths: SessionPaths, delivery_id: str, envelope: dict[str, Any]) 
     inbox entry), written atomically, once: a delivery's envelope never changes, so a
     file already there is the one to point at (a reader whose output then fails has
     changed nothing)."""
+    from runtime.delivery.contract import DeliveryContext
     from runtime.store.writes import ensure_dir, write_bytes_atomic
 
     path = paths.body(delivery_id)
@@ -246,6 +248,8 @@ def followups_text(
     """What `actors inbox read` and the MCP `inbox_read` tool show an agent: the count,
     then each inbox entry rendered by `injected_text` under one fresh nonce (a cut body
     names its whole file, `bodies/<id>.md`; compact, every body is named by its file)."""
+    from runtime.delivery.contract import DeliveryContext
+
     nonce = new_nonce()
     blocks = [f"{len(entries)} unread follow-up(s)"]
     for entry in entries:
