@@ -11,6 +11,7 @@ from actors.cli.hooks import (
     hook_input,
     pre_tool_use,
     session_start,
+    stop,
     user_prompt_submit,
 )
 from adapters.cursor import CURSOR_LOOP_LIMIT
@@ -53,6 +54,13 @@ def pre_tool_use_cmd() -> None:
     """PreToolUse: follow-ups held for the next tool call, as additionalContext (no
     permission decision: the tool call goes on exactly as it would have)."""
     pre_tool_use()
+
+
+@hook_group.command("stop")
+def stop_cmd() -> None:
+    """Stop: a headless `claude -p` waits for its live runs and goes on with their
+    follow-ups; any other session ends its turn at once."""
+    stop()
 
 
 @hook_group.command("gemini-after-agent")

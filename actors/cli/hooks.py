@@ -1,8 +1,9 @@
 """`actors hook ...`: commands harnesses run as hooks (JSON on stdin), wired to the hook
 logic of each harness's adapter package.
 
-Claude Code (adapters/claude_code/hooks.py): `session-start`, `file-changed` and the
-boundary hooks `user-prompt-submit` / `pre-tool-use`. Harnesses with no idle wake get
+Claude Code (adapters/claude_code/hooks.py): `session-start`, `file-changed`, the
+boundary hooks `user-prompt-submit` / `pre-tool-use`, and `stop`
+(adapters/claude_code/stop.py: a headless `claude -p` waits for its runs). Harnesses with no idle wake get
 turn-boundary hooks: `gemini-after-agent` (adapters/gemini.py) and `cursor-stop`
 (adapters/cursor.py). What each hook surfaces, and under which locks, is
 runtime/delivery/boundary.py. Hooks run on every harness event, so nothing here imports
@@ -18,8 +19,8 @@ failure is one stderr line for the user (runtime.delivery.boundary.note_failure)
 designed non-zero exit is `file-changed`'s 2, Claude Code's asyncRewake wake, raised
 (`Wake`) only once the doorbell line for a real unread follow-up was written.
 
-Claude Code's four hooks run on every session start, prompt and tool call, and the
-UserPromptSubmit one sits on the messaging-socket wake (Claude runs it before the model
+Claude Code's five hooks run on every session start, prompt, tool call and turn end,
+and the UserPromptSubmit one sits on the messaging-socket wake (Claude runs it before the model
 request): called as installed, with no option, they run here without click (PLAIN), whose
 import is a large share of their start-up; anything else goes through the click commands
 (actors.cli.hook_commands), which call the same functions.
@@ -169,10 +170,23 @@ def pre_tool_use() -> None:
     hooks.pre_tool_use(hook_input())
 
 
+def stop() -> None:
+    """Stop: a headless `claude -p` holds its finished turn open while its runs are live
+    and continues it with their follow-ups (adapters/claude_code/stop.py); any other
+    session leaves at once."""
+    from adapters.claude_code.stop import headless
+
+    if headless():  # checked before the input is read: an interactive turn end costs nothing more
+        from adapters.claude_code.stop import stop as hold
+
+        hold(hook_input())
+
+
 PLAIN: dict[tuple[str, ...], Callable[[], None]] = {
     ("hook", "session-start"): session_start,
     ("hook", "file-changed"): file_changed,
     ("hook", "user-prompt-submit"): user_prompt_submit,
     ("hook", "pre-tool-use"): pre_tool_use,
+    ("hook", "stop"): stop,
 }
 """Claude Code's hooks as `actors install claude-code` writes them: run without click."""

@@ -81,6 +81,9 @@ class ClaudeCodeAdapter(FileAdapter):
         ),
         Option("permission_mode", "the session's permission mode (recorded by its hooks)"),
         Option("inbound", "its effective crossSessionInbound setting (recorded by its hooks)"),
+        Option(
+            "headless", "a `claude -p` whose Stop hook waits for its runs (recorded by its hooks)"
+        ),
     )
 
     @classmethod
@@ -111,6 +114,8 @@ class ClaudeCodeAdapter(FileAdapter):
 
         if self.options.get("messaging") == "doorbell":
             return "-o messaging=doorbell"
+        if self.options.get("headless") == "true":
+            return "a headless `claude -p`: its Stop hook hands follow-ups over"
         if not self.options.get("messaging_socket"):
             return "no messaging socket recorded for the session (Claude Code >= 2.1.224 has one)"
         held = socket_held(self.options)

@@ -72,7 +72,9 @@ def session_start(data: dict[str, Any], wake: str) -> None:
     _touch_wake(paths.wake)
     _export_session(session_id)
     context = (WATCHER_CONTEXT if wake == "watcher" else CONTEXT).format(session=session_id)
-    armed = {} if wake == "watcher" else {"watchPaths": [str(paths.wake)]}
+    # a headless `claude -p` is woken by nothing: its Stop hook waits for its runs instead
+    quiet = wake == "watcher" or _headless()
+    armed = {} if quiet else {"watchPaths": [str(paths.wake)]}
 
     def answer(handed: str | None) -> dict[str, Any]:
         text = context if handed is None else f"{context}\n\n{handed}"
@@ -119,8 +121,10 @@ def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
     options = record.setdefault("options", {})
     # This Claude process's socket, or none: a path recorded by an earlier process may be
     # another session's by now (Claude would drop our frame there, unseen).
-    for key in ("messaging_socket", "messaging_token", "permission_mode"):
+    for key in ("messaging_socket", "messaging_token", "permission_mode", "headless"):
         options.pop(key, None)  # the mode is recorded again at the first prompt
+    if _headless():  # its Stop hook hands follow-ups over (adapters/claude_code/stop.py)
+        options["headless"] = "true"
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
     if socket and os.path.isabs(socket):  # relative, it would name a socket per sender's cwd
         options["messaging_socket"] = socket
@@ -129,6 +133,12 @@ def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
     _set_inbound(options, data)
     record.setdefault("created_at", now_iso())
     save_session(root, record)
+
+
+def _headless() -> bool:
+    from adapters.claude_code.stop import headless
+
+    return headless()
 
 
 def _set_inbound(options: dict[str, Any], data: dict[str, Any]) -> None:

@@ -3,7 +3,8 @@ default; `.mcp.json` in the project) and, in `settings.json` (`~/.claude/`, or
 `.claude/` in the project; `$CLAUDE_CONFIG_DIR` moves the user files):
 - our hooks: SessionStart, FileChanged (asyncRewake; not with `--wake watcher`) and the
   boundary hooks UserPromptSubmit / PreToolUse that hand over `next-message` /
-  `next-tool-call` follow-ups (adapters/claude_code/hooks.py runs them);
+  `next-tool-call` follow-ups (adapters/claude_code/hooks.py runs them), and Stop, where
+  a headless `claude -p` waits for its runs (adapters/claude_code/stop.py);
 - `permissions.allow` for the tools that change nothing outside this session
   (QUIET_TOOLS), so neither a prompt nor `claude -p` stops at them; `spawn` and
   `message` start and steer commands, so they stay the user's decision;
@@ -65,7 +66,11 @@ _OUR_HOOKS = (
     "hook file-changed",
     "hook user-prompt-submit",
     "hook pre-tool-use",
+    "hook stop",
 )
+STOP_TIMEOUT_S = 3600
+"""Claude's timeout for our Stop hook: above ACTORS_STOP_WAIT's default (600 s), so the
+hook ends its own wait; a longer ACTORS_STOP_WAIT is cut here."""
 
 
 def plan(scope: str, wake: str, command: list[str], *, inbound: str | None = None) -> list[Edit]:
@@ -211,6 +216,11 @@ def _groups(cmd: str, wake: str) -> dict[str, Any]:
         },
         "PreToolUse": {
             "hooks": [{"type": "command", "command": f"{cmd} hook pre-tool-use", "timeout": 10}]
+        },
+        # a headless `claude -p` waits here for its runs' follow-ups (any other session
+        # leaves at once): adapters/claude_code/stop.py
+        "Stop": {
+            "hooks": [{"type": "command", "command": f"{cmd} hook stop", "timeout": STOP_TIMEOUT_S}]
         },
     }
     if wake == "watcher":  # the agent runs `actors inbox wait` in the background instead

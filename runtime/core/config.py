@@ -153,6 +153,14 @@ HOOK_LOCK_WAIT = Setting(
     "next boundary, or for more of its input on stdin before giving up (exit 0).",
     USER,
 )
+STOP_WAIT = Setting(
+    "ACTORS_STOP_WAIT",
+    "seconds",
+    "600",
+    "How long the Stop hook of a headless `claude -p` holds its finished turn open while "
+    "the session's runs are live, to hand their follow-ups to the model (0: never holds).",
+    USER,
+)
 DEBUG = Setting(
     "ACTORS_DEBUG",
     "flag",
@@ -282,6 +290,7 @@ SETTINGS = (
     RETRY_BASE,
     PROCESSED_TIMEOUT,
     HOOK_LOCK_WAIT,
+    STOP_WAIT,
     DEBUG,
     NO_COLOR,
     RUN_ID,

@@ -507,6 +507,11 @@ class SessionPaths(_Place):
         return self.dir / "wakes.jsonl"
 
     @property
+    def stop_blocks(self) -> Path:
+        """How many times in a row the Stop hook of a headless Claude continued its turn."""
+        return self.dir / "stop_blocks"
+
+    @property
     def doorbells(self) -> Path:
         return self.dir / DOORBELLS
 

@@ -428,7 +428,9 @@ def test_claude_install_adds_the_boundary_hooks_and_uninstall_removes_exactly_th
     original = settings.read_bytes()
     assert cli("install", "claude-code", "--project").returncode == 0
     hooks = json.loads(settings.read_text())["hooks"]
-    assert set(hooks) == {"SessionStart", "FileChanged", "UserPromptSubmit", "PreToolUse"}
+    assert set(hooks) == {"SessionStart", "FileChanged", "UserPromptSubmit", "PreToolUse", "Stop"}
+    (stop,) = hooks["Stop"]
+    assert stop["hooks"][0]["command"].endswith("hook stop")
     (prompt,) = hooks["UserPromptSubmit"]
     assert prompt["hooks"][0]["command"].endswith("hook user-prompt-submit")
     assert hooks["PreToolUse"][0] == mine

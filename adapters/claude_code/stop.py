@@ -1,0 +1,220 @@
+"""Claude Code's Stop hook (`actors hook stop`): a headless `claude -p` coordinator waits
+for its runs instead of exiting.
+
+`claude -p "PROMPT"` ends its process when its turn does, so a run it started would
+report to a session that is gone (the follow-up waits, unread, for a next session). When
+the session is headless (`headless()`), owns runs that are still live or has unread
+follow-ups, this hook holds the finished turn open: it sleeps on the session's inbox
+doorbell and on its runs' runners (runtime.runner.guardian.Guard: a pidfd each, no
+timer), and as soon as a follow-up is unread answers `{"decision": "block", "reason":
+TEXT}`, TEXT being the follow-ups fenced exactly as every boundary hook renders them
+(runtime.delivery.boundary.hand_over: answered, then marked read and journaled delivered
+under the session's locks, so a follow-up is handed over once). Claude gives the model
+TEXT and the turn goes on; at its next end this hook runs again. It answers nothing, and
+Claude exits, once the session's last run is settled with nothing unread, or after
+ACTORS_STOP_WAIT seconds (600 by default).
+
+Never for a session someone drives: an interactive Claude, or a `claude -p` fed prompts
+on stdin (`--input-format stream-json`, an SDK host) is never held (the messaging socket
+or the doorbell wakes those). Claude ends a turn its Stop hooks continued
+CLAUDE_CODE_STOP_HOOK_BLOCK_CAP times in a row (8 by default) without showing the last
+answer to the model, so the hook counts its answers (`stop_blocks`) and stops holding
+before that cap: what is left stays unread for `actors inbox read` or the next session.
+
+This module imports only the standard library at the top: the hook runs at the end of
+every turn of every Claude session, and the interactive ones leave after one look at
+their environment.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+ENTRYPOINT_PRINT = "sdk-cli"
+"""CLAUDE_CODE_ENTRYPOINT of a Claude started with -p (an interactive one says `cli`)."""
+DEFAULT_BLOCK_CAP = 8
+"""Claude Code 2.1.331's default CLAUDE_CODE_STOP_HOOK_BLOCK_CAP."""
+ANCESTORS = 4
+"""How far up from the hook the Claude process may be (sh -c, then Claude)."""
+
+
+def headless(environ: dict[str, str] | None = None) -> bool:
+    """True only for a `claude -p` that exits when its turn ends: Claude says it is not
+    interactive (CLAUDE_CODE_ENTRYPOINT), and the Claude process that runs this hook
+    (CLAUDE_PID, which must be an ancestor of ours: an inherited value names another
+    process) was started with -p / --print and reads no prompts on stdin. Anything
+    that cannot be verified (no /proc) counts as interactive: never held."""
+    env = os.environ if environ is None else environ
+    if env.get("CLAUDE_CODE_ENTRYPOINT") != ENTRYPOINT_PRINT:
+        return False
+    raw = env.get("CLAUDE_PID", "")
+    if not raw.isdigit() or int(raw) not in _ancestors(ANCESTORS):
+        return False
+    try:
+        with open(f"/proc/{int(raw)}/cmdline", "rb") as handle:
+            argv = handle.read(1 << 20).split(b"\0")
+    except OSError:
+        return False
+    return prints_once([a.decode("utf-8", "replace") for a in argv[1:]])
+
+
+def prints_once(args: list[str]) -> bool:
+    """Claude's arguments ask for one print-mode turn: -p / --print, and no stream of
+    prompts on stdin (`--input-format stream-json` keeps the process for more turns)."""
+    if not any(a in ("-p", "--print") for a in args):
+        return False
+    streamed = any(
+        a == "--input-format=stream-json"
+        or (a == "--input-format" and i + 1 < len(args) and args[i + 1] == "stream-json")
+        for i, a in enumerate(args)
+    )
+    return not streamed
+
+
+def _ancestors(depth: int) -> set[int]:
+    """The pids of this process's parent, its parent, ... (`depth` of them at most)."""
+    found: set[int] = set()
+    pid = os.getppid()
+    while pid > 1 and len(found) < depth:
+        found.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read(4096)
+            pid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # the field after the state
+        except (OSError, ValueError, IndexError):
+            break
+    return found
+
+
+def block_cap(environ: dict[str, str] | None = None) -> int:
+    """How many answers in a row Claude honours (0: no cap)."""
+    raw = (os.environ if environ is None else environ).get("CLAUDE_CODE_STOP_HOOK_BLOCK_CAP")
+    try:
+        return max(0, int(raw)) if raw else DEFAULT_BLOCK_CAP
+    except ValueError:
+        return DEFAULT_BLOCK_CAP
+
+
+def stop(data: dict[str, Any]) -> None:
+    """The hook (see the module): hold a headless session's turn open until a follow-up
+    is unread (answer it) or nothing is left to wait for (answer nothing)."""
+    if not headless():
+        return
+    import contextlib
+    import select
+    import time
+
+    from adapters.claude_code.hooks import HARNESS
+    from runtime.core import config
+    from runtime.delivery.boundary import hand_over, note_failure, pick_turn_end, session_of
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.messaging.doorbells import doorbell
+    from runtime.runner.guardian import Guard
+    from runtime.store.layout import StateRoot, session_paths
+
+    session_id = session_of(data, "session_id", env_first=False)
+    if not session_id:
+        return
+    root = StateRoot.from_env()
+    paths = session_paths(root, session_id)
+    if not paths.dir.is_dir():
+        return  # a session of ours starts with its SessionStart hook: nothing to wait for
+    blocks = _blocks_so_far(paths.stop_blocks, data)
+    cap = block_cap()
+    if cap and blocks >= cap:
+        if SessionInbox(paths).unread() or live_runs(root, session_id):
+            note_failure(
+                "stop",
+                f"Claude ends a turn continued {cap} times in a row"
+                " (CLAUDE_CODE_STOP_HOOK_BLOCK_CAP): what is left stays unread for"
+                f" `actors inbox read --session {session_id}`",
+            )
+        return
+    deadline = time.monotonic() + config.seconds(config.STOP_WAIT)
+    _warm()
+
+    def answer(text: str) -> dict[str, Any]:
+        return {"decision": "block", "reason": text}
+
+    def count() -> bool:  # before answering: an answer past Claude's cap would be lost
+        return _write_blocks(paths.stop_blocks, blocks + 1)
+
+    with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, session_id)) as guard:
+        guard.scan()  # its bell armed first; runs whose runner died are folded now
+        while True:
+            SessionInbox(paths).read_barrier()  # the doorbell rings inside the appender's lock
+            handed = hand_over(
+                root,
+                session_id,
+                boundary="Stop",
+                harness=HARNESS,
+                pick=pick_turn_end,
+                answer=answer,
+                before_output=count,
+            )
+            if handed or not live_runs(root, session_id):
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            poller = select.poll()
+            for watched in [fd, *guard.fds()]:
+                poller.register(watched, select.POLLIN)
+            for ready, _ in poller.poll(int(remaining * 1000) + 1):
+                if ready == fd:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(fd, 65536)
+                else:
+                    guard.handle(ready)  # a runner ended (or died: its run is folded)
+
+
+def live_runs(root: Any, owner: str) -> bool:
+    """Does `owner` have a run not yet settled (not ended, or ended with its follow-up
+    not yet submitted)? Settled is the guardian's test: the follow-up marker exists."""
+    from runtime.views.index import list_runs
+    from runtime.views.status import TERMINAL
+
+    for summary in list_runs(root):
+        if summary.get("owner_id") != owner:
+            continue
+        if summary.get("status") in TERMINAL and root.run(summary["run"]).followup.exists():
+            continue
+        return True
+    return False
+
+
+def _warm() -> None:
+    """Import the hand-over's modules before waiting, so a wake costs only its work."""
+    import runtime.delivery.contract
+    import runtime.delivery.engine
+    import runtime.delivery.render  # noqa: F401
+
+
+def _blocks_so_far(path: Any, data: dict[str, Any]) -> int:
+    """Answers in a row so far: none when Claude says this stop follows no answer of a
+    Stop hook (`stop_hook_active` false: a new prompt's turn), else the count kept."""
+    if data.get("stop_hook_active") is not True:
+        _write_blocks(path, 0)
+        return 0
+    from runtime.store.reads import read_json
+
+    try:
+        found = read_json(path)
+    except Exception:  # damaged: count as many as can be, so nothing is answered past the cap
+        return 1 << 30
+    value = found.get("blocks") if isinstance(found, dict) else None
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+def _write_blocks(path: Any, blocks: int) -> bool:
+    from runtime.store.writes import write_json_atomic
+
+    try:
+        write_json_atomic(path, {"blocks": blocks})
+    except Exception:  # a full disk, a planted link: the hook answers nothing rather than miscount
+        return False
+    return True
+
+
+__all__ = ["block_cap", "headless", "live_runs", "prints_once", "stop"]
