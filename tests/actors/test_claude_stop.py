@@ -1,0 +1,142 @@
+"""Claude Code's Stop hook (`actors hook stop`, adapters/claude_code/stop.py) as Claude
+runs it: a real `actors` process under a parent process that plays Claude (its argv is
+what `claude -p` would have, its pid is $CLAUDE_PID). The real Claude Code is in
+tests/peers/test_claude_headless.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import actors
+from adapters.claude_code.stop import prints_once
+from runtime.delivery.engine import DeliveryRunner
+from runtime.delivery.sessions import SessionInbox
+from runtime.store.layout import StateRoot, session_paths
+from tests.conftest import cli
+
+SESSION = "5e0c4f0e-1a2b-4c3d-8e9f-a0b1c2d3e4f5"
+CLAUDE = """
+import os, subprocess, sys
+env = dict(os.environ, CLAUDE_PID=os.environ.get("FAKE_CLAUDE_PID") or str(os.getpid()))
+hook = [sys.executable, "-m", "actors", "hook", "stop"]
+sys.stdout.write(subprocess.run(hook, input=sys.stdin.read(), env=env, text=True,
+                                capture_output=True).stdout)
+"""
+"""A parent process standing in for Claude: runs the hook as Claude does, with its own
+pid as CLAUDE_PID (or FAKE_CLAUDE_PID), and passes its stdout on."""
+
+
+@pytest.mark.parametrize(
+    ("args", "once"),
+    [
+        (["-p", "do it"], True),
+        (["--print", "do it", "--output-format", "json"], True),
+        (["do it"], False),  # interactive
+        (["-p", "--input-format", "stream-json"], False),  # an SDK host feeds prompts
+        (["-p", "--input-format=stream-json"], False),
+        (["--resume", "x"], False),
+    ],
+)
+def test_only_a_one_turn_print_mode_claude_is_held(args: list[str], once: bool) -> None:
+    assert prints_once(args) is once
+
+
+def _stop(
+    active: bool, *claude_args: str, entrypoint: str = "sdk-cli", **env: str
+) -> subprocess.CompletedProcess[str]:
+    data = {"session_id": SESSION, "hook_event_name": "Stop", "stop_hook_active": active}
+    return subprocess.run(
+        [sys.executable, "-c", CLAUDE, *claude_args],
+        input=json.dumps(data),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**_env(), "CLAUDE_CODE_ENTRYPOINT": entrypoint, **env},
+        check=False,
+    )
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE")}
+
+
+@pytest.fixture
+def session(home: StateRoot) -> Path:
+    start = json.dumps({"session_id": SESSION, "cwd": "/", "hook_event_name": "SessionStart"})
+    assert cli("hook", "session-start", input=start).returncode == 0
+    return session_paths(home, SESSION).dir
+
+
+def _submit(home: StateRoot, token: str) -> None:
+    envelope = {"type": "run.done", "from": "run:x", "summary": f"Run {token} done", "body": {}}
+    DeliveryRunner(home).submit(SESSION, envelope, delivery_id=f"d-{token}")
+
+
+def test_a_headless_stop_continues_the_turn_with_unread_follow_ups_once(
+    home: StateRoot, session: Path
+) -> None:
+    _submit(home, "TOKEN-A")
+    done = _stop(False, "-p", "coordinate")
+    answer = json.loads(done.stdout)
+    assert answer["decision"] == "block"
+    assert "handed over at Stop" in answer["reason"] and "Run TOKEN-A done" in answer["reason"]
+    assert SessionInbox(session_paths(home, SESSION)).unread() == []
+    again = _stop(True, "-p", "coordinate")  # the continued turn ends: nothing left
+    assert again.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("claude_args", "entrypoint", "foreign"),
+    [
+        (("coordinate",), "cli", False),  # interactive
+        (("-p", "x"), "cli", False),  # Claude says interactive
+        (("-p", "--input-format", "stream-json"), "sdk-cli", False),
+        (("-p", "x"), "sdk-cli", True),  # $CLAUDE_PID names a process that is not ours
+    ],
+)
+def test_a_session_that_is_not_a_headless_claude_is_never_held(
+    home: StateRoot, session: Path, claude_args: tuple[str, ...], entrypoint: str, foreign: bool
+) -> None:
+    _submit(home, "TOKEN-B")
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "-p", "x"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        env = {"FAKE_CLAUDE_PID": str(other.pid)} if foreign else {}
+        done = _stop(False, *claude_args, entrypoint=entrypoint, **env)
+    finally:
+        other.communicate(b"")
+    assert done.stdout == ""
+    assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-TOKEN-B"]
+
+
+def test_the_hook_answers_no_more_than_claudes_block_cap(home: StateRoot, session: Path) -> None:
+    """Claude drops an answer past CLAUDE_CODE_STOP_HOOK_BLOCK_CAP in a row: the hook
+    stops short of it and leaves the follow-up unread."""
+    _submit(home, "TOKEN-C1")
+    cap = {"CLAUDE_CODE_STOP_HOOK_BLOCK_CAP": "1"}
+    assert json.loads(_stop(False, "-p", "x", **cap).stdout)["decision"] == "block"
+    _submit(home, "TOKEN-C2")
+    done = _stop(True, "-p", "x", **cap)
+    assert done.stdout == ""
+    assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-TOKEN-C2"]
+    fresh = _stop(False, "-p", "x", **cap)  # a new prompt's turn: counted from zero again
+    assert "Run TOKEN-C2 done" in json.loads(fresh.stdout)["reason"]
+
+
+def test_a_live_run_holds_the_turn_at_most_the_configured_wait(
+    home: StateRoot, session: Path
+) -> None:
+    run = actors.spawn(template="sleep 30", session=SESSION)
+    try:
+        done = _stop(False, "-p", "x", ACTORS_STOP_WAIT="0.5")
+        assert done.stdout == ""  # the wait ran out: the turn ends, the run goes on
+        assert actors.status(run["run"])["status"] == "running"
+    finally:
+        cli("kill", run["run"], "--session", SESSION)
