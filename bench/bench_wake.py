@@ -13,7 +13,9 @@ idle wake (follow-ups ride on the next turn's end), so they have no row. Needs
 
 Claude Code has three rows: its default (the messaging socket, where the session has one
 and Claude's inbound gate lets it through), `-o messaging=socket` set explicitly (the
-same path), and `-o messaging=doorbell` (the FileChanged doorbell, the fallback). Beside
+same path), and `-o messaging=doorbell` (the FileChanged doorbell, the fallback), plus a
+headless `claude -p` coordinator held open by its Stop hook (adapters/claude_code/stop.py),
+one `claude -p` per sample, timed from the end of the run it spawned. Beside
 them, in the same run, hcom (PyPI, the `bench` extra: `pip install -e '.[bench]'`) waking
 the same pinned Claude Code against the same fake model (HCOM_ROWS), timed from just
 before `hcom send` starts to the model's request carrying the message; skipped when hcom
@@ -121,6 +123,78 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int, messaging: str | None)
             out.append(_sample(session, llm))
             claude.next_result(timeout=DEADLINE_S, after=mark)
             SessionInbox(session_paths(root, session)).drain()
+    return out[1:]
+
+
+def _hook_waiting(claude_pid: int, deadline: float) -> None:
+    """Until Claude's Stop hook (a child of `claude_pid` running `actors hook stop`) sleeps
+    in its poll: the coordinator is idle, as hcom's agent is once it `listening`."""
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                if b"hook" in argv and b"stop" in argv and "poll" in (entry / "wchan").read_text():
+                    return
+        time.sleep(0.01)
+    raise TimeoutError(f"claude {claude_pid}: its Stop hook never waited")
+
+
+def _headless_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
+    """A headless coordinator: per sample one `claude -p` whose model spawns a run gated
+    on a FIFO (through the Bash tool), then ends its turn; once its Stop hook waits, the
+    gate opens, and the sample is the run's end -> the model request carrying its
+    follow-up (the Stop hook's answer). The process then ends by itself."""
+    import subprocess
+
+    from runtime.store.layout import StateRoot
+    from runtime.views.index import list_runs
+    from tests.peers.conftest import peer_bin
+    from tests.peers.run_claude import MODEL, claude_env, install_actors
+
+    root = StateRoot.from_env()
+    config_dir, home_dir, cwd = base / "config", base / "home", base / "project"
+    for directory in (config_dir, home_dir, cwd):
+        directory.mkdir(parents=True, exist_ok=True)
+    env = claude_env(config_dir, home_dir, llm.port, root.path)
+    install_actors(env, cwd)
+    out = []
+    for index in range(count + 1):
+        gate = base / f"gate-{index}"
+        os.mkfifo(gate)
+        known = {r["run"] for r in list_runs(root)}
+        prompt = f"coordinate [tool:Bash:actors spawn -t 'cat {gate}'] TOKEN-HEADLESS"
+        command = [
+            str(peer_bin("claude")),
+            "-p",
+            prompt,
+            "--allowedTools",
+            "Bash",
+            "--model",
+            MODEL,
+        ]
+        proc = subprocess.Popen(
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + DEADLINE_S
+            _hook_waiting(proc.pid, deadline)
+            (run,) = [r["run"] for r in list_runs(root) if r["run"] not in known]
+            start = len(llm.requests)
+            with open(gate, "w") as writer:
+                writer.write("done\n")
+            import actors
+
+            ended = _epoch(str(actors.wait(run, timeout=DEADLINE_S)["ended_at"]))
+            request = llm.wait_request(_carrying(str(run)), start, DEADLINE_S)
+            out.append((float(request["ts"]) - ended) * 1000)
+            proc.wait(timeout=DEADLINE_S)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=DEADLINE_S)
     return out[1:]
 
 
@@ -259,6 +333,13 @@ def main(quick: bool) -> None:
                     samples,
                     baseline,
                 )
+            samples = _headless_samples(Path(tmp) / "claude-headless", llm, count)
+            emit(
+                row(
+                    "run end -> model request (claude_code claude -p, Stop hook)", samples, baseline
+                )
+            )
+            _report("claude_code claude -p", samples, baseline)
             hcom = hcom_binary()
             if hcom is None:
                 emit("hcom: skipped (not installed: pip install -e '.[bench]')")

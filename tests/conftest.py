@@ -98,7 +98,13 @@ def cli_imports(
     names = "{m.split('.')[0] for m in sys.modules}" if top_level else "sys.modules"
     probe = (
         f"import sys; sys.argv=['actors', *{argv!r}]\n"
-        "from actors.cli import main\n"
+        # a hook ends its process at once (actors.cli.hooks.EXIT_AT_ONCE): not here
+        + (
+            "import actors.cli.hooks; actors.cli.hooks.EXIT_AT_ONCE = False\n"
+            if argv[:1] == ["hook"]
+            else ""
+        )
+        + "from actors.cli import main\n"
         "try: main()\nexcept SystemExit: pass\n"
         f"print('LOADED', sorted({names}))"
     )
