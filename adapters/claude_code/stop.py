@@ -120,7 +120,9 @@ def stop(data: dict[str, Any]) -> None:
     paths = session_paths(root, session_id)
     if not paths.dir.is_dir():
         return  # a session of ours starts with its SessionStart hook: nothing to wait for
-    blocks = _blocks_so_far(paths.stop_blocks, data)
+    blocks, before = _blocks_so_far(paths.stop_blocks, data)
+    if before:  # the turn our last answer continued has ended: its completion (doctor D7)
+        _note(paths.wakes, before, completed=True)
     cap = block_cap()
     if cap and blocks >= cap:
         if SessionInbox(paths).unread() or live_runs(root, session_id):
@@ -153,7 +155,11 @@ def stop(data: dict[str, Any]) -> None:
                 answer=answer,
                 before_output=count,
             )
-            if handed or not live_runs(root, session_id):
+            if handed:
+                _write_blocks(paths.stop_blocks, blocks + 1, handed)
+                _note(paths.wakes, handed)  # the turn it continued (doctor D4-D6)
+                return
+            if not live_runs(root, session_id):
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -191,30 +197,52 @@ def _warm() -> None:
     import runtime.delivery.render  # noqa: F401
 
 
-def _blocks_so_far(path: Any, data: dict[str, Any]) -> int:
-    """Answers in a row so far: none when Claude says this stop follows no answer of a
-    Stop hook (`stop_hook_active` false: a new prompt's turn), else the count kept."""
+def _blocks_so_far(path: Any, data: dict[str, Any]) -> tuple[int, list[str]]:
+    """Answers in a row so far, and the delivery ids the last one handed over: none when
+    Claude says this stop follows no answer of a Stop hook (`stop_hook_active` false: a
+    new prompt's turn), else what the file keeps."""
     if data.get("stop_hook_active") is not True:
-        _write_blocks(path, 0)
-        return 0
+        _write_blocks(path, 0, [])
+        return 0, []
     from runtime.store.reads import read_json
 
     try:
         found = read_json(path)
     except Exception:  # damaged: count as many as can be, so nothing is answered past the cap
-        return 1 << 30
-    value = found.get("blocks") if isinstance(found, dict) else None
-    return value if isinstance(value, int) and value >= 0 else 0
+        return 1 << 30, []
+    found = found if isinstance(found, dict) else {}
+    blocks, handed = found.get("blocks"), found.get("handed")
+    if not isinstance(handed, list) or not all(isinstance(i, str) for i in handed):
+        handed = []
+    return (blocks if isinstance(blocks, int) and blocks >= 0 else 0), handed
 
 
-def _write_blocks(path: Any, blocks: int) -> bool:
+def _write_blocks(path: Any, blocks: int, handed: list[str] | None = None) -> bool:
+    """Keep the count (and what the last answer handed over); False when it cannot be
+    kept: the hook then answers nothing rather than miscount."""
     from runtime.store.writes import write_json_atomic
 
     try:
-        write_json_atomic(path, {"blocks": blocks})
-    except Exception:  # a full disk, a planted link: the hook answers nothing rather than miscount
+        write_json_atomic(path, {"blocks": blocks, "handed": handed or []})
+    except Exception:  # a full disk, a planted link
         return False
     return True
+
+
+def _note(path: Any, ids: list[str], **extra: Any) -> None:
+    """A line in the session's wake log (`actors doctor delivery` judges from it): the
+    Stop hook continued a turn with these follow-ups, or (`completed`) that turn ended.
+    Never fails the hook."""
+    import contextlib
+
+    from runtime.core.ids import now_iso
+    from runtime.store.appends import append_jsonl
+    from runtime.store.journals import LOG
+
+    with contextlib.suppress(Exception):
+        append_jsonl(
+            path, {"ts": now_iso(), "ids": ids, "via": "Stop hook", **extra}, compactor=LOG
+        )
 
 
 __all__ = ["block_cap", "headless", "live_runs", "prints_once", "stop"]
