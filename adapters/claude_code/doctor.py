@@ -111,7 +111,11 @@ def explain(probe: Probe) -> None:
     """The probe's wake path, from its receipt, and the inbound gate in words."""
     from adapters.claude_code.gate import advice, socket_held
 
-    wake = str((probe.state.get("metadata") or {}).get("wake") or "doorbell")
+    metadata = probe.state.get("metadata") or {}
+    taken = (
+        "the Stop hook of a headless `claude -p`" if metadata.get("boundary") == "Stop" else None
+    )
+    wake = str(metadata.get("wake") or taken or "doorbell")
     probe.lines.append(f"wake={wake}")
     options = probe.session.get("options") or {}
     held = socket_held(options) if options.get("messaging_socket") else None
