@@ -74,7 +74,7 @@ def test_cli_md_names_every_hook_install_writes(home: object, tmp_path: Path) ->
     hooks = json.loads(settings[: settings.index("\n}\n") + 3])["hooks"]
     install = section(REPO / "docs" / "cli.md", "## install, uninstall")
     harnesses = (REPO / "docs" / "harnesses.md").read_text()
-    assert len(hooks) == 4
+    assert len(hooks) == 5
     for event, groups in hooks.items():
         command = groups[0]["hooks"][0]["command"].split(" hook ", 1)[1]
         assert f"`{event}`" in install and f"hook {command}" in install, (event, command)
