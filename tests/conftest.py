@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -83,6 +84,35 @@ def cli(
         input=input,
         env=full_env,
         timeout=timeout,
+        check=False,
+    )
+
+
+AS_CLAUDE = """
+import os, subprocess, sys
+env = dict(os.environ, CLAUDE_PID=os.environ.get("FAKE_CLAUDE_PID") or str(os.getpid()))
+hook = [sys.executable, "-m", "actors", "hook", "stop"]
+done = subprocess.run(hook, input=sys.stdin.read(), env=env, text=True, capture_output=True)
+sys.stdout.write(done.stdout)
+sys.stderr.write(done.stderr)
+"""
+
+
+def stop_hook_as_claude(
+    hook_input: dict[str, Any], *claude_args: str, entrypoint: str = "sdk-cli", **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`actors hook stop` run as Claude Code runs it, under a parent process that stands
+    in for Claude: its argv is `claude_args` (`-p PROMPT`: a headless `claude -p`), its
+    pid is $CLAUDE_PID (or FAKE_CLAUDE_PID's), CLAUDE_CODE_ENTRYPOINT is `entrypoint`.
+    Its stdout and stderr are the hook's."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE")}
+    return subprocess.run(
+        [sys.executable, "-c", AS_CLAUDE, *claude_args],
+        input=json.dumps(hook_input),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "CLAUDE_CODE_ENTRYPOINT": entrypoint, **env},
         check=False,
     )
 

@@ -1,7 +1,7 @@
 """Claude Code's Stop hook (`actors hook stop`, adapters/claude_code/stop.py) as Claude
-runs it: a real `actors` process under a parent process that plays Claude (its argv is
-what `claude -p` would have, its pid is $CLAUDE_PID). The real Claude Code is in
-tests/peers/test_claude_headless.py."""
+runs it: a real `actors` process under a parent process that plays Claude
+(tests/conftest.py `stop_hook_as_claude`: its argv is what `claude -p` would have, its
+pid is $CLAUDE_PID). The real Claude Code is in tests/peers/test_claude_headless.py."""
 
 from __future__ import annotations
 
@@ -17,18 +17,9 @@ from adapters.claude_code.stop import prints_once
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import StateRoot, session_paths
-from tests.conftest import cli
+from tests.conftest import cli, stop_hook_as_claude
 
 SESSION = "5e0c4f0e-1a2b-4c3d-8e9f-a0b1c2d3e4f5"
-CLAUDE = """
-import os, subprocess, sys
-env = dict(os.environ, CLAUDE_PID=os.environ.get("FAKE_CLAUDE_PID") or str(os.getpid()))
-hook = [sys.executable, "-m", "actors", "hook", "stop"]
-sys.stdout.write(subprocess.run(hook, input=sys.stdin.read(), env=env, text=True,
-                                capture_output=True).stdout)
-"""
-"""A parent process standing in for Claude: runs the hook as Claude does, with its own
-pid as CLAUDE_PID (or FAKE_CLAUDE_PID), and passes its stdout on."""
 
 
 @pytest.mark.parametrize(
@@ -50,21 +41,7 @@ def _stop(
     active: bool, *claude_args: str, entrypoint: str = "sdk-cli", **env: str
 ) -> subprocess.CompletedProcess[str]:
     data = {"session_id": SESSION, "hook_event_name": "Stop", "stop_hook_active": active}
-    return subprocess.run(
-        [sys.executable, "-c", CLAUDE, *claude_args],
-        input=json.dumps(data),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**_env(), "CLAUDE_CODE_ENTRYPOINT": entrypoint, **env},
-        check=False,
-    )
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE")}
+    return stop_hook_as_claude(data, *claude_args, entrypoint=entrypoint, **env)
 
 
 @pytest.fixture

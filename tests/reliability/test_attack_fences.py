@@ -40,7 +40,7 @@ import pytest
 import actors
 from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import StateRoot, session_paths
-from tests.conftest import cli, finished, wait_for_change
+from tests.conftest import cli, finished, stop_hook_as_claude, wait_for_change
 
 SESSION = "fe0ce5ed-0000-4000-8000-00000000fe1c"
 MARKERS = (
@@ -206,6 +206,30 @@ def test_every_boundary_hook_hands_over_the_run_text_fenced(
         handed.append(text)
     assert handed and _unread(home) == []
     assert any("(cut: " in text for text in handed)  # the 40 KB body was bounded, and says so
+
+
+def test_the_stop_hook_of_a_headless_claude_hands_over_the_run_text_fenced(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """The Stop hook's `reason` (the model's next input in a headless `claude -p`) is the
+    boundary hand-over: bounded, inert, fenced, and the rest left for the next stop."""
+    start = json.dumps({"session_id": SESSION, "cwd": "/", "hook_event_name": "SessionStart"})
+    assert cli("hook", "session-start", input=start).returncode == 0
+    _hostile_run(tmp_path, SESSION)
+    assert len(_unread(home)) == 2
+    handed = []
+    for active in (False, True, True):
+        event = {"session_id": SESSION, "hook_event_name": "Stop", "stop_hook_active": active}
+        proc = stop_hook_as_claude(event, "-p", "coordinate")
+        assert proc.returncode == 0, proc.stderr
+        if not proc.stdout:
+            break
+        answer = json.loads(proc.stdout)
+        assert answer["decision"] == "block"
+        assert_fenced(answer["reason"], limit=10_000, where="hook stop")
+        handed.append(answer["reason"])
+    assert handed and _unread(home) == []
+    assert any("(cut: " in text for text in handed)
 
 
 def test_the_doorbell_line_stays_one_fenced_line(home: StateRoot, tmp_path: Path) -> None:
