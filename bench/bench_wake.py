@@ -126,28 +126,62 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int, messaging: str | None)
     return out[1:]
 
 
+def _descends(pid: int, ancestor: int, depth: int = 4) -> bool:
+    """Is `ancestor` among the first `depth` ancestors of `pid`?"""
+    for _ in range(depth):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            pid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == ancestor:
+            return True
+    return False
+
+
 def _hook_waiting(claude_pid: int, deadline: float) -> None:
-    """Until Claude's Stop hook (a child of `claude_pid` running `actors hook stop`) sleeps
-    in its poll: the coordinator is idle, as hcom's agent is once it `listening`."""
+    """Until Claude's Stop hook (`actors hook stop`, a descendant of `claude_pid`) sleeps
+    in its poll: the coordinator is idle, as hcom's agent is once it lists `listening`."""
     while time.monotonic() < deadline:
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             with contextlib.suppress(OSError):
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
-                if b"hook" in argv and b"stop" in argv and "poll" in (entry / "wchan").read_text():
+                if b"hook" not in argv or b"stop" not in argv:
+                    continue
+                if "poll" in (entry / "wchan").read_text() and _descends(
+                    int(entry.name), claude_pid
+                ):
                     return
         time.sleep(0.01)
     raise TimeoutError(f"claude {claude_pid}: its Stop hook never waited")
 
 
-def _headless_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
+def _created_at(session: str, run: str) -> float:
+    """When the run's terminal follow-up was appended to the session's inbox (its
+    `created` record in the session's delivery journal)."""
+    from runtime.store.layout import StateRoot, session_paths
+
+    root = StateRoot.from_env()
+    delivery = json.loads(root.run(run).run_json.read_text())["run_instance_id"] + ":terminal"
+    for line in session_paths(root, session).deliveries.read_text().splitlines():
+        record = json.loads(line)
+        if record["id"] == delivery and record["event"] == "created":
+            return _epoch(record["ts"])
+    raise LookupError(f"{session}: {delivery} was not created")
+
+
+def _headless_samples(base: Path, llm: FakeLLM, count: int) -> tuple[list[float], list[float]]:
     """A headless coordinator: per sample one `claude -p` whose model spawns a run gated
     on a FIFO (through the Bash tool), then ends its turn; once its Stop hook waits, the
-    gate opens, and the sample is the run's end -> the model request carrying its
-    follow-up (the Stop hook's answer). The process then ends by itself."""
+    gate opens. Two figures per sample: the run's end -> the model request carrying its
+    follow-up (the Stop hook's answer), and the follow-up's `created` (in the session's
+    inbox, durable: what `hcom send` is to hcom's row) -> that request. The process then
+    ends by itself."""
     import subprocess
 
+    import actors
     from runtime.store.layout import StateRoot
     from runtime.views.index import list_runs
     from tests.peers.conftest import peer_bin
@@ -159,7 +193,7 @@ def _headless_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
         directory.mkdir(parents=True, exist_ok=True)
     env = claude_env(config_dir, home_dir, llm.port, root.path)
     install_actors(env, cwd)
-    out = []
+    from_end, from_created = [], []
     for index in range(count + 1):
         gate = base / f"gate-{index}"
         os.mkfifo(gate)
@@ -179,23 +213,22 @@ def _headless_samples(base: Path, llm: FakeLLM, count: int) -> list[float]:
             stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + DEADLINE_S
-            _hook_waiting(proc.pid, deadline)
+            _hook_waiting(proc.pid, time.monotonic() + DEADLINE_S)
             (run,) = [r["run"] for r in list_runs(root) if r["run"] not in known]
             start = len(llm.requests)
             with open(gate, "w") as writer:
                 writer.write("done\n")
-            import actors
-
-            ended = _epoch(str(actors.wait(run, timeout=DEADLINE_S)["ended_at"]))
+            status = actors.wait(run, timeout=DEADLINE_S)
             request = llm.wait_request(_carrying(str(run)), start, DEADLINE_S)
-            out.append((float(request["ts"]) - ended) * 1000)
+            at = float(request["ts"])
+            from_end.append((at - _epoch(str(status["ended_at"]))) * 1000)
+            from_created.append((at - _created_at(str(status["owner_id"]), str(run))) * 1000)
             proc.wait(timeout=DEADLINE_S)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=DEADLINE_S)
-    return out[1:]
+    return from_end[1:], from_created[1:]
 
 
 def hcom_binary() -> str | None:
@@ -333,12 +366,10 @@ def main(quick: bool) -> None:
                     samples,
                     baseline,
                 )
-            samples = _headless_samples(Path(tmp) / "claude-headless", llm, count)
-            emit(
-                row(
-                    "run end -> model request (claude_code claude -p, Stop hook)", samples, baseline
-                )
-            )
+            samples, submitted = _headless_samples(Path(tmp) / "claude-headless", llm, count)
+            label = "claude_code claude -p, Stop hook"
+            emit(row(f"run end -> model request ({label})", samples, baseline))
+            emit(row(f"follow-up created -> model request ({label})", submitted, baseline))
             _report("claude_code claude -p", samples, baseline)
             hcom = hcom_binary()
             if hcom is None:

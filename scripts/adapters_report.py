@@ -4,15 +4,16 @@
     python scripts/adapters_report.py --quick    # 5 wake samples per harness instead of 20
     python scripts/adapters_report.py --no-wake  # levels only; the wake columns say so
 
-Every doctor test (file, tmux, webhook and claude_teams in tests/adapters; Claude Code on
-both pins, Claude Code's messaging socket, Codex, OpenCode and pi in tests/peers) passes
-`actors doctor delivery`'s output through tests/_levels.py, which appends one JSON line
-per observation to the file named by ACTORS_LEVELS_REPORT. This script sets it, runs
-those tests with ACTORS_REQUIRE_PEERS=1 (a harness that is not installed fails the run
-rather than vanishing from the table), keeps the rows of tests that passed, runs the wake
-bench with ACTORS_WAKE_REPORT, and rewrites the part of docs/adapters.md between the
-`levels:begin` and `levels:end` markers. The table is never edited by hand. Exits with
-pytest's status (the page is left alone when a test failed).
+Every doctor test (file, tmux, webhook and claude_teams in tests/adapters; Claude Code
+on both pins, Claude Code's messaging socket and its headless `claude -p`, Codex,
+OpenCode and pi in tests/peers) passes `actors doctor delivery`'s output through
+tests/_levels.py, which appends one JSON line per observation to the file named by
+ACTORS_LEVELS_REPORT. This script sets it, runs those tests with ACTORS_REQUIRE_PEERS=1
+(a harness that is not installed fails the run rather than vanishing from the table),
+keeps the rows of tests that passed, runs the wake bench with ACTORS_WAKE_REPORT, and
+rewrites the part of docs/adapters.md between the `levels:begin` and `levels:end`
+markers. The table is never edited by hand. Exits with pytest's status (the page is left
+alone when a test failed).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ DOCTOR_TESTS = [
     "tests/adapters/test_claude_teams.py",
     "tests/peers/test_claude_code.py",
     "tests/peers/test_claude_messaging.py",
+    "tests/peers/test_claude_headless.py",
     "tests/peers/test_codex.py",
     "tests/peers/test_opencode.py",
     "tests/peers/test_pi.py",

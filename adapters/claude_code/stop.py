@@ -135,6 +135,10 @@ def stop(data: dict[str, Any]) -> None:
         return
     deadline = time.monotonic() + config.seconds(config.STOP_WAIT)
     _warm()
+    if root.hosts.is_dir():  # runs of ours on hosts: their links carry follow-ups home
+        from runtime.hosts.link import ensure_links
+
+        ensure_links(root, session_id)
 
     def answer(text: str) -> dict[str, Any]:
         return {"decision": "block", "reason": text}

@@ -117,3 +117,23 @@ def test_a_live_run_holds_the_turn_at_most_the_configured_wait(
         assert actors.status(run["run"])["status"] == "running"
     finally:
         cli("kill", run["run"], "--session", SESSION)
+
+
+def test_a_count_file_planted_as_a_link_is_never_followed(home: StateRoot, session: Path) -> None:
+    """`stop_blocks` replaced by a symlink to a file of the user's: the hook neither reads
+    its count through it nor writes through it."""
+    elsewhere = session.parent.parent / "precious.json"
+    elsewhere.write_text('{"keep": true}')
+    (session / "stop_blocks").symlink_to(elsewhere)
+    _submit(home, "TOKEN-L1")
+    first = _stop(False, "-p", "x")  # a new turn: the count is written afresh, as a file
+    assert json.loads(first.stdout)["decision"] == "block"
+    assert elsewhere.read_text() == '{"keep": true}'
+    assert not (session / "stop_blocks").is_symlink()
+    (session / "stop_blocks").unlink()
+    (session / "stop_blocks").symlink_to(elsewhere)
+    _submit(home, "TOKEN-L2")
+    continued = _stop(True, "-p", "x")  # the count cannot be read: nothing is answered
+    assert continued.stdout == ""
+    assert elsewhere.read_text() == '{"keep": true}'
+    assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-TOKEN-L2"]
