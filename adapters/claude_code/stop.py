@@ -149,6 +149,9 @@ def stop(data: dict[str, Any]) -> None:
     with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, session_id)) as guard:
         guard.scan()  # its bell armed first; runs whose runner died are folded now
         while True:
+            # looked at first: a run settled by now has its follow-up in the inbox already
+            # (the marker is written after the append), so the hand-over below sees it
+            live = live_runs(root, session_id)
             SessionInbox(paths).read_barrier()  # the doorbell rings inside the appender's lock
             handed = hand_over(
                 root,
@@ -163,10 +166,16 @@ def stop(data: dict[str, Any]) -> None:
                 _write_blocks(paths.stop_blocks, blocks + 1, handed)
                 _note(paths.wakes, handed)  # the turn it continued (doctor D4-D6)
                 return
-            if not live_runs(root, session_id):
+            if not live:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                note_failure(
+                    "stop",
+                    f"waited {config.text(config.STOP_WAIT) or config.STOP_WAIT.default} s"
+                    " (ACTORS_STOP_WAIT) with runs still live: their follow-ups wait for"
+                    f" `actors inbox read --session {session_id}` or the session's next start",
+                )
                 return
             poller = select.poll()
             for watched in [fd, *guard.fds()]:

@@ -114,6 +114,7 @@ def test_a_live_run_holds_the_turn_at_most_the_configured_wait(
     try:
         done = _stop(False, "-p", "x", ACTORS_STOP_WAIT="0.5")
         assert done.stdout == ""  # the wait ran out: the turn ends, the run goes on
+        assert "(ACTORS_STOP_WAIT) with runs still live" in done.stderr
         assert actors.status(run["run"])["status"] == "running"
     finally:
         cli("kill", run["run"], "--session", SESSION)
