@@ -125,7 +125,7 @@ def stop(data: dict[str, Any]) -> None:
         _note(paths.wakes, before, completed=True)
     cap = block_cap()
     if cap and blocks >= cap:
-        if SessionInbox(paths).unread() or live_runs(root, session_id):
+        if SessionInbox(paths).unread() or unsettled(root, session_id):
             note_failure(
                 "stop",
                 f"Claude ends a turn continued {cap} times in a row"
@@ -146,27 +146,33 @@ def stop(data: dict[str, Any]) -> None:
     def count() -> bool:  # before answering: an answer past Claude's cap would be lost
         return _write_blocks(paths.stop_blocks, blocks + 1)
 
+    def handed_over() -> list[str]:
+        SessionInbox(paths).read_barrier()  # the doorbell rings inside the appender's lock
+        handed = hand_over(
+            root,
+            session_id,
+            boundary="Stop",
+            harness=HARNESS,
+            pick=pick_turn_end,
+            answer=answer,
+            before_output=count,
+        )
+        if handed:
+            _write_blocks(paths.stop_blocks, blocks + 1, handed)
+            _note(paths.wakes, handed)  # the turn it continued (doctor D4-D6)
+        return handed
+
     with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, session_id)) as guard:
         guard.scan()  # its bell armed first; runs whose runner died are folded now
+        live = unsettled(root, session_id)
         while True:
-            # looked at first: a run settled by now has its follow-up in the inbox already
-            # (the marker is written after the append), so the hand-over below sees it
-            live = live_runs(root, session_id)
-            SessionInbox(paths).read_barrier()  # the doorbell rings inside the appender's lock
-            handed = hand_over(
-                root,
-                session_id,
-                boundary="Stop",
-                harness=HARNESS,
-                pick=pick_turn_end,
-                answer=answer,
-                before_output=count,
-            )
-            if handed:
-                _write_blocks(paths.stop_blocks, blocks + 1, handed)
-                _note(paths.wakes, handed)  # the turn it continued (doctor D4-D6)
+            if handed_over():
                 return
+            live = {run for run in live if not settled(root, run)}
             if not live:
+                # settled after the look above: a run's follow-up is in the inbox before
+                # its marker, so one more look finds it
+                handed_over()
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -184,23 +190,29 @@ def stop(data: dict[str, Any]) -> None:
                 if ready == fd:
                     with contextlib.suppress(BlockingIOError):
                         os.read(fd, 65536)
-                else:
-                    guard.handle(ready)  # a runner ended (or died: its run is folded)
+                    continue
+                if ready == guard.bell.read:  # a runner of the session started: look again
+                    live = unsettled(root, session_id)
+                guard.handle(ready)  # a runner ended (or died: its run is folded)
 
 
-def live_runs(root: Any, owner: str) -> bool:
-    """Does `owner` have a run not yet settled (not ended, or ended with its follow-up
-    not yet submitted)? Settled is the guardian's test: the follow-up marker exists."""
+def unsettled(root: Any, owner: str) -> set[str]:
+    """The runs of `owner` not yet settled: not ended, or ended with their follow-up not
+    yet submitted (the guardian's test: the follow-up marker)."""
     from runtime.views.index import list_runs
-    from runtime.views.status import TERMINAL
 
-    for summary in list_runs(root):
-        if summary.get("owner_id") != owner:
-            continue
-        if summary.get("status") in TERMINAL and root.run(summary["run"]).followup.exists():
-            continue
-        return True
-    return False
+    return {
+        s["run"]
+        for s in list_runs(root)
+        if s.get("owner_id") == owner and not settled(root, s["run"])
+    }
+
+
+def settled(root: Any, run: str) -> bool:
+    """The run's follow-up is submitted (or not owed): its marker exists, written once
+    the follow-up is in the session's inbox. A run gone from runs/ is settled too."""
+    paths = root.run(run)
+    return paths.followup.exists() or not paths.dir.exists()
 
 
 def _warm() -> None:
@@ -258,4 +270,4 @@ def _note(path: Any, ids: list[str], **extra: Any) -> None:
         )
 
 
-__all__ = ["block_cap", "headless", "live_runs", "prints_once", "stop"]
+__all__ = ["block_cap", "headless", "prints_once", "settled", "stop", "unsettled"]

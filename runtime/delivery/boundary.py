@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.core import config
+from runtime.core.faults import pause_point
 from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import SessionPaths, session_paths
 
@@ -211,6 +212,7 @@ def hand_over(
             text, taken = _render(paths, session_id, entries, boundary)
             sys.stdout.write(json.dumps(answer(text), ensure_ascii=False) + "\n")
             sys.stdout.flush()  # answered: from here on they count as handed over
+            pause_point("boundary.after_answer")
             ids = [e["id"] for e in taken]
             inbox.mark_read(ids)
             runner.record_surfaced(

@@ -17,7 +17,7 @@ from adapters.claude_code.stop import prints_once
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import StateRoot, session_paths
-from tests.conftest import cli, stop_hook_as_claude
+from tests.conftest import AS_CLAUDE, cli, read_fifo_line, stop_hook_as_claude
 
 SESSION = "5e0c4f0e-1a2b-4c3d-8e9f-a0b1c2d3e4f5"
 
@@ -138,3 +138,40 @@ def test_a_count_file_planted_as_a_link_is_never_followed(home: StateRoot, sessi
     assert continued.stdout == ""
     assert elsewhere.read_text() == '{"keep": true}'
     assert [e["id"] for e in SessionInbox(session_paths(home, SESSION)).unread()] == ["d-TOKEN-L2"]
+
+
+def test_a_hook_killed_between_its_answer_and_the_mark_loses_nothing(
+    home: StateRoot, session: Path, tmp_path: Path
+) -> None:
+    """Claude acts on a Stop hook's answer only when it exits 0: one killed after writing
+    its answer and before marking the follow-up read has handed over nothing, and the
+    follow-up stays unread for the next stop, which hands it over once."""
+    import os
+    import signal
+
+    _submit(home, "TOKEN-K")
+    barrier = tmp_path / "barrier.fifo"
+    os.mkfifo(barrier)
+    event = {"session_id": SESSION, "hook_event_name": "Stop", "stop_hook_active": False}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE")}
+    env = {**base, "CLAUDE_CODE_ENTRYPOINT": "sdk-cli",
+           "ACTORS_PAUSE_AT": "boundary.after_answer", "ACTORS_PAUSE_FIFO": str(barrier)}  # fmt: skip
+    claude = subprocess.Popen(
+        [sys.executable, "-c", AS_CLAUDE, "-p", "x"], stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    assert claude.stdin is not None
+    claude.stdin.write(json.dumps(event))
+    claude.stdin.close()
+    pid, point = read_fifo_line(barrier).split()
+    assert point == "boundary.after_answer"
+    os.kill(int(pid), signal.SIGKILL)  # the answer is written, nothing is marked yet
+    claude.wait(timeout=30)
+    paths = session_paths(home, SESSION)
+    assert [e["id"] for e in SessionInbox(paths).unread()] == ["d-TOKEN-K"]
+    again = _stop(False, "-p", "x")
+    assert "Run TOKEN-K done" in json.loads(again.stdout)["reason"]
+    assert SessionInbox(paths).unread() == []
+    records = [json.loads(line) for line in paths.deliveries.read_text().splitlines()]
+    stops = [r for r in records if (r.get("metadata") or {}).get("boundary") == "Stop"]
+    assert len(stops) == 1
