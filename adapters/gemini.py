@@ -32,7 +32,7 @@ def after_agent(data: dict[str, Any], max_chain: int) -> None:
     root = StateRoot.from_env()
     chain_file = session_paths(root, session_id).gemini_chain
 
-    def guard() -> bool:
+    def guard(_ids: list[str]) -> bool:
         chain = 0
         if data.get("stop_hook_active") is True:
             with contextlib.suppress(Exception):

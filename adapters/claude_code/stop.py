@@ -143,8 +143,14 @@ def stop(data: dict[str, Any]) -> None:
     def answer(text: str) -> dict[str, Any]:
         return {"decision": "block", "reason": text}
 
-    def count() -> bool:  # before answering: an answer past Claude's cap would be lost
-        return _write_blocks(paths.stop_blocks, blocks + 1)
+    def count(ids: list[str]) -> bool:
+        """Before answering (an answer past Claude's cap would be lost): the count, and
+        in the wake log the turn it continues (doctor D4-D6); Claude waits for our exit,
+        so nothing of ours is left to do after the answer but the hand-over's marks."""
+        if not _write_blocks(paths.stop_blocks, blocks + 1, ids):
+            return False
+        _note(paths.wakes, ids)
+        return True
 
     def handed_over() -> list[str]:
         SessionInbox(paths).read_barrier()  # the doorbell rings inside the appender's lock
@@ -157,9 +163,6 @@ def stop(data: dict[str, Any]) -> None:
             answer=answer,
             before_output=count,
         )
-        if handed:
-            _write_blocks(paths.stop_blocks, blocks + 1, handed)
-            _note(paths.wakes, handed)  # the turn it continued (doctor D4-D6)
         return handed
 
     with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, session_id)) as guard:
@@ -248,7 +251,8 @@ def _write_blocks(path: Any, blocks: int, handed: list[str] | None = None) -> bo
     from runtime.store.writes import write_json_atomic
 
     try:
-        write_json_atomic(path, {"blocks": blocks, "handed": handed or []})
+        # not fsynced: the count matters only to the Claude process now running
+        write_json_atomic(path, {"blocks": blocks, "handed": handed or []}, fsync=False)
     except Exception:  # a full disk, a planted link
         return False
     return True

@@ -174,14 +174,14 @@ def hand_over(
     harness: str,
     pick: Pick,
     answer: Callable[[str], dict[str, Any]],
-    before_output: Callable[[], bool] | None = None,
+    before_output: Callable[[list[str]], bool] | None = None,
 ) -> list[str]:
     """Write the hook's answer (one JSON line on stdout) holding the follow-ups `pick`
     selects, then mark them read and journal them delivered; the delivery ids handed
     over ([] when nothing was).
 
-    `before_output`, run under the locks once there is something to hand over, may
-    veto the hand-over (a loop guard) by returning False."""
+    `before_output`, run under the locks once the answer is rendered, is given the
+    delivery ids it holds and may veto the hand-over (a loop guard) by returning False."""
     paths = session_paths(root, session_id)
     inbox = SessionInbox(paths)
     if not paths.inbox.exists() or not any(
@@ -207,13 +207,15 @@ def hand_over(
     try:
         with locked(paths.deliver_lock, timeout_s=wait), locked(paths.inbox_lock, timeout_s=wait):
             entries = chosen()
-            if not entries or (before_output is not None and not before_output()):
+            if not entries:
                 return []
             text, taken = _render(paths, session_id, entries, boundary)
+            ids = [e["id"] for e in taken]
+            if before_output is not None and not before_output(ids):
+                return []
             sys.stdout.write(json.dumps(answer(text), ensure_ascii=False) + "\n")
             sys.stdout.flush()  # answered: from here on they count as handed over
             pause_point("boundary.after_answer")
-            ids = [e["id"] for e in taken]
             inbox.mark_read(ids)
             runner.record_surfaced(
                 session_id, ids, harness=harness, boundary=boundary, pending_only=False
