@@ -222,7 +222,8 @@ def _warm() -> None:
     """Import the hand-over's modules before waiting, so a wake costs only its work."""
     import runtime.delivery.contract
     import runtime.delivery.engine
-    import runtime.delivery.render  # noqa: F401
+    import runtime.delivery.render
+    import runtime.store.writes  # noqa: F401
 
 
 def _blocks_so_far(path: Any, data: dict[str, Any]) -> tuple[int, list[str]]:

@@ -66,10 +66,10 @@ never starts a line (the gutter), so only our own header lines match."""
 
 
 def new_nonce() -> str:
-    """A fresh fence nonce: 64 random bits, never derived from anything a run sees."""
-    import secrets  # function-level: the hooks' socket-wake path reads headers only
-
-    return secrets.token_hex(8)
+    """A fresh fence nonce: 64 random bits from the OS's CSPRNG (what `secrets.token_hex`
+    reads, without its ~9 ms import on a hook's path), never derived from anything a run
+    sees."""
+    return os.urandom(8).hex()
 
 
 def token(value: Any, limit: int = 120) -> str:
