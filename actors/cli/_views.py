@@ -133,11 +133,7 @@ def _timing(run: Mapping[str, Any], now: float) -> list[str]:
         except ValueError:
             end = None
     code = run.get("code") if run.get("status") in TERMINAL else None
-    return [
-        started,
-        "-" if end is None else duration(end - start),
-        "-" if code is None else str(code),
-    ]
+    return [started, "-" if end is None else duration(end - start), "-" if code is None else str(code)]
 
 
 def duration(seconds: float) -> str:

@@ -281,9 +281,7 @@ TABLE: tuple[Command, ...] = (
         "Serve a live local web view of runs, rooms and sessions (Ctrl-C stops it).",
     ),
     Command("mcp", "actors.cli.mcp:mcp_cmd", "Serve the coordinator tools over MCP (stdio)."),
-    Command(
-        "hook", "actors.cli.hook_commands:hook_group", "Harness hook commands (run by Claude Code)."
-    ),
+    Command("hook", "actors.cli.hook_commands:hook_group", "Harness hook commands (run by Claude Code)."),
     Command(
         "install",
         "actors.cli.install:install_cmd",
