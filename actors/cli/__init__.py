@@ -15,11 +15,31 @@ import os
 import sys
 from typing import Any
 
+_OUT_OF_MEMORY = b"actors: out of memory; free memory (or raise the process's memory limit)\n"
+"""The line for memory that ran out where nothing more could be built (made before it is
+needed: the same words runtime.core.errors.resource_error gives a MemoryError)."""
+
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one readable line and exit status 2 for any input error, and
     for an environment that ran out of something (a full or read-only disk, no
-    descriptors or memory left, stdout that cannot be written)."""
+    descriptors or memory left, stdout that cannot be written).
+
+    Memory can run out anywhere, also before the command's own handler stands (importing
+    the configuration, wrapping stdout) or inside it: whatever MemoryError escapes ends
+    here with the prepared line, written with no allocation of its own (a hook keeps its
+    own rule: exit 0, since its 2 would wake a Claude Code model with this line)."""
+    hook = (sys.argv[1:2] if argv is None else argv[:1]) == ["hook"]
+    try:
+        return _main(argv)
+    except MemoryError:
+        try:
+            os.write(2, _OUT_OF_MEMORY)
+        finally:
+            os._exit(0 if hook else 2)
+
+
+def _main(argv: list[str] | None) -> Any:
     from runtime.core import config
     from runtime.core.errors import ActorsError, resource_error
 
