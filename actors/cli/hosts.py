@@ -99,3 +99,26 @@ def host_link(name: str) -> None:
     from runtime.hosts.link import relay
 
     relay(_root(), name)
+
+
+@host_group.command("spawn", hidden=True)
+def host_spawn() -> None:
+    """On a host: start the run a coordinator's `spawn --host` sent as one JSON request
+    on stdin (no value of it is ever in a command line), and answer as `spawn --json`."""
+    from actors.cli._lifecycle import spawn
+    from runtime.hosts.spawning import MAX_REQUEST_BYTES, read_wire, sent_recipe_path
+
+    root = _root()
+    wire = read_wire(sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1))
+    sent = sent_recipe_path(root, wire)
+    spawn(
+        recipe=sent or wire["recipe"],
+        template=wire["template"],
+        as_=wire["run"],
+        values=wire["values"],
+        secrets=wire["secrets"],
+        session=wire["session"],
+        group=wire["group"],
+        after=wire["after"],
+        as_json=True,
+    )

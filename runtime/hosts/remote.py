@@ -1,4 +1,4 @@
-"""A run on a host, driven from here: `host add / ls / rm`, `spawn --host`, and every
+"""A run on a host, driven from here: `host add / ls / rm`, and every
 verb given a `run:<host>/<id>` address, which is the remote `actors`'s own verb sent
 over the host's connection (so a remote run has exactly the remote's semantics: its
 kill is the remote's kill, on the remote machine).
@@ -10,9 +10,7 @@ this root's one session there.
 
 from __future__ import annotations
 
-import json
 import secrets
-import string
 import subprocess
 import sys
 from typing import Any, NamedTuple
@@ -30,7 +28,6 @@ from runtime.hosts.records import (
     list_hosts,
     outstanding,
     parse_url,
-    place,
     placement,
     placements,
     save_host,
@@ -195,90 +192,10 @@ def remove_host(root: StateRoot, name: str, *, force: bool) -> None:
 # -- runs -------------------------------------------------------------------------------
 
 
-def _take_option(args: list[str], option: str) -> str | None:
-    """Remove `option VALUE` / `option=VALUE` from args; its value (the last given)."""
-    value = None
-    i = 0
-    while i < len(args):
-        if args[i] == option and i + 1 < len(args):
-            value = args[i + 1]
-            del args[i : i + 2]
-        elif args[i].startswith(option + "="):
-            value = args[i].split("=", 1)[1]
-            del args[i]
-        else:
-            i += 1
-    return value
-
-
-def _option_value(args: list[str], options: tuple[str, ...]) -> str | None:
-    for index, arg in enumerate(args[:-1]):
-        if arg in options:
-            return args[index + 1]
-    return next((a.split("=", 1)[1] for a in args for o in options if a.startswith(o + "=")), None)
-
-
-def _take_flag(args: list[str], flag: str) -> bool:
-    found = flag in args
-    while flag in args:
-        args.remove(flag)
-    return found
-
-
 def _principal(root: StateRoot, session: str | None) -> str:
     from runtime.runs.ownership import current_principal
 
     return current_principal(root, session).id
-
-
-def spawn_remote(root: StateRoot, args: list[str]) -> int:
-    """`actors spawn --host NAME ...`: placed here first, then started there."""
-    from runtime.hosts.link import start_link
-
-    args = list(args)
-    name = _take_option(args, "--host") or ""
-    if _take_option(args, "--recipe") is not None:
-        raise BadInput(
-            "--recipe FILE cannot be sent to a host yet",
-            hint="use a recipe the host has (actors spawn --host H NAME) or -t TEMPLATE",
-        )
-    host = Host.load(root, name)
-    owner = _principal(root, _take_option(args, "--session"))
-    as_json = _take_flag(args, "--json")
-    wanted = _take_option(args, "--as")
-    if wanted is not None:
-        run_id = check_id(wanted[4:] if wanted.startswith("run:") else wanted)
-    else:
-        label = next((a for a in args if not a.startswith("-")), "run") if args else "run"
-        label = label if is_valid_id(label) and len(label) < 40 else "run"
-        run_id = f"{label}-" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
-    if placement(root, name, run_id) is not None:
-        raise Conflict(f"run {run_id} was already placed on {name}", hint="choose another --as")
-    template = _option_value(args, ("-t", "--template"))
-    recipe = next((a for a in args if not a.startswith("-")), None) if template is None else None
-    place(root, name, run_id, owner, what=template or recipe or "")
-    remote = [*args, "--as", f"run:{run_id}", "--session", host.record["session"], "--json"]
-    try:
-        done = host.run(["spawn", *remote], timeout=120)
-    except BaseException:
-        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
-        raise
-    if done.returncode != 0:
-        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
-        sys.stderr.write(_remote_error(host, done.stderr))
-        return done.returncode
-    try:
-        started = _answer(host, done.stdout)
-    except BaseException:
-        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
-        raise
-    start_link(root, name)
-    address = str(RemoteRef(name, run_id))
-    if as_json:
-        print(json.dumps({**started, "run": run_id, "host": name, "address": address}, indent=2))
-    else:
-        print(address)
-    return 0
 
 
 def _answer(host: Host, stdout: str) -> dict[str, Any]:

@@ -281,12 +281,14 @@ def test_a_host_dir_planted_as_a_symlink_is_never_removed_through(
 HOSTILE = """#!/bin/sh
 # the host's actors, except where {mode} names a verb to answer with hostile output
 mode=$(cat {mode})
-case "$mode:$1" in
+verb=$1
+[ "$1" = host ] && verb="host-$2"
+case "$mode:$verb" in
   version:--version) printf 'actors, version 9\\033]0;pwned\\007%s\\n\\033[2J\\n' "$(head -c 100000 /dev/zero | tr '\\0' A)"; exit 0 ;;
-  garbage:spawn) printf '\\033]0;pwned\\007not json at all\\n'; exit 0 ;;
-  deep:spawn) head -c 100000 /dev/zero | tr '\\0' '['; exit 0 ;;
-  list:spawn) printf '[1, 2]\\n'; exit 0 ;;
-  badutf8:spawn|badutf8:--version) printf 'actors, version \\377\\376\\033[2J\\n'; exit 0 ;;
+  garbage:host-spawn) printf '\\033]0;pwned\\007not json at all\\n'; exit 0 ;;
+  deep:host-spawn) head -c 100000 /dev/zero | tr '\\0' '['; exit 0 ;;
+  list:host-spawn) printf '[1, 2]\\n'; exit 0 ;;
+  badutf8:host-spawn|badutf8:--version) printf 'actors, version \\377\\376\\033[2J\\n'; exit 0 ;;
   loud:status) printf 'out \\033]0;pwned\\007 \\033[2J end\\n'; printf 'err \\033]0;pwned2\\007\\n' >&2; exit 0 ;;
 esac
 exec actors "$@"
@@ -509,13 +511,6 @@ def test_the_message_options_are_the_commands_own() -> None:
     assert set(MESSAGE_ARGS.options) == MESSAGE_VALUE_OPTIONS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: spawn --host sends a --secret value in the remote command line "
-    "(runtime.hosts.remote.spawn_remote -> ssh's argv here -> the host's shell and "
-    "`actors spawn` argv there), where any user of the host reads it in `ps` for the "
-    "spawn's life; it belongs on the ssh channel's stdin",
-)
 def test_a_secret_for_a_remote_run_is_not_in_any_command_line(
     ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
 ) -> None:
