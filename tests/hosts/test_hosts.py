@@ -463,3 +463,82 @@ def test_tail_follows_and_cancel_stops_a_remote_run(
     assert cli("cancel", second, "--session", "coord", "--grace", "1").returncode == 0
     assert json.loads(cli("status", second, "--json").stdout)["status"] == "cancelled"
     assert not any("sleep 31340" in p for p in host.processes())
+
+
+def test_a_recipe_file_here_runs_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """`--recipe FILE` (or a RECIPE that is a path) is this machine's file: its content is
+    sent, the host runs it under the file's name, with the values given here."""
+    host = ssh_hosts[1]
+    add(host)
+    recipe = tmp_path / "greet.json"
+    recipe.write_text(json.dumps({"template": "printf %s {greeting=hello}"}))
+    address = spawn(host, "--recipe", str(recipe), "-v", "greeting=from here")
+    assert address.startswith(f"run:{host.name}/greet-")
+    assert cli("wait", address, "--timeout", "60").returncode == 0
+    assert "from here" in cli("result", address).stdout
+    by_path = spawn(host, str(recipe))  # RECIPE as a path: still this machine's file
+    assert cli("wait", by_path, "--timeout", "60").returncode == 0
+    assert "hello" in cli("result", by_path).stdout
+    kept = list((host.state / "sessions").glob("via-*/recipes/*/greet.json"))
+    assert kept and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in kept)
+
+
+def test_a_bad_recipe_file_is_one_line_and_nothing_reaches_the_host(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """Read and checked here first: bad JSON, a huge file, a FIFO, a missing file, a
+    recipe that imports others, one that is no recipe: one line, exit 2, no placement,
+    no run there (nothing was sent)."""
+    host = ssh_hosts[0]
+    add(host)
+    bad = {
+        "notjson.json": "{not json",
+        "list.json": "[1, 2]",
+        "imports.json": json.dumps({"imports": ["other"], "template": "true"}),
+        "schema.json": json.dumps({"template": 5}),
+        "unknown.json": json.dumps({"nosuchkey": "x", "template": "true"}),
+        "deep.json": "[" * 100_000,
+        "huge.json": json.dumps({"template": "true", "pad": "x" * (2 << 20)}),
+    }
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+    os.mkfifo(tmp_path / "fifo.json")
+    runs_there = host.state / "runs"
+    before = sorted(p.name for p in runs_there.iterdir()) if runs_there.is_dir() else []
+    for name in [*bad, "fifo.json", "missing.json"]:
+        done = cli(
+            "spawn", "--host", host.name, "--recipe", str(tmp_path / name), "--session", "coord"
+        )
+        assert done.returncode == 2, (name, done.stderr)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    placed = ssh_home.host(host.name).placements
+    assert not placed.exists() or not any(placed.iterdir())
+    after = sorted(p.name for p in runs_there.iterdir()) if runs_there.is_dir() else []
+    assert after == before
+
+
+def test_spawn_host_values_that_read_like_options_stay_values(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """The remote request is built from the options click parsed, never from the raw
+    words: a template that reads `--json`, a value that reads `--session intruder`, a
+    secret's name that reads like an option are each the one value they were given."""
+    host = ssh_hosts[0]
+    add(host)
+    done = cli(
+        "spawn", "--host", host.name, "--session", "coord", "--as", "run:optlike",
+        "-t", "--json", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["address"] == f"run:{host.name}/optlike"
+    record = json.loads((host.state / "runs" / "optlike" / "run.json").read_text())
+    assert "--json" in json.dumps(record.get("recipe") or record)
+    address = spawn(host, "-t", "printf %s {v}", "-v", "v=x --session intruder --host=beta")
+    assert cli("wait", address, "--timeout", "60").returncode == 0
+    assert 'result   "x --session intruder --host=beta"\n' in cli("result", address).stdout
+    waited = cli("spawn", "--host", host.name, "-t", "true", "--wait", "--session", "coord")
+    assert waited.returncode == 2 and waited.stderr.count("\n") == 1
+    dup = cli("spawn", "--host", host.name, "-t", "echo {a}", "-v", "a=1", "-v", "a=2")
+    assert dup.returncode == 2 and "given twice" in dup.stderr
