@@ -122,3 +122,14 @@ def host_spawn() -> None:
         after=wire["after"],
         as_json=True,
     )
+
+
+@host_group.command("deliver", hidden=True)
+@click.option("--session", required=True)
+def host_deliver(session: str) -> None:
+    """On a host: deliver the coordinator's queued messages (JSON lines on stdin) to the
+    runs of SESSION, each key once, one answer line each."""
+    from runtime.hosts.outbox import receive
+    from runtime.store.layout import check_id
+
+    receive(_root(), check_id(session, "session id"), sys.stdin.buffer, sys.stdout)

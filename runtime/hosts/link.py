@@ -198,7 +198,14 @@ def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
 
 def relay_once(host: Host) -> bool:
     """One connection's life: relay until the channel drops (False) or nothing of the
-    host is out any more (True)."""
+    host is out any more (True). Each (re)connect first sends the messages queued here
+    while the host could not be reached (runtime.hosts.outbox), in order."""
+    from runtime.hosts.outbox import flush
+
+    try:
+        flush(host)
+    except ActorsError as err:
+        _log(host, f"messages not sent yet: {err}")
     argv = host.command(["host", "serve", "--session", host.record["session"]])
     with subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL

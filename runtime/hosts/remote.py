@@ -10,6 +10,7 @@ this root's one session there.
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from runtime.hosts.address import message_address
 from runtime.hosts.host import Host
 from runtime.hosts.records import (
     HostRecord,
+    Placement,
     end_placement,
     forget_host,
     host_paths,
@@ -53,6 +55,19 @@ class RemoteCall(NamedTuple):
     """Its arguments, less --session (the host is given its own)."""
     force: bool
     session: str | None
+
+
+class RemoteMessage(NamedTuple):
+    """`actors message run:<host>/<id> ...` as its click command parsed it."""
+
+    address: str
+    type: str
+    body: Any
+    summary: str | None
+    reply_to: str | None
+    force: bool
+    session: str | None
+    as_json: bool
 
 
 class RemoteRef(NamedTuple):
@@ -227,9 +242,74 @@ def _remote_error(host: Host, stderr: str) -> str:
     )
 
 
-def forward(root: StateRoot, call: RemoteCall) -> int:
+def _placed_for(root: StateRoot, ref: RemoteRef, caller: str | None, force: bool) -> Placement:
+    """The placement of `ref`; refused unless `caller` (when given) owns it or --force."""
+    placed = placement(root, ref.host, ref.run)
+    if placed is None:
+        raise NotFound(
+            f"no run {ref.run} placed on host {ref.host} from here",
+            hint=f"actors ls shows the runs placed on hosts; {ref.host}'s own are its business",
+        )
+    if caller is not None and placed["session"] != caller and not force:
+        raise Refused(
+            f"{ref} belongs to session {placed['session']}, not {caller}",
+            hint="act as that session (--session), or --force",
+        )
+    return placed
+
+
+def send_message(root: StateRoot, call: RemoteMessage) -> int:
+    """`actors message run:<host>/<id>`: durable in the host's outbox here first, then
+    sent (runtime.hosts.outbox); a host that cannot be reached now gets it when the link
+    returns, and the sender is told so."""
+    from runtime.hosts import outbox
+
+    ref = remote_ref(call.address)
+    assert ref is not None
+    host = Host.load(root, ref.host)
+    caller = _principal(root, call.session)
+    placed = _placed_for(root, ref, caller, call.force)
+    if placed.get("state") == "ended":
+        raise Conflict(
+            f"{ref} has ended ({placed.get('status') or 'ended'}); nothing reads its mailbox "
+            "any more",
+            hint=f"see `actors result {ref}`",
+        )
+    message = outbox.new_message(
+        ref.run,
+        caller,
+        call.type,
+        call.body,
+        summary=call.summary,
+        reply_to=call.reply_to,
+        force=call.force,
+    )
+    now = outbox.send(host, message)
+    said = outbox.outcome(host, now)
+    if now["state"] == "refused":
+        answer = now.get("answer") or {}
+        why = one_line(str(answer.get("error") or "refused"), 400)
+        hint = one_line(str(answer.get("hint") or ""), 200)
+        sys.stderr.write(
+            f"actors: on host {host.name}: {why}" + (f"; {hint}" if hint else "") + "\n"
+        )
+        code = answer.get("code")
+        return code if isinstance(code, int) and 0 < code < 256 else 2
+    if call.as_json:
+        print(json.dumps(said, indent=2, ensure_ascii=False, default=str))
+    elif now["state"] == "queued":
+        print(outbox.UNREACHABLE.format(host=host.name))
+    else:
+        print(" ".join(f"{k}={one_line(str(v), 200)}" for k, v in said.items()))
+    return 0
+
+
+def forward(root: StateRoot, call: RemoteCall | RemoteMessage) -> int:
     """A verb with `run:<host>/<id>` addresses: run as the host's own verb over its
-    connection, output streamed (tail -f follows), exit status the remote's."""
+    connection, output streamed (tail -f follows), exit status the remote's. A message
+    goes through the host's outbox (send_message)."""
+    if isinstance(call, RemoteMessage):
+        return send_message(root, call)
     verb, rest, force, session = call.verb, list(call.args), call.force, call.session
     refs: list[RemoteRef] = []
     # a message's address is its first argument: its type and body are text, which may
@@ -258,17 +338,7 @@ def forward(root: StateRoot, call: RemoteCall) -> int:
     host = Host.load(root, name)
     caller = _principal(root, session) if verb in CONTROL_VERBS else None
     for ref in refs:
-        placed = placement(root, name, ref.run)
-        if placed is None:
-            raise NotFound(
-                f"no run {ref.run} placed on host {name} from here",
-                hint=f"actors ls shows the runs placed on hosts; {name}'s own are its business",
-            )
-        if caller is not None and placed["session"] != caller and not force:
-            raise Refused(
-                f"{ref} belongs to session {placed['session']}, not {caller}",
-                hint="act as that session (--session), or --force",
-            )
+        _placed_for(root, ref, caller, force)
     # right after the verb: after the arguments it could land behind a `--` (a body
     # that starts with '-'), where it would be read as more arguments
     mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
