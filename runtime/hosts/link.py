@@ -27,7 +27,7 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
 from runtime.core import config
@@ -65,6 +65,7 @@ def serve(root: StateRoot, session: str, out: IO[str], in_fd: int = 0) -> None:
     pending = b""
     with doorbell(paths.doorbells) as bell, contextlib.closing(Guard(root, session)) as guard:
         guard.scan(fail_fast=True)  # runs of ours whose runner died are folded now
+        out.write('{"ready":true}\n')  # the channel is up: the coordinator sends its queue
         while True:
             inbox.read_barrier()
             for entry in inbox.unread():
@@ -173,9 +174,21 @@ MAX_LINE = 4 << 20
 """The longest line a host may send (a follow-up is far smaller): a longer one is dropped."""
 
 
-def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
+def _flush_outbox(host: Host) -> None:
+    from runtime.hosts.outbox import flush
+
+    try:
+        flush(host)
+    except ActorsError as err:
+        _log(host, f"messages not sent yet: {err}")
+
+
+def _entries(
+    host: Host, stream: IO[bytes], on_ready: Callable[[], None] = lambda: None
+) -> Iterator[dict[str, Any]]:
     """The host's lines as entries: bounded in size and depth (runtime.core.bounded_json);
-    anything else is logged and skipped, never held in memory whole."""
+    anything else is logged and skipped, never held in memory whole. The host's first
+    line, `{"ready": true}`, calls `on_ready`: the channel is up."""
     from runtime.core.bounded_json import decode
 
     while True:
@@ -188,7 +201,11 @@ def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
                 line = stream.readline(MAX_LINE + 1)
             continue
         try:
-            entry = decode(line, max_bytes=MAX_LINE)["followup"]
+            found = decode(line, max_bytes=MAX_LINE)
+            if found == {"ready": True}:
+                on_ready()
+                continue
+            entry = found["followup"]
         except (ValueError, KeyError, TypeError, ActorsError):
             _log(host, "skipped a line from the host that is not a follow-up")
             continue
@@ -198,20 +215,15 @@ def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
 
 def relay_once(host: Host) -> bool:
     """One connection's life: relay until the channel drops (False) or nothing of the
-    host is out any more (True). Each (re)connect first sends the messages queued here
-    while the host could not be reached (runtime.hosts.outbox), in order."""
-    from runtime.hosts.outbox import flush
-
-    try:
-        flush(host)
-    except ActorsError as err:
-        _log(host, f"messages not sent yet: {err}")
+    host is out any more (True). Once the channel is up (the host's first line says so),
+    the messages queued here while the host could not be reached are sent, in order
+    (runtime.hosts.outbox)."""
     argv = host.command(["host", "serve", "--session", host.record["session"]])
     with subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     ) as channel:
         assert channel.stdin is not None and channel.stdout is not None
-        for entry in _entries(host, channel.stdout):
+        for entry in _entries(host, channel.stdout, on_ready=lambda: _flush_outbox(host)):
             accepted = accept(host, entry)
             pause_point("hosts.relay.before_ack")
             try:
