@@ -33,7 +33,6 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 from runtime.core import config
 from runtime.core.errors import ActorsError
 from runtime.core.faults import pause_point
-from runtime.core.ids import now_iso
 from runtime.hosts.host import Host
 from runtime.hosts.records import end_placement, outstanding, placement
 from runtime.store.layout import StateRoot
@@ -102,15 +101,6 @@ def _ack_of(line: bytes) -> str | None:
 # -- here -------------------------------------------------------------------------------
 
 
-def _log(host: Host, text: str) -> None:
-    if not host.paths.record.exists():
-        return  # the host was removed (`host rm --force`): nothing to write it into
-    with contextlib.suppress(OSError, ActorsError):
-        from runtime.store.appends import append_jsonl
-
-        append_jsonl(host.paths.link_log, {"ts": now_iso(), "event": text})
-
-
 class Accepted(NamedTuple):
     ack: str
     """The host's inbox entry id, acked once the follow-up is durable here."""
@@ -136,7 +126,7 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
         # after the run's end (its terminal follow-up, or a kill or cancel from here)
         # nothing more of it is owed: a host repeating the end under fresh ids is refused
         why = "not a run placed on this host" if placed is None else "its run has ended"
-        _log(host, f"refused a follow-up from {sender[:80]!r}: {why}")
+        host.log(f"refused a follow-up from {sender[:80]!r}: {why}")
         return Accepted(str(entry.get("id")))
     address = f"run:{host.name}/{run_id}"
     envelope["from"] = address
@@ -180,7 +170,7 @@ def _flush_outbox(host: Host) -> None:
     try:
         flush(host)
     except ActorsError as err:
-        _log(host, f"messages not sent yet: {err}")
+        host.log(f"messages not sent yet: {err}")
 
 
 def _entries(
@@ -196,7 +186,7 @@ def _entries(
         if not line:
             return
         if not line.endswith(b"\n"):
-            _log(host, f"dropped a line longer than {MAX_LINE} bytes from the host")
+            host.log(f"dropped a line longer than {MAX_LINE} bytes from the host")
             while line and not line.endswith(b"\n"):
                 line = stream.readline(MAX_LINE + 1)
             continue
@@ -207,7 +197,7 @@ def _entries(
                 continue
             entry = found["followup"]
         except (ValueError, KeyError, TypeError, ActorsError):
-            _log(host, "skipped a line from the host that is not a follow-up")
+            host.log("skipped a line from the host that is not a follow-up")
             continue
         if isinstance(entry, dict) and isinstance(entry.get("envelope"), dict):
             yield entry
@@ -237,7 +227,7 @@ def relay_once(host: Host) -> bool:
                 channel.stdin.close()
                 channel.wait()
                 return True
-    _log(host, f"channel closed (ssh exit status {channel.returncode})")
+    host.log(f"channel closed (ssh exit status {channel.returncode})")
     return not outstanding(host.root, host.name)
 
 
@@ -260,7 +250,7 @@ def relay(root: StateRoot, name: str) -> None:
                     if relay_once(host):
                         break
                 except ActorsError as err:
-                    _log(host, str(err))
+                    host.log(str(err))
                 if time.monotonic() - started > 60:
                     attempt = 0  # it was up for a while: start the backoff over
                 time.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])

@@ -131,8 +131,8 @@ def new_message(
 
 def send(host: Host, message: Queued) -> Queued:
     """Queue `message`, flush the outbox, and return the message's state now. When it is
-    still queued (the host is unreachable), its sender is recorded as told so, and the
-    host's link is started to carry it when the host is back."""
+    still queued (the host is unreachable), its sender is recorded as told so (the caller
+    starts the host's link, to carry it when the host is back)."""
     from runtime.store.appends import locked
 
     queue(host, message)
@@ -142,10 +142,6 @@ def send(host: Host, message: Queued) -> Queued:
         mine = next(m for m in messages(host) if m["key"] == message["key"])
         if mine["state"] == "queued":
             _mark(host, mine["key"], told="queued")
-    if mine["state"] == "queued":
-        from runtime.hosts.link import start_link
-
-        start_link(host.root, host.name)
     return mine
 
 
@@ -174,14 +170,13 @@ def flush_locked(host: Host, *, own: str | None) -> None:
         assert channel.stdin is not None and channel.stdout is not None
         assert channel.stderr is not None
         timer = threading.Timer(FLUSH_TIMEOUT_S + len(queued), channel.kill)
-        timer.start()
         err = bytearray()
-        drain = threading.Thread(target=lambda: err.extend(channel.stderr.read(1 << 16)))  # type: ignore[union-attr]
-        drain.start()
+        # written and drained alongside the answers: no pipe can stall the others
+        feeder = threading.Thread(target=_feed, args=(channel.stdin, wire), daemon=True)
+        drain = threading.Thread(target=_drain, args=(channel.stderr, err), daemon=True)
+        for thread in (timer, feeder, drain):
+            thread.start()
         try:
-            with contextlib.suppress(BrokenPipeError):
-                channel.stdin.write(wire)
-                channel.stdin.close()
             while line := channel.stdout.readline(MAX_ANSWER + 1):
                 answer = _answer_of(line)
                 message = by_key.pop(str(answer.get("key")), None) if answer else None
@@ -189,14 +184,15 @@ def flush_locked(host: Host, *, own: str | None) -> None:
                     continue  # not an answer to what was sent: ignored
                 pause_point("hosts.outbox.before_mark")
                 refused = "error" in answer
-                _mark(
-                    host, message["key"], state="refused" if refused else "delivered", answer=answer
-                )
+                state = "refused" if refused else "delivered"
+                _mark(host, message["key"], state=state, answer=answer)
                 if refused and message["key"] != own and message.get("told") == "queued":
                     _tell_refused(host, message, answer)
             channel.wait()
         finally:
             timer.cancel()
+            channel.kill()
+            feeder.join()
             drain.join()
     if by_key:  # some were not answered: the channel was cut or ssh failed
         r = host.record
@@ -206,6 +202,20 @@ def flush_locked(host: Host, *, own: str | None) -> None:
             f"host {host.name}: the message channel ended with {len(by_key)} unanswered "
             f"(exit status {channel.returncode})"
         )
+
+
+def _feed(stdin: IO[bytes], wire: bytes) -> None:
+    with contextlib.suppress(OSError):  # the channel went: what was not answered stays
+        stdin.write(wire)
+    with contextlib.suppress(OSError):
+        stdin.close()
+
+
+def _drain(stderr: IO[bytes], tail: bytearray) -> None:
+    """ssh's stderr, its last 64 KiB kept (its last line says why it failed)."""
+    while chunk := stderr.read(1 << 16):
+        tail.extend(chunk)
+        del tail[: -(1 << 16)]
 
 
 def _wire(message: Queued) -> dict[str, Any]:
@@ -260,9 +270,7 @@ def _tell_refused(host: Host, message: Queued, answer: dict[str, Any]) -> None:
             delivery_id=f"{host.name}:refused:{message['key']}",
         )
     except ActorsError as err:
-        from runtime.hosts.link import _log
-
-        _log(host, f"could not tell {message['sender']} of a refused message: {err}")
+        host.log(f"could not tell {message['sender']} of a refused message: {err}")
 
 
 def outcome(host: Host, message: Queued) -> dict[str, Any]:
@@ -301,6 +309,10 @@ def receive(root: StateRoot, session: str, source: IO[bytes], out: IO[str]) -> N
     seen: dict[str, dict[str, Any]] = {}
     offset, identity = 0, None
     while line := source.readline(MAX_ANSWER + 1):
+        if not line.endswith(b"\n"):  # longer than any message: skipped whole
+            while line and not line.endswith(b"\n"):
+                line = source.readline(MAX_ANSWER + 1)
+            continue
         with locked(paths.dir / ".host-receipts.lock"):
             chunk = read_jsonl(receipts, offset=offset, identity=identity)
             offset, identity = chunk.next_offset, chunk.identity

@@ -285,6 +285,10 @@ def send_message(root: StateRoot, call: RemoteMessage) -> int:
         force=call.force,
     )
     now = outbox.send(host, message)
+    if now["state"] == "queued":
+        from runtime.hosts.link import start_link
+
+        start_link(root, host.name)
     said = outbox.outcome(host, now)
     if now["state"] == "refused":
         answer = now.get("answer") or {}

@@ -640,3 +640,57 @@ def test_a_hosts_key_never_becomes_a_path(home: StateRoot) -> None:
     for bad in (escape, ".hidden", "a/b", "x\x1b[2J", ""):
         with pytest.raises(BadInput):
             session_paths(home, "coord").body(bad)
+
+
+def test_an_outbox_planted_as_a_symlink_is_never_written_through(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """A message is written to the host's outbox before anything else: a symlink planted
+    there is refused in one line, its target untouched."""
+    from runtime.hosts.records import place
+
+    _fake_host(home, "alpha")
+    place(home, "alpha", "mine", "coord")
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    home.host("alpha").outbox.symlink_to(target)
+    done = cli("message", "--session", "coord", "run:alpha/mine", "note", "x")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert target.read_text() == "keep\n"
+
+
+def test_the_host_accepts_a_key_once_and_nothing_but_keys(home: StateRoot) -> None:
+    """`actors host deliver`'s side, on a real run of this root: a key delivered, sent
+    again (a lost answer), sent again after its receipt was lost (cut off after the
+    delivery) is one message in the mailbox; a line with a hostile key, or no JSON, or
+    longer than any answer is no delivery."""
+    import io
+
+    from runtime.hosts.outbox import receive
+
+    spawned = cli("spawn", "-t", "sleep 60", "--as", "run:idle", "--session", "via-x")
+    assert spawned.returncode == 0, spawned.stderr
+    wire = {"key": "K1", "run": "idle", "type": "job.item", "body": {"n": 1}, "force": True}
+    hostile = [
+        json.dumps({**wire, "key": "../../x"}),
+        json.dumps({**wire, "key": "a\x1b[2J"}),
+        "not json",
+        json.dumps({**wire, "key": "K2", "body": "x" * (2 << 20)}),
+    ]
+    lines = [json.dumps(wire), *hostile, json.dumps(wire)]
+
+    def deliver(*text: str) -> list[dict]:
+        out = io.StringIO()
+        receive(home, "via-x", io.BytesIO("".join(t + "\n" for t in text).encode()), out)
+        return [json.loads(line) for line in out.getvalue().splitlines()]
+
+    first = deliver(*lines)
+    assert [a["key"] for a in first] == ["K1", "K1"]
+    assert "outcome" in first[0] and first[1]["repeat"] is True
+    (home.path / "sessions" / "via-x" / "host-receipts.jsonl").unlink()
+    [again] = deliver(json.dumps(wire))
+    assert again["key"] == "K1" and again["outcome"]["id"] == first[0]["outcome"]["id"]
+    journal = (home.run("idle").inbox).read_text().splitlines()
+    assert sum('"idempotency_key":"K1"' in line.replace(": ", ":") for line in journal) == 1
+    assert cli("kill", "run:idle", "--session", "via-x").returncode == 0
