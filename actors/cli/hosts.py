@@ -1,6 +1,8 @@
-"""`actors host add / ls / rm`, and the two halves of a host's link (hidden: `host serve`
-runs on the host, `host link` here). A run on a host is addressed `run:<host>/<id>`;
-those verbs are sent to the host by actors.cli.__init__ before any parsing here."""
+"""`actors host add / ls / rm`, the two halves of a host's link (hidden: `host serve`
+runs on the host, `host link` here), and what a host runs for `spawn --host` and a
+message (hidden: `host spawn`, `host deliver`, each reading its request on stdin). A run
+on a host is addressed `run:<host>/<id>`; those verbs are sent to the host by
+actors.cli.__init__ before any parsing here."""
 
 from __future__ import annotations
 
