@@ -139,7 +139,7 @@ def send(host: Host, message: Queued) -> Queued:
     with locked(host.paths.outbox_lock):
         with contextlib.suppress(HostUnreachable):
             flush_locked(host, own=message["key"])
-        mine = next(m for m in messages(host) if m["key"] == message["key"])
+        mine = next((m for m in messages(host) if m["key"] == message["key"]), message)
         if mine["state"] == "queued":
             _mark(host, mine["key"], told="queued")
     return mine

@@ -409,7 +409,6 @@ def test_planted_link_files_are_never_written_through(home: StateRoot, tmp_path:
     refused in one line, and neither target is created or written."""
     from runtime.core.errors import ActorsError
     from runtime.hosts.host import Host
-    from runtime.hosts.link import _log
     from runtime.store.appends import try_locked
 
     _fake_host(home, "alpha")
@@ -418,7 +417,7 @@ def test_planted_link_files_are_never_written_through(home: StateRoot, tmp_path:
     log_target.write_text("mine\n")
     host.paths.link_log.symlink_to(log_target)
     host.paths.link_lock.symlink_to(lock_target)
-    _log(host, "a line")
+    host.log("a line")
     with pytest.raises(ActorsError, match="symlink"), try_locked(host.paths.link_lock):
         pass
     assert log_target.read_text() == "mine\n" and not lock_target.exists()
