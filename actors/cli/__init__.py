@@ -88,12 +88,9 @@ test holds the two equal)."""
 
 
 def _remote(args: list[str]) -> bool:
-    """Does this call go to a host? A `run:<host>/<id>` address, or `spawn --host`."""
-    if not args:
-        return False
-    if args[0] == "spawn":
-        return any(a == "--host" or a.startswith("--host=") for a in args[1:])
-    if args[0] not in _REMOTE_VERBS:
+    """Does this call go to a host? A `run:<host>/<id>` address (`spawn --host` is
+    click's: actors.cli.runs.spawn_cmd)."""
+    if not args or args[0] not in _REMOTE_VERBS:
         return False
     if args[0] == "message":  # only its address: its type and body are text
         from runtime.hosts.address import message_address
@@ -116,16 +113,12 @@ def _hook(args: list[str]) -> None:
 def _dispatch(args: list[str], config: Any) -> Any:
     _check_utf8(args)
     config.check()  # a bad ACTORS_* value stops the command before it writes
-    if _remote(args):  # `run:<host>/<id>` or `spawn --host`: the host's own verb
-        from runtime.hosts.remote import forward, spawn_remote
+    if _remote(args):  # `run:<host>/<id>`: the host's own verb
+        from actors.cli._remote_call import read_call
+        from runtime.hosts.remote import forward
         from runtime.store.layout import StateRoot
 
-        root = StateRoot.from_env()
-        if args[0] == "spawn":
-            sys.exit(spawn_remote(root, args[1:]))
-        from actors.cli._remote_call import read_call
-
-        sys.exit(forward(root, read_call(args)))
+        sys.exit(forward(StateRoot.from_env(), read_call(args)))
     from actors.cli._fast import run
 
     if run(args):
