@@ -25,7 +25,7 @@ from runtime.core.ids import parse_iso
 from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished, wait_for_change
-from tests.peers.conftest import doctor_verdicts, peer_bin
+from tests.peers.conftest import PIN_IDS, PINS, doctor_verdicts, peer_bin
 from tests.peers.fake_llm import FakeLLM, _text_of, last_user_text
 from tests.peers.run_claude import DOORBELL_ONLY, ClaudeSession, Event, claude_session
 
@@ -303,7 +303,7 @@ def test_wake_to_injected_latency(
         )
 
 
-@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
+@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "claude-previous"])
 def test_claude_code_connects_to_the_installed_mcp_server(
     pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
 ) -> None:
@@ -383,11 +383,12 @@ def test_a_follow_up_arriving_mid_turn_wakes_the_model_after_that_turn(
     assert wake["exit_code"] == 2
 
 
-@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
+@pytest.mark.parametrize("pin", [*PINS, "claude-previous"], ids=[*PIN_IDS, "claude-previous"])
 def test_doctor_proves_the_wake_through_the_hook(
     pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
 ) -> None:
-    """The hook doorbell reaches D6 on both pins (the level table states it per version)."""
+    """The hook doorbell reaches D6 on every pin: the newest, the one before it and the
+    last before the messaging socket (the level table states it per version)."""
     binary = peer_bin("claude", pin=pin)
     with claude_session(
         binary, fake_llm.port, home.path, tmp_path, settings=DOORBELL_ONLY
