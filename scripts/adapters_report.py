@@ -157,7 +157,9 @@ def main() -> int:
         wake = {w["harness"]: w for w in _read_jsonl(wake_file)}
     now = dt.datetime.now(dt.UTC)
     load = os.getloadavg()[1]  # the 5-minute average: a busy shared machine slows the wake
-    stamp = f"{now:%Y-%m-%d %H:%M} UTC ({os.cpu_count()} cores, {platform.system()}, load {load:.1f})"
+    stamp = (
+        f"{now:%Y-%m-%d %H:%M} UTC ({os.cpu_count()} cores, {platform.system()}, load {load:.1f})"
+    )
     text = PAGE.read_text()
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
