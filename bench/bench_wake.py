@@ -145,7 +145,7 @@ def _hcom_samples(
     carries the token, then waits until the agent listens again."""
     import subprocess
 
-    from tests.peers.conftest import peer_bin
+    from tests.peers.conftest import peer_bin, peer_version
     from tests.peers.run_claude import MODEL, claude_env
 
     for name in ("config", "home", "project", "bin", "hcom"):
@@ -158,7 +158,7 @@ def _hcom_samples(
     seen = {
         "customApiKeyResponses": {"approved": [env["ANTHROPIC_API_KEY"][-20:]]},
         "hasCompletedOnboarding": True,
-        "lastOnboardingVersion": "2.1.331",
+        "lastOnboardingVersion": peer_version("claude"),
         "projects": {str(base / "project"): {"hasTrustDialogAccepted": True}},
     }
     (base / "config" / ".claude.json").write_text(json.dumps(seen))
