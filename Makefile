@@ -65,7 +65,7 @@ check: setup
 bench: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,) $(ONLY)
 
-$(PEERS_STAMP): peers/package.json peers/package-lock.json peers/claude-previous/package.json peers/claude-previous/package-lock.json
+$(PEERS_STAMP): peers/package.json peers/package-lock.json peers/claude-previous/package.json peers/claude-previous/package-lock.json peers/more/package.json peers/more/package-lock.json
 	@command -v npm >/dev/null 2>&1 || { echo "make peers needs node and npm (apt-get install nodejs npm)"; exit 2; }
 	@mkdir -p .peers/claude-previous && cp peers/package.json peers/package-lock.json .peers/
 	@cp peers/claude-previous/package.json peers/claude-previous/package-lock.json .peers/claude-previous/
@@ -73,6 +73,9 @@ $(PEERS_STAMP): peers/package.json peers/package-lock.json peers/claude-previous
 	@cd .peers && npm install --no-audit --no-fund --loglevel=error >/dev/null
 	@echo "installing the previous Claude Code pin into .peers/claude-previous/ (tests/peers that compare versions)"
 	@cd .peers/claude-previous && npm install --no-audit --no-fund --loglevel=error >/dev/null
+	@mkdir -p .peers/more && cp peers/more/package.json peers/more/package-lock.json .peers/more/
+	@echo "installing more harnesses into .peers/more/ (copilot, qwen code, kilo code)"
+	@cd .peers/more && npm install --no-audit --no-fund --loglevel=error >/dev/null
 	@touch $(PEERS_STAMP)
 
 peers: $(PEERS_STAMP)

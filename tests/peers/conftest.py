@@ -64,8 +64,15 @@ PACKAGES = {
     "opencode": "opencode-ai",
     "pi": "@mariozechner/pi-coding-agent",
     "gemini": "@google/gemini-cli",
+    "kilo": "@kilocode/cli",
+    "qwen": "@qwen-code/qwen-code",
+    "copilot": "@github/copilot",
 }
-"""The npm package behind each harness executable (peers/package.json pins them)."""
+"""The npm package behind each harness executable (peers/package.json pins them; the
+last three peers/more/package.json, installed into .peers/more/: pin `MORE`)."""
+
+MORE = "more"
+"""The pin dir of the harnesses added after the first five (peers/more/)."""
 
 
 def peer_version(name: str, pin: str = "") -> str:
