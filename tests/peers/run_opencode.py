@@ -85,9 +85,7 @@ _DISABLED = (
 """The `<PREFIX>_` switches that keep the server off the network and out of ~/.claude."""
 
 
-def _env(
-    base: Path, llm_port: int, password: str, flavour: Flavour = OPENCODE
-) -> dict[str, str]:
+def _env(base: Path, llm_port: int, password: str, flavour: Flavour = OPENCODE) -> dict[str, str]:
     config = {
         "enabled_providers": ["fake"],
         "model": "fake/echo",
@@ -100,9 +98,7 @@ def _env(
             }
         },
     }
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "KILO", "XDG_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "KILO", "XDG_"))}
     for name in ("home", "config", "data", "state", "cache", "proj"):
         (base / name).mkdir(parents=True, exist_ok=True)
     env.update(
