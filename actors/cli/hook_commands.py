@@ -15,6 +15,7 @@ from actors.cli.hooks import (
 )
 from adapters.cursor import CURSOR_LOOP_LIMIT
 from adapters.gemini import GEMINI_MAX_CHAIN
+from adapters.qwen import QWEN_MAX_CHAIN
 
 
 @click.group("hook")
@@ -69,6 +70,22 @@ def gemini_after_agent(max_chain: int) -> None:
     from adapters.gemini import after_agent
 
     after_agent(hook_input(), max_chain)
+
+
+@hook_group.command("qwen-stop")
+@click.option(
+    "--max-chain",
+    type=int,
+    default=QWEN_MAX_CHAIN,
+    show_default=True,
+    help="Consecutive continuations before the agent may stop anyway.",
+)
+def qwen_stop(max_chain: int) -> None:
+    """Qwen Code Stop: unread follow-ups become the next prompt
+    (`{"decision": "block", "reason": ...}`); silent when nothing is pending."""
+    from adapters.qwen import stop
+
+    stop(hook_input(), max_chain)
 
 
 @hook_group.command("cursor-stop")

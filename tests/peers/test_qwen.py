@@ -1,0 +1,73 @@
+"""Qwen Code (real, headless, offline against the fake model) with the Stop hook.
+
+`actors hook qwen-stop` answers Qwen's Stop event with `{"decision": "block", "reason":
+<the follow-ups>}` and Qwen sends the reason to the model as the next prompt of the same
+turn. The proof is on what the model was sent (the fake LLM's request bodies, over
+OpenAI Chat Completions), on the Stop inputs Qwen gave its hooks, and on our journal.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from runtime.delivery.engine import DeliveryRunner
+from runtime.store.layout import StateRoot, session_paths
+from tests.conftest import cli
+from tests.peers.fake_llm import FakeLLM, last_user_text
+from tests.peers.run_qwen import Qwen
+
+SESSION = "qwen-main"
+
+
+def _handed_over(home: StateRoot, ident: str) -> list[dict[str, Any]]:
+    path = session_paths(home, SESSION).deliveries
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [
+        r
+        for r in records
+        if r["id"] == ident and r["event"] == "delivered" and r.get("harness") == "qwen_code"
+    ]
+
+
+def test_pending_follow_up_is_the_next_prompt_exactly_once(
+    home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    done = cli("session", "register", "--harness", "file", "--id", SESSION)
+    assert done.returncode == 0, done.stderr
+    envelope = {
+        "type": "run.done",
+        "from": "run:qwen",
+        "summary": "Run TOKEN-QWENFOLLOW done",
+        "body": {"status": "done"},
+    }
+    DeliveryRunner(home).submit(SESSION, envelope, delivery_id="d-qwen")
+    qwen = Qwen(tmp_path / "qwen", fake_llm.port, home.path, SESSION).setup()
+
+    result = qwen.run("hello TOKEN-FIRST")
+
+    prompts = [last_user_text(r["body"]) for r in fake_llm.requests]
+    assert len(prompts) == 2, prompts
+    assert "TOKEN-FIRST" in prompts[0] and "TOKEN-QWENFOLLOW" not in prompts[0]
+    assert "TOKEN-QWENFOLLOW" in prompts[1] and "d-qwen" in prompts[1]
+    assert all(r["path"] == "/v1/chat/completions" for r in fake_llm.requests)
+    assert "ACK" in result["result"] and "TOKEN-QWENFOLLOW" in result["result"], result
+    # Qwen's own record of the hook calls: the turn's end, then the continuation's end
+    # (stop_hook_active), where our hook found nothing and let the agent stop.
+    inputs = qwen.stop_inputs()
+    assert [i["stop_hook_active"] for i in inputs] == [False, True], inputs
+    assert inputs[0]["last_assistant_message"] == "ACK TOKEN-FIRST"
+    (record,) = _handed_over(home, "d-qwen")
+    assert record["metadata"]["boundary"] == "Stop"
+    assert cli("inbox", "read", "--session", SESSION).stdout == "0 unread follow-up(s)\n"
+
+    # A later turn: nothing pending, so one model request and no follow-up in it.
+    before = len(fake_llm.requests)
+    again = qwen.run("later TOKEN-SECOND")
+    assert again["result"] == "ACK TOKEN-SECOND", again
+    (request,) = fake_llm.requests[before:]
+    assert "TOKEN-SECOND" in last_user_text(request["body"])
+    assert "TOKEN-QWENFOLLOW" not in json.dumps(request["body"])
+    assert [i["stop_hook_active"] for i in qwen.stop_inputs()] == [False, True, False]
+    assert len(_handed_over(home, "d-qwen")) == 1
