@@ -25,17 +25,24 @@ def after_agent(data: dict[str, Any], max_chain: int) -> None:
 
 
 def continue_turn(
-    data: dict[str, Any], max_chain: int, *, harness: str, boundary: str, decision: str
+    data: dict[str, Any],
+    max_chain: int,
+    *,
+    harness: str,
+    boundary: str,
+    decision: str,
+    session_key: str = "session_id",
 ) -> None:
-    """The turn-end continuation Gemini CLI and its fork Qwen Code share: unread
-    follow-ups as `{"decision": <decision>, "reason": <follow-ups>}`, the hook input's
-    `stop_hook_active` counting the continuations in a row (at most `max_chain`)."""
+    """The turn-end continuation Gemini CLI, its fork Qwen Code and Copilot CLI share:
+    unread follow-ups as `{"decision": <decision>, "reason": <follow-ups>}`, the hook
+    input's `stop_hook_active` counting the continuations in a row (at most `max_chain`);
+    the harness's session id is the input's `session_key`."""
     from runtime.delivery.boundary import hand_over, pick_turn_end, session_of
     from runtime.store.layout import StateRoot, session_paths
     from runtime.store.reads import read_json
     from runtime.store.writes import write_json_atomic
 
-    session_id = session_of(data, "session_id", env_first=True)
+    session_id = session_of(data, session_key, env_first=True)
     if not session_id:
         return
     root = StateRoot.from_env()

@@ -398,6 +398,40 @@ def test_qwen_stop_blocks_with_pending_follow_ups_and_bounds_the_chain(home: Sta
         assert (odd.returncode, odd.stdout) == (0, ""), odd.stderr
 
 
+# -- Copilot CLI agentStop ------------------------------------------------------------
+
+
+def _agent_stop(stop_hook_active: bool, session: str = GEMINI_SESSION) -> str:
+    """The agentStop input Copilot CLI 1.0.102 gave its hooks (tests/peers/test_copilot.py):
+    camelCase `sessionId`, snake_case `stop_hook_active`."""
+    return json.dumps(
+        {
+            "sessionId": session,
+            "timestamp": 1795803101860,
+            "cwd": "/work",
+            "transcriptPath": "/tmp/copilot/events.jsonl",
+            "stopReason": "end_turn",
+            "stop_hook_active": stop_hook_active,
+        }
+    )
+
+
+def test_copilot_agent_stop_finds_the_session_by_session_id(home: StateRoot) -> None:
+    assert cli("session", "register", "--harness", "file", "--id", GEMINI_SESSION).returncode == 0
+    _submit(home, "TOKEN-CP1", "immediate", owner=GEMINI_SESSION)
+    proc = cli("hook", "copilot-agent-stop", input=_agent_stop(False))
+    output = json.loads(proc.stdout)
+    assert output["decision"] == "block" and "Run TOKEN-CP1 done" in output["reason"]
+    (record,) = _delivered_records(home, "d-TOKEN-CP1", GEMINI_SESSION)[-1:]
+    assert record["harness"] == "copilot_cli" and record["metadata"]["boundary"] == "agentStop"
+    # Gemini's and Qwen's field names are not Copilot's: no session, nothing handed over
+    _submit(home, "TOKEN-CP2", "immediate", owner=GEMINI_SESSION)
+    wrong = json.dumps({"session_id": GEMINI_SESSION, "stop_hook_active": False})
+    odd = cli("hook", "copilot-agent-stop", input=wrong)
+    assert (odd.returncode, odd.stdout) == (0, ""), odd.stderr
+    assert _unread(home, GEMINI_SESSION) == ["d-TOKEN-CP2"]
+
+
 # -- Cursor stop ------------------------------------------------------------------------
 
 
