@@ -5,8 +5,8 @@
     python scripts/adapters_report.py --no-wake  # levels only; the wake columns say so
 
 Every doctor test (file, tmux, webhook and claude_teams in tests/adapters; Claude Code on
-both pins, Claude Code's messaging socket, Codex, OpenCode and pi in tests/peers) passes
-`actors doctor delivery`'s output through tests/_levels.py, which appends one JSON line
+both pins, Claude Code's messaging socket, Codex, OpenCode, Kilo Code and pi in
+tests/peers) passes `actors doctor delivery`'s output through tests/_levels.py, which appends one JSON line
 per observation to the file named by ACTORS_LEVELS_REPORT. This script sets it, runs
 those tests with ACTORS_REQUIRE_PEERS=1 (a harness that is not installed fails the run
 rather than vanishing from the table), keeps the rows of tests that passed, runs the wake
@@ -42,6 +42,7 @@ DOCTOR_TESTS = [
     "tests/peers/test_codex.py",
     "tests/peers/test_opencode.py",
     "tests/peers/test_pi.py",
+    "tests/peers/test_kilo.py",
 ]
 
 
@@ -84,9 +85,12 @@ def _cell(text: str) -> str:
 
 
 def _wake_cells(row: dict[str, Any], wake: dict[str, dict[str, Any]]) -> str:
-    """The wake bench drives each harness on its current pin, the default setup."""
-    sample = wake.get(row["harness"])
-    if not sample or row["setup"] or row.get("pin"):
+    """The wake bench drives each harness on its current pin, the default setup; a
+    harness of peers/more/ (pin `more`) by its own name (the version's first word: Kilo
+    is an `opencode` session, its bench row `kilo`)."""
+    more = row.get("pin") == "more"
+    sample = wake.get(row["version"].split(" ")[0] if more else row["harness"])
+    if not sample or ((row["setup"] or row.get("pin")) and not more):
         return "| | |"
     base = sample["baseline_median_ms"]
     ratio = f" ({sample['median_ms'] / base:.2f}x file)" if base else " (baseline)"

@@ -23,6 +23,9 @@ from tests.peers.conftest import MORE, doctor_verdicts, followup, register_sessi
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_opencode import KILO, OpenCode, opencode_server
 
+KILO_SETUP = "Kilo Code: `kilo serve`, -o username=kilo"
+"""How the Kilo row of docs/adapters.md's level table was reached."""
+
 
 @pytest.fixture
 def kilo(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[OpenCode]:
@@ -81,7 +84,7 @@ def test_doctor_proves_the_kilo_levels_live(
     proc = cli("doctor", "delivery", "--session", "coord")
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
-    verdicts = doctor_verdicts(proc.stdout, "kilo", pin=MORE)
+    verdicts = doctor_verdicts(proc.stdout, "kilo", pin=MORE, setup=KILO_SETUP)
     assert [verdicts.get(f"D{n}") for n in range(1, 9)] == ["pass"] * 8, proc.stdout
     token = proc.stdout.split("token=", 1)[1].split()[0]
     assert any(token in p for p in fake_llm.prompts()), "the probe never reached the model"
