@@ -3,9 +3,10 @@
 Copilot's own offline mode: COPILOT_OFFLINE=true skips GitHub authentication,
 telemetry, web tools, the GitHub MCP server and auto-update, and needs a model provider
 of one's own (BYOK): COPILOT_PROVIDER_BASE_URL (OpenAI Chat Completions by default),
-COPILOT_PROVIDER_API_KEY, COPILOT_MODEL. A throw-away HOME holds
-`~/.copilot/hooks/actors.json` with `actors hook copilot-agent-stop` as the agentStop
-hook, after a recorder hook that appends every agentStop input to a file.
+COPILOT_PROVIDER_API_KEY, COPILOT_MODEL. A throw-away HOME holds a recorder agentStop
+hook (`~/.copilot/hooks/recorder.json`) that appends every agentStop input to a file, and
+the real `actors install copilot --user` writes `~/.copilot/hooks/actors.json` with
+`actors hook copilot-agent-stop`, as the docs tell a user to.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.peers.conftest import MORE, peer_bin
+from tests.peers.conftest import MORE, actors_install, peer_bin
 
 MODEL = "gpt-4.1"
 
@@ -54,20 +55,13 @@ class Copilot:
         recorder = f"{python} -c {shlex.quote(_RECORDER)} {shlex.quote(str(self.stop_log))}"
         hooks = {
             "version": 1,
-            "hooks": {
-                "agentStop": [
-                    {"type": "command", "bash": recorder},
-                    {"type": "command", "bash": f"{python} -m actors hook copilot-agent-stop"},
-                ]
-            },
+            "hooks": {"agentStop": [{"type": "command", "bash": recorder}]},
         }
-        (hooks_dir / "actors.json").write_text(json.dumps(hooks, indent=2))
+        (hooks_dir / "recorder.json").write_text(json.dumps(hooks, indent=2))
+        actors_install("copilot", self.env(), proj)
         return self
 
-    def run(self, prompt: str, timeout: float = 120) -> str:
-        """One headless turn (`copilot -p PROMPT -s`) in a new session; what it printed
-        (the agent's responses only)."""
-        copilot = peer_bin("copilot", MORE)
+    def env(self) -> dict[str, str]:
         env = {
             k: v
             for k, v in os.environ.items()
@@ -84,10 +78,16 @@ class Copilot:
             ACTORS_SESSION=self.session,
             NO_COLOR="1",
         )
+        return env
+
+    def run(self, prompt: str, timeout: float = 120) -> str:
+        """One headless turn (`copilot -p PROMPT -s`) in a new session; what it printed
+        (the agent's responses only)."""
+        copilot = peer_bin("copilot", MORE)
         done = subprocess.run(
             [str(copilot), "-p", prompt, "-s", "--allow-all-tools", "--disable-client-telemetry"],
             cwd=self.base / "proj",
-            env=env,
+            env=self.env(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

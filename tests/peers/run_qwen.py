@@ -4,8 +4,9 @@ Qwen Code (a Gemini CLI fork) gets a throw-away HOME whose `~/.qwen/settings.jso
 selects its OpenAI-compatible provider (`security.auth.selectedType: "openai"`; the key,
 base URL and model come from OPENAI_API_KEY / OPENAI_BASE_URL / OPENAI_MODEL), turns
 auto-update, usage statistics, telemetry and the background memory extractor (a side
-request to the model after every turn) off, and installs `actors hook qwen-stop` as the
-Stop hook, plus a recorder hook that appends every Stop input to a file.
+request to the model after every turn) off and holds a recorder Stop hook that appends
+every Stop input to a file; then the real `actors install qwen-code --user` adds
+`actors hook qwen-stop` after it, as the docs tell a user to.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.peers.conftest import MORE, peer_bin
+from tests.peers.conftest import MORE, actors_install, peer_bin
 
 MODEL = "echo"
 
@@ -52,27 +53,19 @@ class Qwen:
         proj.mkdir(parents=True, exist_ok=True)
         python = shlex.quote(sys.executable)
         recorder = f"{python} -c {shlex.quote(_RECORDER)} {shlex.quote(str(self.stop_log))}"
-        ours = f"{python} -m actors hook qwen-stop"
         settings: dict[str, Any] = {
             "general": {"enableAutoUpdate": False},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
             "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
             "security": {"auth": {"selectedType": "openai"}},
-            "hooks": {
-                "Stop": [
-                    {"hooks": [{"type": "command", "command": recorder}]},
-                    {"hooks": [{"type": "command", "command": ours}]},
-                ]
-            },
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": recorder}]}]},
         }
         (home / ".qwen" / "settings.json").write_text(json.dumps(settings, indent=2))
+        actors_install("qwen-code", self.env(), proj)
         return self
 
-    def run(self, prompt: str, timeout: float = 120) -> dict[str, Any]:
-        """One headless turn (`qwen -p PROMPT -o json`) in a new session; its final
-        `result` record."""
-        qwen = peer_bin("qwen", MORE)
+    def env(self) -> dict[str, str]:
         env = {
             k: v
             for k, v in os.environ.items()
@@ -87,10 +80,16 @@ class Qwen:
             ACTORS_SESSION=self.session,
             NO_COLOR="1",
         )
+        return env
+
+    def run(self, prompt: str, timeout: float = 120) -> dict[str, Any]:
+        """One headless turn (`qwen -p PROMPT -o json`) in a new session; its final
+        `result` record."""
+        qwen = peer_bin("qwen", MORE)
         done = subprocess.run(
             [str(qwen), "-p", prompt, "-o", "json"],
             cwd=self.base / "proj",
-            env=env,
+            env=self.env(),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
