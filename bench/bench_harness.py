@@ -73,6 +73,18 @@ def _kilo(base: Path, port: int) -> Iterator[dict[str, str]]:
 
 
 @contextlib.contextmanager
+def _qwen(base: Path, port: int) -> Iterator[dict[str, str]]:
+    """The interactive Qwen Code (peers/more/) in tmux, with `--input-file` and
+    `--json-file`: a `qwen_code` session."""
+    from runtime.store.layout import StateRoot
+    from tests.peers.run_qwen import Qwen, qwen_tui
+
+    qwen = Qwen(base, port, StateRoot.from_env().path, "wake-qwen").setup()
+    with qwen_tui(qwen) as tui:
+        yield tui.options()
+
+
+@contextlib.contextmanager
 def _codex(base: Path, port: int) -> Iterator[dict[str, str]]:
     import trio
 
@@ -103,9 +115,12 @@ HARNESSES: dict[str, Callable[[Path, int], Any]] = {
     "codex": _codex,
     "pi": _pi,
     "kilo": _kilo,
+    "qwen": _qwen,
 }
-ADAPTER = {"kilo": "opencode"}
+ADAPTER = {"kilo": "opencode", "qwen": "qwen_code"}
 """The adapter of a row whose name is not its adapter's (Kilo goes through opencode's)."""
+_MORE_ROWS = ("kilo", "qwen")
+"""The rows whose harness is pinned in peers/more/ (installed into .peers/more/)."""
 
 
 def installed(name: str) -> bool:

@@ -8,9 +8,10 @@ into a model turn). The baseline, from the same process, is the same run-end -> 
 `delivered` record of a `file` session (actors' own part only). After each sample the
 next waits until the delivery is journaled done, so every wake finds the harness idle;
 the first sample of each harness warms it and is dropped. Gemini CLI and Cursor have no
-idle wake (follow-ups ride on the next turn's end), so they have no row; nor have Qwen
-Code and Copilot CLI (their Stop / agentStop hooks, the same). Kilo Code is woken through
-the opencode adapter (its `kilo serve` is OpenCode's server). Needs `make peers`; skipped
+idle wake (follow-ups ride on the next turn's end), so they have no row; nor has Copilot
+CLI (its agentStop hook, the same). Kilo Code is woken through the opencode adapter (its
+`kilo serve` is OpenCode's server), the interactive Qwen Code through its input file
+(`qwen_code`). Needs `make peers`; skipped
 otherwise.
 
 Claude Code has three rows: its default (the messaging socket, where the session has one

@@ -5,8 +5,8 @@
     python scripts/adapters_report.py --no-wake  # levels only; the wake columns say so
 
 Every doctor test (file, tmux, webhook and claude_teams in tests/adapters; Claude Code on
-both pins, Claude Code's messaging socket, Codex, OpenCode, Kilo Code and pi in
-tests/peers) passes `actors doctor delivery`'s output through tests/_levels.py, which appends one JSON line
+both pins, Claude Code's messaging socket, Codex, OpenCode, Kilo Code, interactive Qwen
+Code and pi in tests/peers) passes `actors doctor delivery`'s output through tests/_levels.py, which appends one JSON line
 per observation to the file named by ACTORS_LEVELS_REPORT. This script sets it, runs
 those tests with ACTORS_REQUIRE_PEERS=1 (a harness that is not installed fails the run
 rather than vanishing from the table), keeps the rows of tests that passed, runs the wake
@@ -43,6 +43,7 @@ DOCTOR_TESTS = [
     "tests/peers/test_opencode.py",
     "tests/peers/test_pi.py",
     "tests/peers/test_kilo.py",
+    "tests/peers/test_qwen.py",
 ]
 
 
@@ -135,7 +136,8 @@ def render(rows: list[dict[str, Any]], wake: dict[str, dict[str, Any]], stamp: s
 
 def _ordered(rows: list[dict[str, Any]], failed: set[str]) -> list[dict[str, Any]]:
     kept = {(r["harness"], r["version"], r["setup"]): r for r in rows if r["test"] not in failed}
-    order = ["file", "tmux", "webhook", "claude_teams", "claude_code", "opencode", "codex", "pi"]
+    order = ["file", "tmux", "webhook", "claude_teams", "claude_code", "opencode", "codex", "pi",
+             "qwen_code"]  # fmt: skip
     rank = {name: n for n, name in enumerate(order)}
     return sorted(kept.values(), key=lambda r: (rank.get(r["harness"], 99), r["setup"],
                                                  r["version"]))  # fmt: skip

@@ -6,16 +6,21 @@ base URL and model come from OPENAI_API_KEY / OPENAI_BASE_URL / OPENAI_MODEL), t
 auto-update, usage statistics, telemetry and the background memory extractor (a side
 request to the model after every turn) off and holds a recorder Stop hook that appends
 every Stop input to a file; then the real `actors install qwen-code --user` adds
-`actors hook qwen-stop` after it, as the docs tell a user to.
+`actors hook qwen-stop` after it, as the docs tell a user to. `qwen_tui` starts the
+interactive Qwen Code instead, in tmux, with `--input-file` (the `qwen_code` adapter's
+way in) and `--json-file` (its confirmation).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -100,3 +105,73 @@ class Qwen:
         records = json.loads(done.stdout)
         (result,) = [r for r in records if r.get("type") == "result"]
         return dict(result)
+
+
+@contextlib.contextmanager
+def qwen_tui(qwen: Qwen) -> Iterator[QwenTui]:
+    """The interactive Qwen Code (its TUI, in a tmux pane on a private server) started
+    with `--input-file` and `--json-file`, as a user would start it for actors to wake;
+    yields once Qwen wrote its `session_start` event. The tmux server is killed after."""
+    proj = qwen.base / "proj"
+    tui = QwenTui(
+        input_file=qwen.base / "input.jsonl",
+        events_file=qwen.base / "events.jsonl",
+        tmux_socket=f"actors-qwen-{os.getpid()}-{id(qwen)}",
+    )
+    env = {**qwen.env(), "TERM": "xterm-256color"}
+    command = shlex.join(
+        [
+            "env",
+            *[f"{k}={v}" for k, v in env.items()],
+            str(peer_bin("qwen", MORE)),
+            "--input-file",
+            str(tui.input_file),
+            "--json-file",
+            str(tui.events_file),
+        ]
+    )
+    subprocess.run(
+        ["tmux", "-L", tui.tmux_socket, "new-session", "-d", "-s", "qwen", "-x", "120",
+         "-y", "40", "-c", str(proj), command],
+        check=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TMUX")},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while b'"session_start"' not in _read(tui.events_file):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"qwen never started: {tui.screen()}")
+            time.sleep(0.05)
+        yield tui
+    finally:
+        subprocess.run(["tmux", "-L", tui.tmux_socket, "kill-server"], check=False)
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+@dataclass
+class QwenTui:
+    input_file: Path
+    events_file: Path
+    tmux_socket: str
+
+    def screen(self) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.tmux_socket, "capture-pane", "-p", "-t", "qwen"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout
+
+    def options(self) -> dict[str, str]:
+        """The `-o` options of a `qwen_code` session for this Qwen (generous waits: a
+        fresh TUI takes seconds before it polls its input file)."""
+        return {
+            "input_file": str(self.input_file),
+            "events_file": str(self.events_file),
+            "confirm_timeout": "30",
+            "processed_timeout": "30",
+        }
