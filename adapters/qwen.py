@@ -82,3 +82,13 @@ def hook_group(event: str, ours: dict[str, Any], suffix: str) -> Change:
             del data["hooks"]
 
     return put, take
+
+
+def next_steps(scope: str) -> list[str]:
+    """What `actors install qwen-code` cannot do: the idle wake needs Qwen started with
+    an input file, and a session registered for it."""
+    return [
+        "to wake an idle interactive Qwen Code: start it as `qwen --input-file F --json-file E`"
+        " (absolute paths) and run `actors session register --harness qwen_code"
+        " -o input_file=F -o events_file=E`"
+    ]

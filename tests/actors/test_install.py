@@ -205,6 +205,8 @@ def test_qwen_code_install_adds_its_stop_hook_after_theirs_and_uninstalls_exactl
     original = _write(settings, json.dumps({**theirs, "model": {"name": "x"}}, indent=4))
     done = cli("install", "qwen-code", "--project")
     assert done.returncode == 0, done.stderr
+    assert "next: to wake an idle interactive Qwen Code" in done.stdout
+    assert "--harness qwen_code" in done.stdout
     stop = json.loads(settings.read_text())["hooks"]["Stop"]
     assert stop[0] == theirs["hooks"]["Stop"][0]
     (ours,) = stop[1]["hooks"]
