@@ -211,7 +211,10 @@ def test_qwen_code_install_adds_its_stop_hook_after_theirs_and_uninstalls_exactl
     assert stop[0] == theirs["hooks"]["Stop"][0]
     (ours,) = stop[1]["hooks"]
     assert ours["type"] == "command" and ours["command"].endswith(" hook qwen-stop")
-    assert cli("install", "qwen-code", "--project").stdout.endswith("already installed\n")
+    assert (
+        "settings.json (project): already installed\n"
+        in cli("install", "qwen-code", "--project").stdout
+    )
     assert len(json.loads(settings.read_text())["hooks"]["Stop"]) == 2
     cli("uninstall", "qwen-code", "--project")
     assert settings.read_bytes() == original
