@@ -48,6 +48,7 @@ class Copilot:
         return [json.loads(line) for line in self.stop_log.read_text().splitlines()]
 
     def setup(self) -> Copilot:
+        peer_bin("copilot", MORE)  # skip (or fail under ACTORS_REQUIRE_PEERS) before any work
         hooks_dir, proj = self.base / "home" / ".copilot" / "hooks", self.base / "proj"
         hooks_dir.mkdir(parents=True, exist_ok=True)
         proj.mkdir(parents=True, exist_ok=True)

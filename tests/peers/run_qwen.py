@@ -53,6 +53,7 @@ class Qwen:
         return [json.loads(line) for line in self.stop_log.read_text().splitlines()]
 
     def setup(self) -> Qwen:
+        peer_bin("qwen", MORE)  # skip (or fail under ACTORS_REQUIRE_PEERS) before any work
         home, proj = self.base / "home", self.base / "proj"
         (home / ".qwen").mkdir(parents=True, exist_ok=True)
         proj.mkdir(parents=True, exist_ok=True)
