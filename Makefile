@@ -85,7 +85,7 @@ $(NODE_STAMP): peers/node-requirements.txt | $(STAMP)
 	@touch $@
 
 $(PEERS_STAMP): $(PEERS_PINS) $(NODE_STAMP)
-	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi, gemini; the older pins beside them; ~2.6 GB)"
+	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi, gemini, the older pins beside them; copilot, qwen code, kilo code in more/; ~3.2 GB)"
 	@for pins in peers peers/*/; do \
 		pins=$${pins%/}; [ -f $$pins/package.json ] || continue; \
 		into=.peers$${pins#peers}; echo "  $$pins/package.json -> $$into"; \

@@ -6,7 +6,7 @@
 
 Every doctor test (file, tmux, webhook and claude_teams in tests/adapters; Claude Code on
 each pin, Claude Code's messaging socket, Codex and pi on the newest pin and the previous
-one, OpenCode in tests/peers) passes
+one, OpenCode, Kilo Code and interactive Qwen Code in tests/peers) passes
 `actors doctor delivery`'s output through tests/_levels.py, which appends one JSON line
 per observation to the file named by ACTORS_LEVELS_REPORT. This script sets it, runs
 those tests with ACTORS_REQUIRE_PEERS=1 (a harness that is not installed fails the run
@@ -43,6 +43,8 @@ DOCTOR_TESTS = [
     "tests/peers/test_codex.py",
     "tests/peers/test_opencode.py",
     "tests/peers/test_pi.py",
+    "tests/peers/test_kilo.py",
+    "tests/peers/test_qwen.py",
 ]
 
 
@@ -85,9 +87,12 @@ def _cell(text: str) -> str:
 
 
 def _wake_cells(row: dict[str, Any], wake: dict[str, dict[str, Any]]) -> str:
-    """The wake bench drives each harness on its newest pin, the default setup."""
-    sample = wake.get(row["harness"])
-    if not sample or row["setup"] or row.get("pin"):
+    """The wake bench drives each harness on its newest pin, the default setup; a
+    harness of peers/more/ (pin `more`) by its own name (the version's first word: Kilo
+    is an `opencode` session, its bench row `kilo`)."""
+    more = row.get("pin") == "more"
+    sample = wake.get(row["version"].split(" ")[0] if more else row["harness"])
+    if not sample or ((row["setup"] or row.get("pin")) and not more):
         return "| | |"
     base = sample["baseline_median_ms"]
     ratio = f" ({sample['median_ms'] / base:.2f}x file)" if base else " (baseline)"
@@ -133,7 +138,8 @@ def render(rows: list[dict[str, Any]], wake: dict[str, dict[str, Any]], stamp: s
 
 def _ordered(rows: list[dict[str, Any]], failed: set[str]) -> list[dict[str, Any]]:
     kept = {(r["harness"], r["version"], r["setup"]): r for r in rows if r["test"] not in failed}
-    order = ["file", "tmux", "webhook", "claude_teams", "claude_code", "opencode", "codex", "pi"]
+    order = ["file", "tmux", "webhook", "claude_teams", "claude_code", "opencode", "codex", "pi",
+             "qwen_code"]  # fmt: skip
     rank = {name: n for n, name in enumerate(order)}
     return sorted(kept.values(), key=lambda r: (rank.get(r["harness"], 99), r["setup"],
                                                  r["version"]))  # fmt: skip

@@ -62,6 +62,11 @@ def actors_install(harness: str, env: dict[str, str], cwd: Path, *args: str) -> 
     return done.stdout
 
 
+MORE = "more"
+"""The pin dir of the harnesses added after the first five (peers/more/, installed into
+.peers/more/: Kilo Code, Qwen Code, GitHub Copilot CLI)."""
+
+
 def peer_version(name: str, pin: str = "") -> str:
     """The installed version of harness `name` at `pin`: the package.json of the package
     whose executable it is (pi changed its package name, so the name is not fixed)."""
