@@ -8,8 +8,11 @@ into a model turn). The baseline, from the same process, is the same run-end -> 
 `delivered` record of a `file` session (actors' own part only). After each sample the
 next waits until the delivery is journaled done, so every wake finds the harness idle;
 the first sample of each harness warms it and is dropped. Gemini CLI and Cursor have no
-idle wake (follow-ups ride on the next turn's end), so they have no row. Needs
-`make peers`; skipped otherwise.
+idle wake (follow-ups ride on the next turn's end), so they have no row; nor has Copilot
+CLI (its agentStop hook, the same). Kilo Code is woken through the opencode adapter (its
+`kilo serve` is OpenCode's server), the interactive Qwen Code through its input file
+(`qwen_code`). Needs `make peers`; skipped
+otherwise.
 
 Claude Code has three rows: its default (the messaging socket, where the session has one
 and Claude's inbound gate lets it through), `-o messaging=socket` set explicitly (the
@@ -252,7 +255,7 @@ def _hcom_samples(
     carries the token, then waits until the agent listens again."""
     import subprocess
 
-    from tests.peers.conftest import peer_bin
+    from tests.peers.conftest import peer_bin, peer_version
     from tests.peers.run_claude import MODEL, claude_env
 
     for name in ("config", "home", "project", "bin", "hcom"):
@@ -265,7 +268,7 @@ def _hcom_samples(
     seen = {
         "customApiKeyResponses": {"approved": [env["ANTHROPIC_API_KEY"][-20:]]},
         "hasCompletedOnboarding": True,
-        "lastOnboardingVersion": "2.1.331",
+        "lastOnboardingVersion": peer_version("claude"),
         "projects": {str(base / "project"): {"hasTrustDialogAccepted": True}},
     }
     (base / "config" / ".claude.json").write_text(json.dumps(seen))
@@ -335,7 +338,7 @@ def _report(harness: str, samples: list[float], baseline: list[float] | None) ->
 
 
 def main(quick: bool) -> None:
-    from bench.bench_harness import HARNESSES
+    from bench.bench_harness import ADAPTER, HARNESSES, installed
     from tests.peers.conftest import PEERS_BIN
     from tests.peers.fake_llm import FakeLLM
 
@@ -353,8 +356,11 @@ def main(quick: bool) -> None:
             emit(row("run end -> follow-up delivered (file baseline)", baseline))
             _report("file", baseline, None)
             for name, launch in HARNESSES.items():
+                if not installed(name):
+                    emit(f"run end -> model request ({name}): skipped (run `make peers`)")
+                    continue
                 with launch(Path(tmp) / name, llm.port) as options:
-                    register_session(name, f"wake-{name}", **options)
+                    register_session(ADAPTER.get(name, name), f"wake-{name}", **options)
                     samples = _samples(f"wake-{name}", count, llm)
                 emit(row(f"run end -> model request ({name})", samples, baseline))
                 _report(name, samples, baseline)

@@ -14,8 +14,10 @@ from actors.cli.hooks import (
     stop,
     user_prompt_submit,
 )
+from adapters.copilot import COPILOT_MAX_CHAIN
 from adapters.cursor import CURSOR_LOOP_LIMIT
 from adapters.gemini import GEMINI_MAX_CHAIN
+from adapters.qwen import QWEN_MAX_CHAIN
 
 
 @click.group("hook")
@@ -77,6 +79,38 @@ def gemini_after_agent(max_chain: int) -> None:
     from adapters.gemini import after_agent
 
     after_agent(hook_input(), max_chain)
+
+
+@hook_group.command("qwen-stop")
+@click.option(
+    "--max-chain",
+    type=int,
+    default=QWEN_MAX_CHAIN,
+    show_default=True,
+    help="Consecutive continuations before the agent may stop anyway.",
+)
+def qwen_stop(max_chain: int) -> None:
+    """Qwen Code Stop: unread follow-ups become the next prompt
+    (`{"decision": "block", "reason": ...}`); silent when nothing is pending."""
+    from adapters.qwen import stop
+
+    stop(hook_input(), max_chain)
+
+
+@hook_group.command("copilot-agent-stop")
+@click.option(
+    "--max-chain",
+    type=int,
+    default=COPILOT_MAX_CHAIN,
+    show_default=True,
+    help="Consecutive continuations before the agent may stop anyway.",
+)
+def copilot_agent_stop(max_chain: int) -> None:
+    """Copilot CLI agentStop: unread follow-ups become the next prompt
+    (`{"decision": "block", "reason": ...}`); silent when nothing is pending."""
+    from adapters.copilot import agent_stop
+
+    agent_stop(hook_input(), max_chain)
 
 
 @hook_group.command("cursor-stop")

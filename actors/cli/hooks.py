@@ -3,8 +3,9 @@ logic of each harness's adapter package.
 
 Claude Code (adapters/claude_code/hooks.py): `session-start`, `file-changed`, the
 boundary hooks `user-prompt-submit` / `pre-tool-use`, and `stop`
-(adapters/claude_code/stop.py: a headless `claude -p` waits for its runs). Harnesses with no idle wake get
-turn-boundary hooks: `gemini-after-agent` (adapters/gemini.py) and `cursor-stop`
+(adapters/claude_code/stop.py: a headless `claude -p` waits for its runs). Harnesses
+with no idle wake get turn-boundary hooks: `gemini-after-agent` (adapters/gemini.py),
+`qwen-stop` (adapters/qwen.py), `copilot-agent-stop` (adapters/copilot.py) and `cursor-stop`
 (adapters/cursor.py). What each hook surfaces, and under which locks, is
 runtime/delivery/boundary.py. Hooks run on every harness event, so nothing here imports
 more than the command being run needs.

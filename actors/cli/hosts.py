@@ -1,6 +1,8 @@
-"""`actors host add / ls / rm`, and the two halves of a host's link (hidden: `host serve`
-runs on the host, `host link` here). A run on a host is addressed `run:<host>/<id>`;
-those verbs are sent to the host by actors.cli.__init__ before any parsing here."""
+"""`actors host add / ls / rm`, the two halves of a host's link (hidden: `host serve`
+runs on the host, `host link` here), and what a host runs for `spawn --host` and a
+message (hidden: `host spawn`, `host deliver`, each reading its request on stdin). A run
+on a host is addressed `run:<host>/<id>`; those verbs are sent to the host by
+actors.cli.__init__ before any parsing here."""
 
 from __future__ import annotations
 
@@ -99,3 +101,37 @@ def host_link(name: str) -> None:
     from runtime.hosts.link import relay
 
     relay(_root(), name)
+
+
+@host_group.command("spawn", hidden=True)
+def host_spawn() -> None:
+    """On a host: start the run a coordinator's `spawn --host` sent as one JSON request
+    on stdin (no value of it is ever in a command line), and answer as `spawn --json`."""
+    from actors.cli._lifecycle import spawn
+    from runtime.hosts.spawning import MAX_REQUEST_BYTES, read_wire, sent_recipe_path
+
+    root = _root()
+    wire = read_wire(sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1))
+    sent = sent_recipe_path(root, wire)
+    spawn(
+        recipe=sent or wire["recipe"],
+        template=wire["template"],
+        as_=wire["run"],
+        values=wire["values"],
+        secrets=wire["secrets"],
+        session=wire["session"],
+        group=wire["group"],
+        after=wire["after"],
+        as_json=True,
+    )
+
+
+@host_group.command("deliver", hidden=True)
+@click.option("--session", required=True)
+def host_deliver(session: str) -> None:
+    """On a host: deliver the coordinator's queued messages (JSON lines on stdin) to the
+    runs of SESSION, each key once, one answer line each."""
+    from runtime.hosts.outbox import receive
+    from runtime.store.layout import check_id
+
+    receive(_root(), check_id(session, "session id"), sys.stdin.buffer, sys.stdout)

@@ -70,10 +70,13 @@ def run_pi(
     models: bool = True,
     timeout: float = 30,
     env: dict[str, str] | None = None,
+    pin: str = "",
+    args: tuple[str, ...] = (),
 ) -> Iterator[Path]:
     """Yield the socket of a pi_host running pi offline (no models.json: `models=False`);
-    `env` is added to pi's environment (e.g. ACTORS_SESSION for what its shell spawns)."""
-    pi = peer_bin("pi")
+    `env` is added to pi's environment (e.g. ACTORS_SESSION for what its shell spawns);
+    `pin` names an older pin (tests/peers/conftest.py's peer_bin); `args` go to pi last."""
+    pi = peer_bin("pi", pin)
     for name in ("home", "agent", "proj"):
         (base / name).mkdir(parents=True, exist_ok=True)
     if models:
@@ -103,6 +106,7 @@ def run_pi(
             "--",
             str(pi),
             *(PI_FLAGS if models else PI_FLAGS[:4]),  # no provider: pi's default, keyless
+            *args,
         ],
         cwd=REPO,
         env=env,
