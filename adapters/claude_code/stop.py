@@ -133,7 +133,8 @@ def stop(data: dict[str, Any]) -> None:
                 f" `actors inbox read --session {session_id}`",
             )
         return
-    deadline = time.monotonic() + config.seconds(config.STOP_WAIT)
+    wait = config.seconds(config.STOP_WAIT)
+    deadline = time.monotonic() + wait
     _warm()
     if root.hosts.is_dir():  # runs of ours on hosts: their links carry follow-ups home
         from runtime.hosts.link import ensure_links
@@ -154,7 +155,7 @@ def stop(data: dict[str, Any]) -> None:
 
     def handed_over() -> list[str]:
         SessionInbox(paths).read_barrier()  # the doorbell rings inside the appender's lock
-        handed = hand_over(
+        return hand_over(
             root,
             session_id,
             boundary="Stop",
@@ -163,7 +164,6 @@ def stop(data: dict[str, Any]) -> None:
             answer=answer,
             before_output=count,
         )
-        return handed
 
     with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, session_id)) as guard:
         guard.scan()  # its bell armed first; runs whose runner died are folded now
@@ -179,12 +179,13 @@ def stop(data: dict[str, Any]) -> None:
                 return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                note_failure(
-                    "stop",
-                    f"waited {config.text(config.STOP_WAIT) or config.STOP_WAIT.default} s"
-                    " (ACTORS_STOP_WAIT) with runs still live: their follow-ups wait for"
-                    f" `actors inbox read --session {session_id}` or the session's next start",
-                )
+                if wait > 0:  # 0: asked never to hold, nothing to say
+                    note_failure(
+                        "stop",
+                        f"waited {wait:g} s (ACTORS_STOP_WAIT) with runs still live: their"
+                        f" follow-ups wait for `actors inbox read --session {session_id}`"
+                        " or the session's next start",
+                    )
                 return
             poller = select.poll()
             for watched in [fd, *guard.fds()]:
