@@ -1,6 +1,7 @@
 """A headless `claude -p` coordinator (the real pinned Claude Code, the fake model on
 127.0.0.1) waits in its Stop hook for the runs it started and goes on with their
-follow-ups (adapters/claude_code/stop.py); a session fed prompts on stdin is never held.
+follow-ups (adapters/claude_code/stop.py); a session fed prompts on stdin, and the
+interactive Claude in a tmux pane, are never held.
 
 The coordinator spawns its run through the Bash tool (the fake model answers
 `[tool:Bash:CMD]` with that tool call). The run is `cat` on a FIFO the test holds, so it
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +189,62 @@ def test_a_session_fed_prompts_on_stdin_is_never_held_by_its_stop_hook(
     record = json.loads(session_paths(home, str(run["owner_id"])).record.read_text())
     assert "headless" not in record["options"]
     _release(gate)
+
+
+def test_an_interactive_claudes_stop_hook_never_holds_its_turn(
+    home: StateRoot, fake_llm: FakeLLM, tmp_path: Path, gate: Path
+) -> None:
+    """The real interactive Claude Code (its TUI in a tmux pane on a private server): its
+    model spawns a run that stays live, its turn ends, and the next prompt typed into it
+    reaches the model at once. A held Stop hook would queue that prompt behind the run."""
+    base = tmp_path / "tui"
+    config_dir, home_dir, cwd = base / "config", base / "home", base / "project"
+    for directory in (config_dir, home_dir, cwd):
+        directory.mkdir(parents=True, exist_ok=True)
+    env = claude_env(config_dir, home_dir, fake_llm.port, home.path)
+    install_actors(env, cwd)
+    # past the first start's checks, as a user's config is: onboarding done, the folder
+    # trusted, the API key approved (bench/bench_wake.py does the same for hcom's rows)
+    state = config_dir / ".claude.json"
+    seen = json.loads(state.read_text()) if state.exists() else {}
+    seen.update(
+        customApiKeyResponses={"approved": [env["ANTHROPIC_API_KEY"][-20:]]},
+        hasCompletedOnboarding=True,
+        lastOnboardingVersion="2.1.331",
+        projects={str(cwd): {"hasTrustDialogAccepted": True}},
+    )
+    state.write_text(json.dumps(seen))
+    prompt = f"spawn [tool:Bash:actors spawn -t 'cat {gate}'] TOKEN-TUI"
+    command = shlex.join(
+        ["env", *[f"{k}={v}" for k, v in {**env, "TERM": "xterm-256color"}.items()],
+         str(peer_bin("claude")), "--allowedTools", "Bash", "--model", MODEL, prompt]
+    )  # fmt: skip
+    server = f"actors-claude-tui-{os.getpid()}"
+    tmux_env = {k: v for k, v in os.environ.items() if not k.startswith("TMUX")}
+    subprocess.run(
+        ["tmux", "-L", server, "new-session", "-d", "-s", "c", "-x", "140", "-y", "40",
+         "-c", str(cwd), command],
+        check=True, env=tmux_env,
+    )  # fmt: skip
+    try:
+        # the tool's result goes back to the model: the run is spawned, the turn ends
+        try:
+            fake_llm.wait_request(lambda r: "run:run-" in json.dumps(r["body"]), 0, 90)
+        except TimeoutError:
+            screen = subprocess.run(["tmux", "-L", server, "capture-pane", "-p", "-t", "c"],
+                                    capture_output=True, text=True, env=tmux_env).stdout  # fmt: skip
+            raise AssertionError(f"no spawn reached the model; the screen:\n{screen}") from None
+        run = _the_run(home)
+        record = json.loads(session_paths(home, str(run["owner_id"])).record.read_text())
+        assert "headless" not in record["options"]
+        before = len(fake_llm.requests)
+        subprocess.run(["tmux", "-L", server, "send-keys", "-t", "c", "next TOKEN-NEXT"],
+                       check=True, env=tmux_env)  # fmt: skip
+        subprocess.run(["tmux", "-L", server, "send-keys", "-t", "c", "Enter"],
+                       check=True, env=tmux_env)  # fmt: skip
+        fake_llm.wait_request(lambda r: "TOKEN-NEXT" in json.dumps(r["body"]), before, 60)
+        assert _the_run(home)["status"] == "running"  # answered while the run still lives
+        assert not session_paths(home, str(run["owner_id"])).stop_blocks.exists()
+    finally:
+        _release(gate)
+        subprocess.run(["tmux", "-L", server, "kill-server"], check=False, env=tmux_env)
