@@ -184,7 +184,7 @@ def stop() -> None:
     """Stop: a headless `claude -p` holds its finished turn open while its runs are live
     and continues it with their follow-ups (adapters/claude_code/stop.py); any other
     session leaves at once."""
-    from adapters.claude_code.stop import headless
+    from adapters.claude_code.headless import headless
 
     if headless():  # checked before the input is read: an interactive turn end costs nothing more
         from adapters.claude_code.stop import stop as hold

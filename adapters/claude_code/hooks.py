@@ -136,7 +136,7 @@ def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
 
 
 def _headless() -> bool:
-    from adapters.claude_code.stop import headless
+    from adapters.claude_code.headless import headless
 
     return headless()
 

@@ -3,7 +3,7 @@ for its runs instead of exiting.
 
 `claude -p "PROMPT"` ends its process when its turn does, so a run it started would
 report to a session that is gone (the follow-up waits, unread, for a next session). When
-the session is headless (`headless()`), owns runs that are still live or has unread
+the session is headless (adapters/claude_code/headless.py), owns runs that are still live or has unread
 follow-ups, this hook holds the finished turn open: it sleeps on the session's inbox
 doorbell and on its runs' runners (runtime.runner.guardian.Guard: a pidfd each, no
 timer), and as soon as a follow-up is unread answers `{"decision": "block", "reason":
@@ -31,60 +31,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-ENTRYPOINT_PRINT = "sdk-cli"
-"""CLAUDE_CODE_ENTRYPOINT of a Claude started with -p (an interactive one says `cli`)."""
+from adapters.claude_code.headless import headless
+
 DEFAULT_BLOCK_CAP = 8
 """Claude Code 2.1.331's default CLAUDE_CODE_STOP_HOOK_BLOCK_CAP."""
-ANCESTORS = 4
-"""How far up from the hook the Claude process may be (sh -c, then Claude)."""
-
-
-def headless(environ: dict[str, str] | None = None) -> bool:
-    """True only for a `claude -p` that exits when its turn ends: Claude says it is not
-    interactive (CLAUDE_CODE_ENTRYPOINT), and the Claude process that runs this hook
-    (CLAUDE_PID, which must be an ancestor of ours: an inherited value names another
-    process) was started with -p / --print and reads no prompts on stdin. Anything
-    that cannot be verified (no /proc) counts as interactive: never held."""
-    env = os.environ if environ is None else environ
-    if env.get("CLAUDE_CODE_ENTRYPOINT") != ENTRYPOINT_PRINT:
-        return False
-    raw = env.get("CLAUDE_PID", "")
-    if not raw.isdigit() or int(raw) not in _ancestors(ANCESTORS):
-        return False
-    try:
-        with open(f"/proc/{int(raw)}/cmdline", "rb") as handle:
-            argv = handle.read(1 << 20).split(b"\0")
-    except OSError:
-        return False
-    return prints_once([a.decode("utf-8", "replace") for a in argv[1:]])
-
-
-def prints_once(args: list[str]) -> bool:
-    """Claude's arguments ask for one print-mode turn: -p / --print, and no stream of
-    prompts on stdin (`--input-format stream-json` keeps the process for more turns)."""
-    if not any(a in ("-p", "--print") for a in args):
-        return False
-    streamed = any(
-        a == "--input-format=stream-json"
-        or (a == "--input-format" and i + 1 < len(args) and args[i + 1] == "stream-json")
-        for i, a in enumerate(args)
-    )
-    return not streamed
-
-
-def _ancestors(depth: int) -> set[int]:
-    """The pids of this process's parent, its parent, ... (`depth` of them at most)."""
-    found: set[int] = set()
-    pid = os.getppid()
-    while pid > 1 and len(found) < depth:
-        found.add(pid)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as handle:
-                stat = handle.read(4096)
-            pid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # the field after the state
-        except (OSError, ValueError, IndexError):
-            break
-    return found
 
 
 def block_cap(environ: dict[str, str] | None = None) -> int:
@@ -101,16 +51,9 @@ def stop(data: dict[str, Any]) -> None:
     is unread (answer it) or nothing is left to wait for (answer nothing)."""
     if not headless():
         return
-    import contextlib
-    import select
-    import time
-
-    from adapters.claude_code.hooks import HARNESS
     from runtime.core import config
-    from runtime.delivery.boundary import hand_over, note_failure, pick_turn_end, session_of
+    from runtime.delivery.boundary import note_failure, session_of
     from runtime.delivery.sessions import SessionInbox
-    from runtime.messaging.doorbells import doorbell
-    from runtime.runner.guardian import Guard
     from runtime.store.layout import StateRoot, session_paths
 
     session_id = session_of(data, "session_id", env_first=False)
@@ -134,15 +77,35 @@ def stop(data: dict[str, Any]) -> None:
             )
         return
     wait = config.seconds(config.STOP_WAIT)
-    deadline = time.monotonic() + wait
     _warm()
     if root.hosts.is_dir():  # runs of ours on hosts: their links carry follow-ups home
         from runtime.hosts.link import ensure_links
 
         ensure_links(root, session_id)
+    if not _hold(root, session_id, blocks, wait) and wait > 0:
+        note_failure(
+            "stop",
+            f"waited {wait:g} s (ACTORS_STOP_WAIT) with runs still live: their follow-ups"
+            f" wait for `actors inbox read --session {session_id}` or the session's next start",
+        )
 
-    def answer(text: str) -> dict[str, Any]:
-        return {"decision": "block", "reason": text}
+
+def _hold(root: Any, session_id: str, blocks: int, wait: float) -> bool:
+    """Sleep on the inbox doorbell and the runners of the session's runs; answer as soon
+    as a follow-up is unread. False when `wait` ran out with runs still live."""
+    import contextlib
+    import select
+    import time
+
+    from adapters.claude_code.hooks import HARNESS
+    from runtime.delivery.boundary import hand_over, pick_turn_end
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.messaging.doorbells import doorbell
+    from runtime.runner.guardian import Guard
+    from runtime.store.layout import session_paths
+
+    paths = session_paths(root, session_id)
+    deadline = time.monotonic() + wait
 
     def count(ids: list[str]) -> bool:
         """Before answering (an answer past Claude's cap would be lost): the count, and
@@ -161,32 +124,23 @@ def stop(data: dict[str, Any]) -> None:
             boundary="Stop",
             harness=HARNESS,
             pick=pick_turn_end,
-            answer=answer,
+            answer=lambda text: {"decision": "block", "reason": text},
             before_output=count,
         )
 
     with doorbell(paths.doorbells) as fd, contextlib.closing(Guard(root, session_id)) as guard:
         guard.scan()  # its bell armed first; runs whose runner died are folded now
         live = unsettled(root, session_id)
-        while True:
-            if handed_over():
-                return
+        while not handed_over():
             live = {run for run in live if not settled(root, run)}
             if not live:
                 # settled after the look above: a run's follow-up is in the inbox before
                 # its marker, so one more look finds it
                 handed_over()
-                return
+                return True
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                if wait > 0:  # 0: asked never to hold, nothing to say
-                    note_failure(
-                        "stop",
-                        f"waited {wait:g} s (ACTORS_STOP_WAIT) with runs still live: their"
-                        f" follow-ups wait for `actors inbox read --session {session_id}`"
-                        " or the session's next start",
-                    )
-                return
+                return False
             poller = select.poll()
             for watched in [fd, *guard.fds()]:
                 poller.register(watched, select.POLLIN)
@@ -198,6 +152,7 @@ def stop(data: dict[str, Any]) -> None:
                 if ready == guard.bell.read:  # a runner of the session started: look again
                     live = unsettled(root, session_id)
                 guard.handle(ready)  # a runner ended (or died: its run is folded)
+    return True
 
 
 def unsettled(root: Any, owner: str) -> set[str]:
@@ -276,4 +231,4 @@ def _note(path: Any, ids: list[str], **extra: Any) -> None:
         )
 
 
-__all__ = ["block_cap", "headless", "prints_once", "settled", "stop", "unsettled"]
+__all__ = ["block_cap", "settled", "stop", "unsettled"]

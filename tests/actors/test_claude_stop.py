@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import actors
-from adapters.claude_code.stop import prints_once
+from adapters.claude_code.headless import prints_once
 from runtime.delivery.engine import DeliveryRunner
 from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import StateRoot, session_paths
