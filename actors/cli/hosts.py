@@ -99,3 +99,29 @@ def host_link(name: str) -> None:
     from runtime.hosts.link import relay
 
     relay(_root(), name)
+
+
+@host_group.command(
+    "step",
+    hidden=True,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("name")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def host_step(name: str, command: tuple[str, ...]) -> None:
+    """A run's command on host NAME (a recipe node's `host`): started by the runner."""
+    from runtime.hosts.step import run_step
+
+    argv = list(command)
+    sys.exit(run_step(_root(), name, argv[1:] if argv[:1] == ["--"] else argv))
+
+
+@host_group.command("reap", hidden=True)
+@click.argument("run")
+def host_reap(run: str) -> None:
+    """Kill on their hosts the runs RUN placed there that are still out (its end)."""
+    from runtime.hosts.step import stop_placed
+    from runtime.store.layout import parse_run_ref
+
+    for problem in stop_placed(_root(), parse_run_ref(run)):
+        click.echo(f"actors: could not stop {problem}", err=True)

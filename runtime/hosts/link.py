@@ -156,12 +156,17 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
     # the host chose the key: only its digest names anything here (a delivery id is a
     # file name under the session, and `../..` in it must not become a path)
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    submit(
-        host.root,
-        placed["session"],
-        cast("Envelope", envelope),
-        delivery_id=f"{host.name}:{digest}",
-    )
+    delivery_id = f"{host.name}:{digest}"
+    if placed["session"].startswith("run:"):  # placed by a run's command: to its inbox
+        from runtime.delivery.followups import to_parent_run
+
+        handed = to_parent_run(
+            host.root, placed["session"][4:], cast("Envelope", envelope), delivery_id
+        )
+        if handed.get("state") == "failed":
+            raise ActorsError(f"could not hand {address}'s follow-up over: {handed.get('reason')}")
+    else:
+        submit(host.root, placed["session"], cast("Envelope", envelope), delivery_id=delivery_id)
     ended = None
     if envelope.get("type") in TERMINAL_TYPES:
         status = body.get("status") if isinstance(body, dict) else None

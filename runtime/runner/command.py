@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from runtime.compiler.placeholders import render_argv
+from runtime.compiler.placeholders import render_argv, substitute_word
 from runtime.core import platform
 from runtime.core.errors import BadInput
 from runtime.runner.context import Outcome, RunContext, Status
@@ -109,7 +110,10 @@ def begin_leaf(
     """Render the command, open its captures and journal `command.start`; an Outcome
     when the command cannot even be rendered (runtime.runner.command runs it)."""
     try:
-        argv = _resolve_command(render_argv(words, values if values is not None else ctx.values))
+        values = values if values is not None else ctx.values
+        argv = render_argv(words, values)
+        host = None if recover else host_of(node, values)
+        argv = _resolve_command(argv) if host is None else on_host(host, argv)
     except BadInput as exc:  # e.g. an index past an array's end: this node fails, clearly
         record_event(
             ctx.paths.events, ctx.instance, "node.error", node=node["id"], reason=exc.message
@@ -222,6 +226,24 @@ def kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def host_of(node: dict[str, Any], values: dict[str, Any]) -> str | None:
+    """The host a node's command runs on (its `host`, rendered: a name or a comma list,
+    of which a `repeat`'s instance K takes name K mod their number), or None: here."""
+    names = [n.strip() for n in substitute_word(node.get("host") or "", values).split(",")]
+    names = [n for n in names if n]
+    if not names:
+        return None
+    index = values.get("index", 0)
+    return names[(index if isinstance(index, int) else 0) % len(names)]
+
+
+def on_host(host: str, argv: list[str]) -> list[str]:
+    """The command run on `host` as a remote run of this one (`actors host step`, the
+    same path as `spawn --host`): it ends with the remote run, and stops it there when
+    stopped. A process boundary: the runner never imports the hosts room above it."""
+    return [sys.executable, "-m", "actors", "host", "step", host, "--", *argv]
 
 
 def _resolve_command(argv: list[str]) -> list[str]:

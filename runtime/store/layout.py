@@ -301,6 +301,12 @@ class HostPaths(_NamedDir):
     def link_log(self) -> Path:
         return self._at / "link.log"
 
+    @property
+    def doorbells(self) -> Path:
+        """Rung when a placement ends here: what a run's command on the host
+        (`actors host step`) waits on instead of asking the host."""
+        return self._at / "doorbells"
+
 
 class RunPaths(_Place):
     """The files of one run's state directory."""
@@ -389,6 +395,12 @@ class RunPaths(_Place):
     @property
     def token(self) -> Path:
         return self.dir / "token"
+
+    @property
+    def placed_on_hosts(self) -> Path:
+        """Present once a command of the run started a run on a host (`actors host
+        step`): the run's end then stops what of those is still out there."""
+        return self.dir / "placed-on-hosts"
 
     @property
     def captures(self) -> Path:

@@ -1,0 +1,134 @@
+"""A swarm whose workers run on hosts (`-v hosts=a,b`: a recipe node's `host`), against
+two real sshd hosts (tests/hosts/netns.py), stand-in workers being shell commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from runtime.messaging.boxes import run_mailbox
+from runtime.store.layout import StateRoot
+from tests.conftest import cli, make_fifo, read_fifo_line
+from tests.hosts.netns import SshHost
+from tests.hosts.test_hosts import add, followups
+
+
+def swarm(*values: str) -> str:
+    args = [a for v in values for a in ("-v", v)]
+    done = cli("spawn", "swarm", *args, "--session", "coord", "--json")
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["run"])
+
+
+def placed(home: StateRoot) -> dict[str, dict]:
+    """Every run placed on a host from here, by address (`ls --json`)."""
+    rows = json.loads(cli("ls", "--json").stdout)
+    return {r["run"]: r for r in rows if r.get("host")}
+
+
+def worker_followups(home: StateRoot, run: str) -> list[dict]:
+    """The follow-ups of the swarm's remote workers, as the swarm's inbox holds them."""
+    entries = [e["envelope"] for e in run_mailbox(home.run(run)).entries()]
+    return [e for e in entries if "/" in str(e.get("from"))]
+
+
+def test_a_swarm_spreads_its_workers_over_two_hosts(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    for host in ssh_hosts:
+        add(host)
+    run = swarm(
+        "workers=4", "hosts=alpha,beta", "cmd=echo worker $1 pid-ns $(readlink /proc/self/ns/pid)"
+    )
+    waited = cli("wait", f"run:{run}", "--timeout", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    rows = placed(ssh_home)
+    assert sorted(r["host"] for r in rows.values()) == ["alpha", "alpha", "beta", "beta"]
+    assert all(r["status"] == "done" and r["owner_id"] == f"run:{run}" for r in rows.values())
+    # each worker's end came home into the swarm's inbox over its host's link, once
+    got = worker_followups(ssh_home, run)
+    assert sorted(e["from"] for e in got) == sorted(rows)
+    assert {e["type"] for e in got} == {"run.done"}
+    # the workers ran there: their PID namespace is not ours
+    ours = str(Path("/proc/self/ns/pid").readlink())
+    output = cli("result", f"run:{run}").stdout
+    for index in range(4):
+        assert f"worker {index} pid-ns" in output
+    assert ours not in output
+    # the coordinator hears of the swarm once, not of its workers
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "30").returncode == 0
+    [envelope] = followups()
+    assert envelope["from"] == f"run:{run}" and envelope["type"] == "run.done"
+
+
+def test_unknown_hosts_are_refused_before_anything_starts(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    add(ssh_hosts[0])
+    for hosts in ("alpha,gamma", "../x", "alpha,\x1b[2J"):
+        done = cli("spawn", "swarm", "-v", "cmd=true", "-v", f"hosts={hosts}")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "not a host of this machine" in done.stderr
+        assert "\x1b" not in done.stderr
+    assert not ssh_home.runs.exists() or not any(ssh_home.runs.iterdir())
+    assert placed(ssh_home) == {}
+    assert not ssh_home.host("alpha").placements.exists()
+
+
+def test_killing_the_swarm_kills_its_workers_on_their_hosts(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    for host in ssh_hosts:
+        add(host)
+    ready = [make_fifo(tmp_path / f"ready-{index}") for index in range(2)]
+    run = swarm(
+        "workers=2", "hosts=alpha,beta", f"cmd=echo up > {tmp_path}/ready-$1; exec sleep 31339"
+    )
+    assert [read_fifo_line(r) for r in ready] == ["up", "up"]
+    for host in ssh_hosts:
+        assert any("sleep 31339" in p for p in host.processes())
+    other = cli("kill", f"run:{run}", "--session", "someone-else")
+    assert other.returncode == 2
+    assert all(r["status"] == "placed" for r in placed(ssh_home).values())
+    killed = cli("kill", f"run:{run}", "--session", "coord")
+    assert killed.returncode == 0, killed.stderr
+    for host in ssh_hosts:
+        assert not any("sleep 31339" in p for p in host.processes())
+    assert {r["status"] for r in placed(ssh_home).values()} == {"killed"}
+
+
+def test_cancelling_the_swarm_stops_its_workers_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    host = ssh_hosts[1]
+    add(host)
+    ready = make_fifo(host.base / "ready-cancel")
+    run = swarm("workers=1", "hosts=beta", f"cmd=echo up > {ready}; exec sleep 31340")
+    assert read_fifo_line(ready) == "up"
+    cancelled = cli("cancel", f"run:{run}", "--session", "coord")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert not any("sleep 31340" in p for p in host.processes())
+    assert {r["status"] for r in placed(ssh_home).values()} == {"killed"}
+
+
+def test_a_dropped_link_kills_no_worker(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    host = ssh_hosts[0]
+    add(host)
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    run = swarm("workers=1", "hosts=alpha", f"cmd=echo up > {ready}; cat {gate}")
+    assert read_fifo_line(ready) == "up"
+    host.link(up=False)
+    try:
+        assert any(f"cat {gate}" in p for p in host.processes())  # goes on there
+        assert cli("status", f"run:{run}", "--json").returncode == 0
+        with open(gate, "w") as w:
+            w.write("released\n")
+    finally:
+        host.link(up=True)
+    waited = cli("wait", f"run:{run}", "--timeout", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    [envelope] = worker_followups(ssh_home, run)
+    assert envelope["type"] == "run.done"
+    assert "released" in cli("result", f"run:{run}").stdout
