@@ -148,7 +148,7 @@ def main(quick: bool) -> None:
 
 
 SWARM_WORKERS = 6
-AGENT_S = 1.0
+AGENT_S = 3.0
 
 
 def _swarm_s(hosts: str, agent: str) -> float:

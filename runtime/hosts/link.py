@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
-from runtime.core import config
+from runtime.core import cgroups, config
 from runtime.core.errors import ActorsError
 from runtime.core.faults import pause_point
 from runtime.core.ids import now_iso
@@ -273,7 +273,7 @@ def start_link(root: StateRoot, name: str) -> None:
     from runtime.store.writes import ensure_dir
 
     ensure_dir(host.paths.dir)
-    subprocess.Popen(
+    link = subprocess.Popen(
         [sys.executable, "-m", "actors", "host", "link", name],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -281,3 +281,6 @@ def start_link(root: StateRoot, name: str) -> None:
         start_new_session=True,
         env={**os.environ, config.HOME.name: str(root.path)},
     )
+    # started by a run's command (a swarm's worker on the host): the link serves every
+    # run placed there, and must not die with that run's cgroup
+    cgroups.release(link.pid)

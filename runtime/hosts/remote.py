@@ -421,6 +421,8 @@ def placed_rows(root: StateRoot) -> list[dict[str, Any]]:
                     "address": address,
                     "host": record["name"],
                     "owner_id": placed["session"],
+                    # a run's command placed it (a swarm's worker): listed under that run
+                    "parent": placed["session"] if placed["session"].startswith("run:") else None,
                     "status": placed.get("status") or placed["state"],
                     "created_at": placed["placed_at"],
                     "command": placed.get("what"),

@@ -177,12 +177,12 @@ def reap_placed(root: StateRoot, paths: RunPaths) -> None:
     import subprocess
     import sys
 
-    from runtime.core import config
+    from runtime.core import cgroups, config
 
     if not paths.placed_on_hosts.exists():
         return
     with contextlib.suppress(OSError):
-        subprocess.Popen(
+        reaper = subprocess.Popen(
             [sys.executable, "-m", "actors", "host", "reap", f"run:{paths.run_id}"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -190,3 +190,4 @@ def reap_placed(root: StateRoot, paths: RunPaths) -> None:
             start_new_session=True,
             env={**os.environ, config.HOME.name: str(root.path)},
         )
+        cgroups.release(reaper.pid)  # folded by another run's guardian: not that run's

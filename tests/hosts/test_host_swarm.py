@@ -4,20 +4,26 @@ two real sshd hosts (tests/hosts/netns.py), stand-in workers being shell command
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 from runtime.messaging.boxes import run_mailbox
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, make_fifo, read_fifo_line
 from tests.hosts.netns import SshHost
-from tests.hosts.test_hosts import add, followups
+from tests.hosts.test_hosts import add, followups, spawn
 
 
 def swarm(*values: str) -> str:
+    return str(started_swarm(*values)["run"])
+
+
+def started_swarm(*values: str) -> dict:
     args = [a for v in values for a in ("-v", v)]
     done = cli("spawn", "swarm", *args, "--session", "coord", "--json")
     assert done.returncode == 0, done.stderr
-    return str(json.loads(done.stdout)["run"])
+    return dict(json.loads(done.stdout))
 
 
 def placed(home: StateRoot) -> dict[str, dict]:
@@ -132,3 +138,67 @@ def test_a_dropped_link_kills_no_worker(
     [envelope] = worker_followups(ssh_home, run)
     assert envelope["type"] == "run.done"
     assert "released" in cli("result", f"run:{run}").stdout
+
+
+def link_pids(home: StateRoot) -> list[int]:
+    """This root's `actors host link` processes."""
+    marker = f"ACTORS_HOME={home.path}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if (
+                proc.name.isdigit()
+                and b"host\x00link" in (proc / "cmdline").read_bytes()
+                and marker in (proc / "environ").read_bytes().split(b"\x00")
+            ):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_the_link_a_worker_started_outlives_the_swarm(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """The worker's step starts the host's link inside the swarm's cgroup; the link
+    serves every run placed there, so the swarm's end (its cgroup killed) must not end it."""
+    from runtime.core.process import wait_gone
+
+    host = ssh_hosts[0]
+    add(host)
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    started = started_swarm("workers=1", "hosts=alpha", f"cmd=echo up > {ready}; cat {gate}")
+    assert read_fifo_line(ready) == "up"
+    deadline = time.monotonic() + 30
+    while not (links := link_pids(ssh_home)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the step starts the link just after the run started there
+    [link] = links
+    mine = spawn(host, "-t", "sleep 31346")  # the user's own run: the same link serves it
+    with open(gate, "w") as w:
+        w.write("go\n")
+    assert cli("wait", f"run:{started['run']}", "--timeout", "120").returncode == 0
+    assert wait_gone([int(started["pid"])], timeout=30)  # its end and its sweep are over
+    assert link_pids(ssh_home) == [link] and os.path.exists(f"/proc/{link}")
+    assert cli("kill", mine, "--session", "coord").returncode == 0
+
+
+def test_control_kill_of_the_swarm_reaps_its_workers_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """`control.kill` gives the worker's step no time (SIGKILL): the swarm's end starts
+    `actors host reap`, which kills the workers on their hosts."""
+    for host in ssh_hosts:
+        add(host)
+    ready = [make_fifo(tmp_path / f"ready-{index}") for index in range(2)]
+    run = swarm(
+        "workers=2", "hosts=alpha,beta", f"cmd=echo up > {tmp_path}/ready-$1; exec sleep 31347"
+    )
+    assert [read_fifo_line(r) for r in ready] == ["up", "up"]
+    assert cli("message", f"run:{run}", "control.kill", "--session", "coord").returncode == 0
+    assert cli("wait", f"run:{run}", "--timeout", "60").returncode != 0
+    deadline = time.monotonic() + 60
+    while {r["status"] for r in placed(ssh_home).values()} != {"killed"}:
+        assert time.monotonic() < deadline, placed(ssh_home)
+        time.sleep(0.1)  # the reap is detached from the swarm's end: its outcome is awaited
+    for host in ssh_hosts:
+        assert not any("sleep 31347" in p for p in host.processes())
