@@ -27,7 +27,6 @@ from runtime.core.ids import new_id, now_iso
 from runtime.core.process import STOP_SIGNALS, capture, early_stop, kill_session, read_proc, verify
 from runtime.runner import ENTRY
 from runtime.runner.bells import ring_guardians
-from runtime.runner.fold import reap_placed
 from runtime.runner.output import output_preview
 from runtime.store.appends import locked
 from runtime.store.events import has_event, record_event, write_progress
@@ -305,7 +304,10 @@ def end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     except Exception as exc:
         log_exception(exc)  # runner.log; `actors reconcile` will deliver it
     sweep(paths, run)
-    reap_placed(StateRoot(paths.dir.parent.parent), paths)  # out of its cgroup by now
+    if paths.placed_on_hosts.exists():  # out of its cgroup by now
+        from runtime.runner.fold import reap_placed  # deferred: few runs went to a host
+
+        reap_placed(StateRoot(paths.dir.parent.parent), paths)
 
 
 def _follow_up(paths: RunPaths, run: RunRecord, result: ResultRecord, skipped: str) -> None:

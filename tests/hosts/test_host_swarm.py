@@ -202,3 +202,24 @@ def test_control_kill_of_the_swarm_reaps_its_workers_there(
         time.sleep(0.1)  # the reap is detached from the swarm's end: its outcome is awaited
     for host in ssh_hosts:
         assert not any("sleep 31347" in p for p in host.processes())
+
+
+def test_a_workers_words_reach_the_host_exactly(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """Each word of a worker's command is one argument on the host, byte for byte: the
+    same command prints the same here and there (no placeholder, JSON, option or shell
+    reading of a value on the way)."""
+    add(ssh_hosts[0])
+    cmd = (
+        "printf '<%s>\\n' \"$0\" \"$1\" 007 '[1, 2]' true '{hosts}' '{{x}}' '$(id)' "
+        "'a  b' -v --as=run:x -- '--json' 'é\\u2028' \"$(printf 'two\\nlines')\""
+    )
+    here = swarm("workers=1", f"cmd={cmd}")
+    there = swarm("workers=1", "hosts=alpha", f"cmd={cmd}")
+    for run in (here, there):
+        assert cli("wait", f"run:{run}", "--timeout", "120").returncode == 0
+    shown = [cli("result", f"run:{run}").stdout for run in (here, there)]
+    said = [out[out.index("<") :] for out in shown]  # after the line naming the run
+    assert "<007>" in said[0] and "<[1, 2]>" in said[0] and "<{hosts}>" in said[0]
+    assert said[0] == said[1]
