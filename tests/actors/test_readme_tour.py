@@ -643,6 +643,11 @@ SKIPPED: dict[str, str] = {
         "tests/hosts/test_hosts.py (test_add_ls_rm_two_hosts, "
         "test_runs_on_two_hosts_come_back_once)"
     ),
+    "actors spawn swarm -v workers=4 -v hosts=alpha,beta -v cmd='make test-shard-$1'": (
+        "needs two sshd hosts (root, ip netns); walked against two real sshd hosts by "
+        "tests/hosts/test_host_swarm.py (test_a_swarm_spreads_its_workers_over_two_hosts, "
+        "test_killing_the_swarm_kills_its_workers_on_their_hosts)"
+    ),
 }
 """Tour lines not run here, each with the reason."""
 
