@@ -7,9 +7,10 @@
   this machine's clock), across the host's link; for a local run the same two stamps.
 
 - a swarm over three hosts against the same swarm on one host (`swarm` recipe, `-v
-  hosts=...`): its wall time from `spawn` to the end of `wait`. Its stand-in agents sleep
-  (this machine has 2 cores, which three namespace hosts share: CPU work could not run
-  faster spread over them, sleep can): each host runs one agent at a time (the agent
+  hosts=...`): its wall time from `spawn` to the end of `wait`. Its six stand-in agents
+  sleep, 3 s (1 s with --quick): this machine has 2 cores, which three namespace hosts
+  share, so CPU work could not run faster spread over them; sleep can. Each host runs
+  one agent at a time (the agent
   takes a per-host flock, standing in for a machine's capacity), so one host runs the
   six agents one after another and three hosts two each. A second pair without the
   flock (every agent at once wherever it is) shows what spreading costs when no host is
@@ -137,7 +138,7 @@ def main(quick: bool) -> None:
             emit(row("run end -> follow-up in inbox (local)", follow_local))
             emit(row("  (ssh host, the link started for it)", follow_remote, follow_local))
             emit(row("  (ssh host, the link already up)", follow_warm, follow_local))
-            _swarm_rows(1 if quick else 3)
+            _swarm_rows(1, 1.0) if quick else _swarm_rows(3, AGENT_S)
         finally:
             from runtime.store.layout import StateRoot
             from tests.hosts.conftest import stop_links_and_masters
@@ -173,16 +174,16 @@ def _swarm_s(hosts: str, agent: str) -> float:
     return time.perf_counter() - started
 
 
-def _swarm_rows(rounds: int) -> None:
+def _swarm_rows(rounds: int, agent_s: float) -> None:
     """The 3-host swarm against the one-host swarm, each agent a sleep (module doc)."""
-    one_slot = f'flock "$XDG_STATE_HOME/agent-slot" sleep {AGENT_S}'
-    at_once = f"sleep {AGENT_S}"
+    one_slot = f'flock "$XDG_STATE_HOME/agent-slot" sleep {agent_s:g}'
+    at_once = f"sleep {agent_s:g}"
     for label, agent in (("1 agent at a time per host", one_slot), ("all at once", at_once)):
         one, three = [], []
         for _ in range(rounds):
             one.append(_swarm_s("alpha", agent))
             three.append(_swarm_s("alpha,beta,gamma", agent))
-        name = f"swarm {SWARM_WORKERS}x sleep {AGENT_S:g}s, {label}"
+        name = f"swarm {SWARM_WORKERS}x sleep {agent_s:g}s, {label}"
         emit(row(f"{name} (1 host)", one, unit="s"))
         emit(row("  (3 hosts)", three, one, unit="s"))
 
