@@ -10,9 +10,8 @@
   hosts=...`): its wall time from `spawn` to the end of `wait`. Its six stand-in agents
   sleep, 3 s (1 s with --quick): this machine has 2 cores, which three namespace hosts
   share, so CPU work could not run faster spread over them; sleep can. Each host runs
-  one agent at a time (the agent
-  takes a per-host flock, standing in for a machine's capacity), so one host runs the
-  six agents one after another and three hosts two each. A second pair without the
+  one agent at a time (the agent takes a per-host flock, standing in for a machine's
+  capacity), so one host runs the six agents one after another and three hosts two each. A second pair without the
   flock (every agent at once wherever it is) shows what spreading costs when no host is
   full.
 
