@@ -11,9 +11,9 @@
   sleep, 3 s (1 s with --quick): this machine has 2 cores, which three namespace hosts
   share, so CPU work could not run faster spread over them; sleep can. Each host runs
   one agent at a time (the agent takes a per-host flock, standing in for a machine's
-  capacity), so one host runs the six agents one after another and three hosts two each. A second pair without the
-  flock (every agent at once wherever it is) shows what spreading costs when no host is
-  full.
+  capacity), so one host runs the six agents one after another and three hosts two
+  each. A second pair without the flock (every agent at once wherever it is) shows what
+  spreading costs when no host is full.
 
 The hosts are tests/hosts/netns.py's: a network namespace with its own PID and mount
 namespaces and its own sshd each, on this machine (so the figures are the cost of ssh,
