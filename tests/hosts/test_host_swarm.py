@@ -223,3 +223,13 @@ def test_a_workers_words_reach_the_host_exactly(
     said = [out[out.index("<") :] for out in shown]  # after the line naming the run
     assert "<007>" in said[0] and "<[1, 2]>" in said[0] and "<{hosts}>" in said[0]
     assert said[0] == said[1]
+
+
+def test_a_step_outside_a_run_is_refused_in_one_line(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    add(ssh_hosts[0])
+    done = cli("host", "step", "alpha", "--", "true")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "from inside that run" in done.stderr
+    assert placed(ssh_home) == {}

@@ -39,6 +39,7 @@ async def test_mcp_status_result_message_and_kill_of_a_remote_run(
     mine = spawn(host, "-t", f"sh -c 'echo up > {ready}; exec sleep 31341'", session="coord-mcp")
     theirs = spawn(host, "-t", "sleep 31342", session="someone-else")
     done = spawn(host, "-t", "echo hello-from-alpha", session="coord-mcp")
+    player = spawn(host, "player", session="coord-mcp")
     assert read_fifo_line(ready) == "up"
     assert cli("wait", done).returncode == 0
     async with stdio_client(_mcp("coord-mcp")) as (read, write), ClientSession(read, write) as mcp:
@@ -59,9 +60,19 @@ async def test_mcp_status_result_message_and_kill_of_a_remote_run(
         assert unknown.is_error and "no run nope placed on host alpha" in unknown.content[0].text
         killed = await mcp.call_tool("message", {"to": mine, "type": "control.kill"})
         assert not killed.is_error, killed.content[0].text
+        # a message the run accepts goes to its mailbox there; control.stop is its cancel
+        sent = await mcp.call_tool(
+            "message", {"to": player, "type": "player.next", "body": {"n": 1}}
+        )
+        assert not sent.is_error, sent.content[0].text
+        assert sent.structured_content["host"] == "alpha"
+        stopped = await mcp.call_tool("message", {"to": player, "type": "control.stop"})
+        assert not stopped.is_error, stopped.content[0].text
+    inbox = cli("inspect", player, "--view", "mailbox", "--json")
+    assert '"player.next"' in inbox.stdout, inbox.stdout + inbox.stderr
     assert not any("sleep 31341" in p for p in host.processes())
     rows = {r["run"]: r for r in json.loads(cli("ls", "--json").stdout)}
-    assert rows[mine]["status"] == "killed"
+    assert rows[mine]["status"] == "killed" and rows[player]["status"] == "cancelled"
 
 
 def test_the_dashboard_lists_shows_and_kills_remote_runs(
