@@ -36,6 +36,7 @@ PLANS = {
     "claude-code": "adapters.claude_code.install:plan",
     "codex": "adapters.codex.install:plan",
     "opencode": "adapters.opencode.install:plan",
+    "pi": "adapters.pi.install:plan",
 }
 HARNESSES = tuple(PLANS)
 

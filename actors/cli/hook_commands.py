@@ -9,6 +9,8 @@ import click
 from actors.cli.hooks import (
     file_changed,
     hook_input,
+    pi_session_start,
+    pi_wake,
     pre_tool_use,
     session_start,
     user_prompt_submit,
@@ -53,6 +55,20 @@ def pre_tool_use_cmd() -> None:
     """PreToolUse: follow-ups held for the next tool call, as additionalContext (no
     permission decision: the tool call goes on exactly as it would have)."""
     pre_tool_use()
+
+
+@hook_group.command("pi-session-start")
+def pi_session_start_cmd() -> None:
+    """The actors pi extension's session start: register the pi session, answer with its
+    actors session id and the wake file to watch."""
+    pi_session_start()
+
+
+@hook_group.command("pi-wake")
+def pi_wake_cmd() -> None:
+    """The actors pi extension's wake: the unread follow-ups as one fenced text for pi
+    (marked read once handed over); silent when nothing is pending."""
+    pi_wake()
 
 
 @hook_group.command("gemini-after-agent")

@@ -2,7 +2,8 @@
 logic of each harness's adapter package.
 
 Claude Code (adapters/claude_code/hooks.py): `session-start`, `file-changed` and the
-boundary hooks `user-prompt-submit` / `pre-tool-use`. Harnesses with no idle wake get
+boundary hooks `user-prompt-submit` / `pre-tool-use`. The actors pi extension
+(adapters/pi/extension.py): `pi-session-start` and `pi-wake`. Harnesses with no idle wake get
 turn-boundary hooks: `gemini-after-agent` (adapters/gemini.py) and `cursor-stop`
 (adapters/cursor.py). What each hook surfaces, and under which locks, is
 runtime/delivery/boundary.py. Hooks run on every harness event, so nothing here imports
@@ -169,10 +170,28 @@ def pre_tool_use() -> None:
     hooks.pre_tool_use(hook_input())
 
 
+def pi_session_start() -> None:
+    """The actors pi extension's session start: register the pi session, answer with its
+    id and wake file (adapters/pi/extension.py)."""
+    from adapters.pi import extension
+
+    extension.session_start(hook_input())
+
+
+def pi_wake() -> None:
+    """The actors pi extension's wake: hand the unread follow-ups over as one text."""
+    from adapters.pi import extension
+
+    extension.wake(hook_input())
+
+
 PLAIN: dict[tuple[str, ...], Callable[[], None]] = {
     ("hook", "session-start"): session_start,
     ("hook", "file-changed"): file_changed,
     ("hook", "user-prompt-submit"): user_prompt_submit,
     ("hook", "pre-tool-use"): pre_tool_use,
+    ("hook", "pi-session-start"): pi_session_start,
+    ("hook", "pi-wake"): pi_wake,
 }
-"""Claude Code's hooks as `actors install claude-code` writes them: run without click."""
+"""Claude Code's hooks as `actors install claude-code` writes them, and those of the actors
+pi extension (`actors install pi`): run without click."""

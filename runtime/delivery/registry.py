@@ -27,6 +27,7 @@ BUILTIN = {
     "opencode": "adapters.opencode.adapter:OpenCodeAdapter",
     "codex": "adapters.codex.adapter:CodexAdapter",
     "pi": "adapters.pi.adapter:PiAdapter",
+    "pi_tui": "adapters.pi.tui:PiTuiAdapter",
     "claude_teams": "adapters.claude_code.teams:ClaudeTeamsAdapter",
 }
 
