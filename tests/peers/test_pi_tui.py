@@ -1,0 +1,117 @@
+"""A user's own interactive pi (1.x), reached through the actors pi extension.
+
+Set up only as docs/harnesses.md says: the real `actors install pi --user` (the extension
+and the MCP entry) into pi's throw-away agent dir, then `pi` started in a tmux pane as a
+user starts it; no `actors session register` and no host process of ours: the extension
+registers the session, and a run's follow-up wakes the idle pi by itself. The fake model
+answers `[tool:NAME:ARG]` with a tool call (pi names MCP tools `mcp__actors__<tool>`);
+what a tool returned, or what woke pi, is read from the model's next request.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import actors
+from runtime.delivery.sessions import SessionInbox, load_session
+from runtime.store.layout import StateRoot, session_paths
+from runtime.store.reads import read_jsonl
+from tests.conftest import cli, finished
+from tests.peers.conftest import doctor_verdicts
+from tests.peers.fake_llm import FakeLLM, last_user_text
+from tests.peers.run_pi import PiTui, pi_tui
+
+FENCE = re.compile(r"<run-data nonce=(\w+)>\n(.*?)\n</run-data nonce=\1>", re.S)
+
+
+def tool_output(body: dict[str, Any]) -> str | None:
+    """What a tool gave the model: the `tool` message that ends a Chat Completions
+    request (None for a request that does not carry a fresh tool result)."""
+    last = (body.get("messages") or [{}])[-1]
+    content = last.get("content")
+    if last.get("role") != "tool":
+        return None
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def call_tool(pi: PiTui, llm: FakeLLM, tool: str, args: dict[str, Any]) -> str:
+    """Type a prompt whose model calls `mcp__actors__<tool>`; what the model got back."""
+    start = len(llm.requests)
+    pi.type(f"[tool:mcp__actors__{tool}:{json.dumps(args)}]")
+    answered = llm.wait_request(lambda r: tool_output(r["body"]) is not None, start, timeout=60)
+    return str(tool_output(answered["body"]))
+
+
+def woken_by(llm: FakeLLM, token: str, start: int = 0) -> str:
+    """The user message of the model request that carries `token` fenced (the woken
+    turn), not as typed in a prompt."""
+
+    def fenced(request: dict[str, Any]) -> bool:
+        found = FENCE.search(last_user_text(request["body"]))
+        return found is not None and token in found.group(2)
+
+    return last_user_text(llm.wait_request(fenced, start, timeout=60)["body"])
+
+
+def delivered(home: StateRoot, session: str, delivery_id: str) -> list[dict[str, Any]]:
+    journal = read_jsonl(session_paths(home, session).deliveries).records
+    return [r for r in journal if r.get("id") == delivery_id and r.get("event") == "delivered"]
+
+
+def test_a_runs_follow_up_wakes_the_idle_pi_once_fenced(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
+        record = load_session(home, pi.session)
+        assert record["harness"] == "pi_tui" and record["cwd"] == str(tmp_path / "pi" / "proj")
+        assert fake_llm.requests == []  # idle: nobody typed, nothing asked the model
+        first = actors.spawn(template="echo TOKEN-PI-IDLE", session=pi.session)
+        finished(actors.wait(first["run"], timeout=30))
+        text = woken_by(fake_llm, "TOKEN-PI-IDLE")
+        fenced = FENCE.search(text)
+        assert fenced and "TOKEN-PI-IDLE" in fenced.group(2), text
+        assert text.index("[actors]") < fenced.start(), "our head line, then the fenced data"
+        paths = session_paths(home, pi.session)
+        assert SessionInbox(paths).unread() == []
+        (entry,) = [e for e in read_jsonl(paths.inbox).records if e.get("state") == "read"]
+        assert len(delivered(home, pi.session, entry["id"])) == 2  # the runner's, the hand-over's
+        wakes = read_jsonl(paths.wakes).records
+        assert [w["via"] for w in wakes if entry["id"] in w["ids"]] == ["pi extension"]
+
+        start = len(fake_llm.requests)
+        second = actors.spawn(template="echo TOKEN-PI-TWO", session=pi.session)
+        finished(actors.wait(second["run"], timeout=30))
+        text = woken_by(fake_llm, "TOKEN-PI-TWO", start)
+        assert "TOKEN-PI-IDLE" not in text, "the first follow-up was handed over again"
+        assert "ACK TOKEN-PI-IDLE" in pi.screen() or "TOKEN-PI-IDLE" in pi.screen()
+
+
+def test_the_model_spawns_and_reads_through_pis_own_mcp_client(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """No session given anywhere: `actors mcp` (started by pi) acts for the session of
+    the pi process above it, recorded by the extension's session start."""
+    with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
+        args = {"template": "echo TOKEN-PI-MCP", "as": "run:pi-mcp"}
+        start = len(fake_llm.requests)
+        seen = call_tool(pi, fake_llm, "spawn", args)
+        assert "started run:pi-mcp" in seen and "do not poll" in seen, seen
+        assert actors.status("pi-mcp")["owner_id"] == pi.session
+        finished(actors.wait("pi-mcp", timeout=30))
+        woken_by(fake_llm, "TOKEN-PI-MCP", start)
+        seen = call_tool(pi, fake_llm, "inbox_read", {})
+        assert seen == "0 unread follow-up(s)", seen  # handed over once, as the woken turn
+
+
+def test_doctor_reports_pi_tui_levels(home: StateRoot, tmp_path: Path, fake_llm: FakeLLM) -> None:
+    with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
+        proc = cli("doctor", "delivery", "--session", pi.session)
+    assert "harness=pi_tui" in proc.stdout, proc.stdout + proc.stderr
+    verdicts = doctor_verdicts(proc.stdout, "pi", setup="interactive TUI (actors pi extension)")
+    for level in ("D1", "D2", "D3", "D4", "D5", "D6", "D8"):
+        assert verdicts[level] == "pass", proc.stdout
