@@ -31,6 +31,7 @@ from runtime.delivery.boundary import (
     pick_turn_end,
     record_wake,
     session_of,
+    take_over,
     touch_wake,
 )
 from runtime.store.layout import StateRoot, session_paths
@@ -68,8 +69,6 @@ def session_start(data: dict[str, Any], wake: str) -> None:
         return
     root = StateRoot.from_env()
     _register(root, session_id, data)
-    from runtime.delivery.succession import take_over
-
     take_over(root, session_id, "session-start")
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)

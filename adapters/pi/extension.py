@@ -31,6 +31,7 @@ from runtime.delivery.boundary import (
     pick_turn_end,
     record_wake,
     session_of,
+    take_over,
     touch_wake,
 )
 from runtime.store.layout import StateRoot, session_paths
@@ -47,7 +48,6 @@ def session_start(data: dict[str, Any]) -> None:
     """Register the pi session, take over from the one this pi process served before,
     and answer with the session id and the wake file to watch (nothing for bad input)."""
     from runtime.core.ids import is_valid_id
-    from runtime.delivery.succession import take_over
     from runtime.store.writes import ensure_dir
 
     given = data.get("session_id")

@@ -29,7 +29,7 @@ from typing import Any
 
 from runtime.core import config
 from runtime.delivery.sessions import SessionInbox
-from runtime.store.layout import SessionPaths, session_paths
+from runtime.store.layout import SessionPaths, StateRoot, session_paths
 
 BOUNDARY_MODES = ("next-message", "next-tool-call")
 CONTEXT_BUDGET = 9000
@@ -107,6 +107,29 @@ def record_wake(paths: SessionPaths, unread: list[dict[str, Any]], via: str = ""
             {"ts": now_iso(), "ids": [e["id"] for e in unread], **({"via": via} if via else {})},
             compactor=LOG,
         )
+
+
+def take_over(root: StateRoot, session_id: str, hook: str) -> None:
+    """Record that the harness process running this hook (Claude Code, or pi through its
+    actors extension) serves `session_id` now (its running `actors mcp` acts for it from
+    the next call), and make it the successor of the session the same process served
+    before, if any; never fails the hook (`hook` names it in the failure line)."""
+    from runtime.delivery.harness_processes import record_harness_process
+
+    try:
+        previous = record_harness_process(root, session_id)
+    except Exception as exc:  # the session is registered: answer anyway
+        note_failure(hook, f"recording the harness process: {exc}")
+        return
+    if previous is None:
+        return
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.succession import succeed
+
+    try:
+        succeed(root, previous, session_id, DeliveryRunner(root))
+    except Exception as exc:  # the session starts anyway; the next start moves them
+        note_failure(hook, f"taking over {previous}: {exc}")
 
 
 def touch_wake(path: Path) -> None:

@@ -79,29 +79,6 @@ def lineage(root: StateRoot, session: str) -> set[str]:
     return found
 
 
-def take_over(root: StateRoot, session_id: str, hook: str) -> None:
-    """Record that the harness process running this hook (Claude Code, or pi through its
-    actors extension) serves `session_id` now (its running `actors mcp` acts for it from
-    the next call), and make it the successor of the session the same process served
-    before, if any; never fails the hook (`hook` names it in the failure line)."""
-    from runtime.delivery.boundary import note_failure
-    from runtime.delivery.harness_processes import record_harness_process
-
-    try:
-        previous = record_harness_process(root, session_id)
-    except Exception as exc:  # the session is registered: answer anyway
-        note_failure(hook, f"recording the harness process: {exc}")
-        return
-    if previous is None:
-        return
-    from runtime.delivery.engine import DeliveryRunner
-
-    try:
-        succeed(root, previous, session_id, DeliveryRunner(root))
-    except Exception as exc:  # the session starts anyway; the next start moves them
-        note_failure(hook, f"taking over {previous}: {exc}")
-
-
 def succeed(root: StateRoot, old: str, new: str, runner: DeliveryRunner) -> list[str]:
     """`new` now serves the harness process that served `old` (the SessionStart hook, after
     it saved `new`'s record): link the two and move `old`'s unread follow-ups to `new`'s
