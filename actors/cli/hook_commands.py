@@ -9,6 +9,7 @@ import click
 from actors.cli.hooks import (
     file_changed,
     hook_input,
+    pi_serve,
     pi_session_start,
     pi_wake,
     pre_tool_use,
@@ -69,6 +70,13 @@ def pi_wake_cmd() -> None:
     """The actors pi extension's wake: the unread follow-ups as one fenced text for pi
     (marked read once handed over); silent when nothing is pending."""
     pi_wake()
+
+
+@hook_group.command("pi-serve")
+def pi_serve_cmd() -> None:
+    """pi-wake kept running for one pi process: one JSON request per stdin line, one
+    answer line per request (with its `seq`), until stdin ends."""
+    pi_serve()
 
 
 @hook_group.command("gemini-after-agent")

@@ -3,7 +3,8 @@ logic of each harness's adapter package.
 
 Claude Code (adapters/claude_code/hooks.py): `session-start`, `file-changed` and the
 boundary hooks `user-prompt-submit` / `pre-tool-use`. The actors pi extension
-(adapters/pi/extension.py): `pi-session-start` and `pi-wake`. Harnesses with no idle wake get
+(adapters/pi/extension.py): `pi-session-start`, `pi-wake` and `pi-serve` (the wake, kept
+running for one pi process). Harnesses with no idle wake get
 turn-boundary hooks: `gemini-after-agent` (adapters/gemini.py) and `cursor-stop`
 (adapters/cursor.py). What each hook surfaces, and under which locks, is
 runtime/delivery/boundary.py. Hooks run on every harness event, so nothing here imports
@@ -185,6 +186,13 @@ def pi_wake() -> None:
     extension.wake(hook_input())
 
 
+def pi_serve() -> None:
+    """The actors pi extension's wake, kept running: one answer line per request line."""
+    from adapters.pi import extension
+
+    extension.serve()
+
+
 PLAIN: dict[tuple[str, ...], Callable[[], None]] = {
     ("hook", "session-start"): session_start,
     ("hook", "file-changed"): file_changed,
@@ -192,6 +200,7 @@ PLAIN: dict[tuple[str, ...], Callable[[], None]] = {
     ("hook", "pre-tool-use"): pre_tool_use,
     ("hook", "pi-session-start"): pi_session_start,
     ("hook", "pi-wake"): pi_wake,
+    ("hook", "pi-serve"): pi_serve,
 }
 """Claude Code's hooks as `actors install claude-code` writes them, and those of the actors
 pi extension (`actors install pi`): run without click."""

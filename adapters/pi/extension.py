@@ -18,6 +18,8 @@ wake or an `actors inbox read` never takes the same entry; `manual` ones wait fo
 extension sends into pi as a user message: an idle pi starts a turn with it at once, a
 busy one gets it after the running turn's tool calls (`steer`, for an `immediate`
 follow-up) or when the turn ends (`followUp`). Nothing is printed when nothing waits.
+`actors hook pi-serve` is the same, kept running by the extension for its pi process:
+one request line in, one answer line out (`serve`), so a wake pays no interpreter start.
 """
 
 from __future__ import annotations
@@ -86,13 +88,14 @@ def pick_wake(entry: dict[str, Any], state: dict[str, Any]) -> bool:
     return pick_turn_end(entry, state) and not held_at_boundary(entry, state)
 
 
-def wake(data: dict[str, Any]) -> None:
-    """Hand the unread follow-ups over for the extension to send in (module docstring)."""
+def wake(data: dict[str, Any], seq: int | None = None) -> bool:
+    """Hand the unread follow-ups over for the extension to send in (module docstring);
+    `seq` is echoed in the answer (`serve`). True when an answer was written."""
     from runtime.delivery.boundary import hand_over
 
     session = session_of(data, "session", env_first=False)
     if not session.startswith(PREFIX):
-        return
+        return False
     root = StateRoot.from_env()
     modes: dict[str, str] = {}
 
@@ -104,8 +107,39 @@ def wake(data: dict[str, Any]) -> None:
 
     def answer(text: str) -> dict[str, Any]:
         steer = "immediate" in modes.values()
-        return {"text": text, "deliver_as": "steer" if steer else "followUp"}
+        echoed = {} if seq is None else {"seq": seq}
+        return {**echoed, "text": text, "deliver_as": "steer" if steer else "followUp"}
 
     ids = hand_over(root, session, boundary=VIA, harness=HARNESS, pick=pick, answer=answer)
     if ids:
         record_wake(session_paths(root, session), [{"id": i} for i in ids], via=VIA)
+    return bool(ids)
+
+
+SERVE_LINE_CAP = 64 * 1024
+"""Bytes of one `serve` request line read at most (the extension's are ~100)."""
+
+
+def serve() -> None:
+    """`actors hook pi-serve`: `wake` for every JSON line on stdin (`{"seq": N,
+    "session": ID}`), answered with exactly one line carrying the same `seq` (the
+    hand-over, else `{"seq": N}`), until stdin ends. The extension keeps one running per
+    pi process, so a wake costs a line each way, not an interpreter start and its
+    imports (~100 ms); a request that fails is noted on stderr and answered empty."""
+    from runtime.core.bounded_json import decode
+    from runtime.delivery.boundary import note_failure
+
+    stdin = sys.stdin.buffer
+    while line := stdin.readline(SERVE_LINE_CAP):
+        seq = None
+        try:
+            data = decode(line)
+            data = data if isinstance(data, dict) else {}
+            given = data.get("seq")
+            seq = given if isinstance(given, int) and not isinstance(given, bool) else None
+            if wake(data, seq):
+                continue
+        except Exception as exc:  # one request failed: the next one is served
+            note_failure("pi-serve", f"{type(exc).__name__}: {exc}")
+        sys.stdout.write(json.dumps({"seq": seq}) + "\n")
+        sys.stdout.flush()

@@ -65,6 +65,55 @@ const hook = (name, input) =>
     child.stdin.end(JSON.stringify(input))
   })
 
+// `actors hook pi-serve`, kept running for this pi: one request line, one answer line
+// (matched by `seq`), so a wake pays no interpreter start. Started on first use, again
+// after it ended; ended with the session.
+const server = () => {
+  const self = { pending: new Map(), seq: 0, buffer: "", ended: false }
+  try {
+    self.child = spawn(ACTORS[0], [...ACTORS.slice(1), "hook", "pi-serve"], {
+      stdio: ["pipe", "pipe", "ignore"],
+    })
+  } catch {
+    return null
+  }
+  const end = () => {
+    self.ended = true
+    for (const resolve of self.pending.values()) resolve(null)
+    self.pending.clear()
+  }
+  self.child.on("error", end)
+  self.child.on("close", end)
+  self.child.stdin.on("error", () => {})
+  self.child.stdout.on("data", (chunk) => {
+    self.buffer += chunk
+    for (let cut; (cut = self.buffer.indexOf("\\n")) >= 0; ) {
+      const line = self.buffer.slice(0, cut)
+      self.buffer = self.buffer.slice(cut + 1)
+      let answer
+      try {
+        answer = JSON.parse(line)
+      } catch {
+        continue
+      }
+      const resolve = answer && self.pending.get(answer.seq)
+      if (resolve) {
+        self.pending.delete(answer.seq)
+        resolve(answer)
+      }
+    }
+  })
+  self.ask = (input) =>
+    new Promise((resolve) => {
+      if (self.ended) return resolve(null)
+      const seq = ++self.seq
+      self.pending.set(seq, resolve)
+      self.child.stdin.write(JSON.stringify({ ...input, seq }) + "\\n")
+    })
+  self.close = () => self.child.stdin.end()
+  return self
+}
+
 export default function actors(pi) {
   let current = null
 
@@ -75,7 +124,9 @@ export default function actors(pi) {
     try {
       do {
         armed.again = false
-        const answer = await hook("pi-wake", { session: armed.session })
+        if (!armed.server || armed.server.ended) armed.server = server()
+        const asked = { session: armed.session }
+        const answer = armed.server ? await armed.server.ask(asked) : await hook("pi-wake", asked)
         if (answer && typeof answer.text === "string" && answer.text) {
           const deliverAs = answer.deliver_as === "steer" ? "steer" : "followUp"
           pi.sendUserMessage(answer.text, { deliverAs })
@@ -90,6 +141,7 @@ export default function actors(pi) {
     if (!current) return
     current.closed = true
     current.watcher?.close()
+    current.server?.close()
     current = null
   }
 
@@ -105,7 +157,7 @@ export default function actors(pi) {
     const armed = { session: started.session, running: false, again: false, closed: false }
     const name = basename(started.wake)
     try {
-      armed.watcher = watch(dirname(started.wake), (_kind, file) => {
+      armed.watcher = watch(dirname(started.wake), { persistent: false }, (_kind, file) => {
         if (!file || file === name) drain(armed)
       })
       armed.watcher.on("error", () => {})
