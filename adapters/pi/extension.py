@@ -52,10 +52,10 @@ def session_start(data: dict[str, Any]) -> None:
     from runtime.core.ids import is_valid_id
     from runtime.store.writes import ensure_dir
 
-    given = data.get("session_id")
-    ident = f"{PREFIX}{given}" if isinstance(given, str) else ""
-    if not is_valid_id(ident) or len(ident) > 128:
+    given = data.get("session_id")  # pi's own id (a UUID): an id by itself, then prefixed
+    if not isinstance(given, str) or not is_valid_id(given) or len(given) > 120:
         return
+    ident = f"{PREFIX}{given}"
     root = StateRoot.from_env()
     _register(root, ident, data)
     take_over(root, ident, "pi-session-start")
