@@ -37,6 +37,7 @@ import { basename, dirname } from "node:path"
 
 const ACTORS = __ACTORS__
 const HOOK_TIMEOUT_MS = 30000
+const MAX_ROUNDS = 64 // hand-overs in a row at most (each marks what it sent read)
 
 // `actors hook NAME` with `input` as JSON on stdin; its one-line JSON answer, or null.
 const hook = (name, input) =>
@@ -117,21 +118,25 @@ const server = () => {
 export default function actors(pi) {
   let current = null
 
-  // One hand-over at a time; a change while one runs makes it look again after.
+  // One hand-over at a time; a change while one runs makes it look again after, and so
+  // does a hand-over (one holds ~9,000 characters: the rest come in the next message).
   const drain = async (armed) => {
     if (armed.running) return void (armed.again = true)
     armed.running = true
     try {
-      do {
+      let handed = false
+      for (let round = 0; round < MAX_ROUNDS && !armed.closed; round++) {
         armed.again = false
         if (!armed.server || armed.server.ended) armed.server = server()
         const asked = { session: armed.session }
         const answer = armed.server ? await armed.server.ask(asked) : await hook("pi-wake", asked)
-        if (answer && typeof answer.text === "string" && answer.text) {
+        handed = Boolean(answer && typeof answer.text === "string" && answer.text)
+        if (handed) {
           const deliverAs = answer.deliver_as === "steer" ? "steer" : "followUp"
           pi.sendUserMessage(answer.text, { deliverAs })
         }
-      } while (armed.again && !armed.closed)
+        if (!handed && !armed.again) break
+      }
     } finally {
       armed.running = false
     }

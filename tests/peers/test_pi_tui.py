@@ -11,6 +11,7 @@ what a tool returned, or what woke pi, is read from the model's next request.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import actors
 from runtime.delivery.sessions import SessionInbox, load_session
 from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
-from tests.conftest import cli, finished
+from tests.conftest import cli, finished, wait_for_change
 from tests.peers.conftest import doctor_verdicts
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_pi import PiTui, pi_tui
@@ -89,6 +90,78 @@ def test_a_runs_follow_up_wakes_the_idle_pi_once_fenced(
         text = woken_by(fake_llm, "TOKEN-PI-TWO", start)
         assert "TOKEN-PI-IDLE" not in text, "the first follow-up was handed over again"
         assert "ACK TOKEN-PI-IDLE" in pi.screen() or "TOKEN-PI-IDLE" in pi.screen()
+
+
+def test_a_busy_pi_gets_the_follow_up_once_in_the_running_conversation(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """A follow-up that arrives while the user's turn runs is handed over at once (read)
+    and queued inside pi (`steer`): the model gets it in that conversation, once."""
+    with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
+        pi.type("[gate:busy] TOKEN-PI-BUSY")
+        fake_llm.wait_request(lambda r: "TOKEN-PI-BUSY" in last_user_text(r["body"]), timeout=60)
+        paths = session_paths(home, pi.session)
+        run = actors.spawn(template="echo TOKEN-PI-STEER", session=pi.session)
+        finished(actors.wait(run["run"], timeout=30))
+        wait_for_change(
+            paths.dir, lambda: (paths.wakes.exists() and SessionInbox(paths).unread() == []),
+            timeout=30, what="handed over while pi is busy",
+        )  # fmt: skip
+        start = len(fake_llm.requests)
+        fake_llm.release("busy")
+        text = woken_by(fake_llm, "TOKEN-PI-STEER", start)
+        request = fake_llm.requests[-1]["body"]
+        assert "TOKEN-PI-BUSY" in json.dumps(request["messages"][:-1]), "same conversation"
+        carrying = [r for r in fake_llm.requests if FENCE.search(last_user_text(r["body"]))]
+        assert len(carrying) == 1, [last_user_text(r["body"])[:80] for r in carrying]
+        assert "TOKEN-PI-STEER" in text
+
+
+def test_a_backlog_larger_than_one_message_comes_in_several(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """One wake-file change, three follow-ups of ~5,000 characters (one hand-over holds
+    ~9,000): the extension asks again until nothing is left, each sent once."""
+    with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
+        inbox = SessionInbox(session_paths(home, pi.session))
+        for n in range(3):
+            big = {"type": "run.done", "from": "run:big", "summary": f"Run big TOKEN-BIG-{n}",
+                   "body": {"log": "x" * 5000}}  # fmt: skip
+            inbox.append(f"d-big-{n}", big, "on-idle")
+        inbox.ring_wake("d-big-2")  # one change for all three
+        for n in range(3):
+            woken_by(fake_llm, f"TOKEN-BIG-{n}")
+        assert inbox.unread() == []
+        texts = [last_user_text(r["body"]) for r in fake_llm.requests]
+        for n in range(3):
+            assert sum(f"TOKEN-BIG-{n}" in t and "<run-data" in t for t in texts) == 1, n
+
+
+def test_after_new_the_old_sessions_run_wakes_the_new_session(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """`/new` in the running pi: the extension registers the new session, which succeeds
+    the old one (the same pi process), so a run the old one started reports to it."""
+    with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
+        old = pi.session
+        fifo = tmp_path / "go"
+        os.mkfifo(fifo)
+        run = actors.spawn(template=f"sh -c 'cat {fifo} && echo TOKEN-PI-NEW'", session=old)
+        pi.type("/new")
+        new: list[str] = []
+
+        def succeeded() -> bool:
+            successor = load_session(home, old).get("successor")
+            new[:] = [successor] if isinstance(successor, str) else []
+            return bool(new)
+
+        wait_for_change(home.path, succeeded, timeout=30, what="the session after /new")
+        assert load_session(home, new[0])["predecessors"] == [old]
+        with open(fifo, "w") as go:
+            go.write("go\n")
+        finished(actors.wait(run["run"], timeout=30))
+        text = woken_by(fake_llm, "TOKEN-PI-NEW")
+        assert new[0] in text and old not in text.split("handed over")[0]
 
 
 def test_the_model_spawns_and_reads_through_pis_own_mcp_client(
