@@ -152,6 +152,9 @@ export default function actors(pi) {
 
   pi.on("session_start", async (_event, ctx) => {
     disarm()
+    // the user's own pi only: a pi in RPC mode is one a program drives (actors' own host
+    // reaches it), one in print or JSON mode answers once and exits (a subagent run)
+    if (ctx.mode !== "tui") return
     const started = await hook("pi-session-start", {
       session_id: ctx.sessionManager.getSessionId(),
       cwd: ctx.cwd,

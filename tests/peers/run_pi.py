@@ -277,15 +277,11 @@ def pi_min_version(major: int) -> None:
         pytest.skip(why)
 
 
-@contextlib.contextmanager
-def pi_tui(base: Path, llm_port: int, timeout: float = 60) -> Iterator[PiTui]:
-    """Yield an interactive pi 1.x in tmux, configured by the real `actors install pi
-    --user` into its throw-away agent dir, once its extension registered its session."""
-    from runtime.store.layout import StateRoot
-    from tests.conftest import wait_for_change
+def pi_user_env(base: Path, llm_port: int) -> dict[str, str]:
+    """The environment of a user's pi 1.x (throw-away HOME and agent dir under `base`,
+    offline, the fake model), after the real `actors install pi --user` ran in it."""
     from tests.peers.conftest import actors_install
 
-    pi = peer_bin("pi")
     pi_min_version(1)
     for name in ("home", "agent", "proj"):
         (base / name).mkdir(parents=True, exist_ok=True)
@@ -300,6 +296,18 @@ def pi_tui(base: Path, llm_port: int, timeout: float = 60) -> Iterator[PiTui]:
         PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
     )
     actors_install("pi", env, base / "proj")
+    return env
+
+
+@contextlib.contextmanager
+def pi_tui(base: Path, llm_port: int, timeout: float = 60) -> Iterator[PiTui]:
+    """Yield an interactive pi 1.x in tmux, configured by the real `actors install pi
+    --user` into its throw-away agent dir, once its extension registered its session."""
+    from runtime.store.layout import StateRoot
+    from tests.conftest import wait_for_change
+
+    pi = peer_bin("pi")
+    env = pi_user_env(base, llm_port)
     root = StateRoot.from_env()
     before = set(_pi_sessions(root))
     tmux = f"actors-pi-{os.getpid()}-{id(base) & 0xFFFF:x}"

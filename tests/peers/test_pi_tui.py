@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,9 @@ from runtime.delivery.sessions import SessionInbox, load_session
 from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests.conftest import cli, finished, wait_for_change
-from tests.peers.conftest import doctor_verdicts
+from tests.peers.conftest import doctor_verdicts, peer_bin
 from tests.peers.fake_llm import FakeLLM, last_user_text
-from tests.peers.run_pi import PiTui, pi_tui
+from tests.peers.run_pi import TUI_FLAGS, PiTui, pi_tui, pi_user_env
 
 FENCE = re.compile(r"<run-data nonce=(\w+)>\n(.*?)\n</run-data nonce=\1>", re.S)
 
@@ -188,3 +189,29 @@ def test_doctor_reports_pi_tui_levels(home: StateRoot, tmp_path: Path, fake_llm:
     verdicts = doctor_verdicts(proc.stdout, "pi", setup="interactive TUI (actors pi extension)")
     for level in ("D1", "D2", "D3", "D4", "D5", "D6", "D8"):
         assert verdicts[level] == "pass", proc.stdout
+
+
+def test_a_pi_in_print_mode_is_left_alone(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """`pi -p` (an `agent` subagent run) answers once and exits: the installed extension
+    registers nothing there and keeps no process or watch alive (pi exits at once)."""
+    env = pi_user_env(tmp_path / "pi", fake_llm.port)
+    done = subprocess.run(
+        [str(peer_bin("pi")), *TUI_FLAGS, "-p", "hello TOKEN-PI-PRINT"],
+        cwd=tmp_path / "pi" / "proj",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ACK TOKEN-PI-PRINT" in done.stdout
+    sessions = home.path / "sessions"
+    pis = (
+        [p.name for p in sessions.iterdir() if p.name.startswith("pi-")]
+        if sessions.exists()
+        else []
+    )
+    assert pis == []
