@@ -186,7 +186,7 @@ def test_doctor_reports_pi_tui_levels(home: StateRoot, tmp_path: Path, fake_llm:
     with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
         proc = cli("doctor", "delivery", "--session", pi.session)
     assert "harness=pi_tui" in proc.stdout, proc.stdout + proc.stderr
-    verdicts = doctor_verdicts(proc.stdout, "pi", setup="interactive TUI (actors pi extension)")
+    verdicts = doctor_verdicts(proc.stdout, "pi")  # harness pi_tui: its own row
     for level in ("D1", "D2", "D3", "D4", "D5", "D6", "D8"):
         assert verdicts[level] == "pass", proc.stdout
 
