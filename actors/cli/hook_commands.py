@@ -22,7 +22,8 @@ from adapters.gemini import GEMINI_MAX_CHAIN
 
 @click.group("hook")
 def hook_group() -> None:
-    """Harness hook commands (run by Claude Code, not by hand)."""
+    """Harness hook commands (run by Claude Code, Gemini CLI, Cursor and the actors pi
+    extension, not by hand)."""
 
 
 @hook_group.command("session-start")
