@@ -49,15 +49,21 @@ def call_tool(pi: PiTui, llm: FakeLLM, tool: str, args: dict[str, Any]) -> str:
     return str(tool_output(answered["body"]))
 
 
-def woken_by(llm: FakeLLM, token: str, start: int = 0) -> str:
-    """The user message of the model request that carries `token` fenced (the woken
-    turn), not as typed in a prompt."""
+def woken(llm: FakeLLM, token: str, start: int = 0) -> dict[str, Any]:
+    """The body of the model request whose user message carries `token` fenced (the
+    woken turn), not as typed in a prompt."""
 
     def fenced(request: dict[str, Any]) -> bool:
         found = FENCE.search(last_user_text(request["body"]))
         return found is not None and token in found.group(2)
 
-    return last_user_text(llm.wait_request(fenced, start, timeout=60)["body"])
+    body: dict[str, Any] = llm.wait_request(fenced, start, timeout=60)["body"]
+    return body
+
+
+def woken_by(llm: FakeLLM, token: str, start: int = 0) -> str:
+    """The user message of the woken turn that carries `token` fenced."""
+    return last_user_text(woken(llm, token, start))
 
 
 def delivered(home: StateRoot, session: str, delivery_id: str) -> list[dict[str, Any]]:
@@ -73,7 +79,7 @@ def test_a_runs_follow_up_wakes_the_idle_pi_once_fenced(
         assert record["harness"] == "pi_tui" and record["cwd"] == str(tmp_path / "pi" / "proj")
         assert fake_llm.requests == []  # idle: nobody typed, nothing asked the model
         first = actors.spawn(template="echo TOKEN-PI-IDLE", session=pi.session)
-        finished(actors.wait(first["run"], timeout=30))
+        finished(dict(actors.wait(first["run"], timeout=30)))
         text = woken_by(fake_llm, "TOKEN-PI-IDLE")
         fenced = FENCE.search(text)
         assert fenced and "TOKEN-PI-IDLE" in fenced.group(2), text
@@ -87,10 +93,9 @@ def test_a_runs_follow_up_wakes_the_idle_pi_once_fenced(
 
         start = len(fake_llm.requests)
         second = actors.spawn(template="echo TOKEN-PI-TWO", session=pi.session)
-        finished(actors.wait(second["run"], timeout=30))
+        finished(dict(actors.wait(second["run"], timeout=30)))
         text = woken_by(fake_llm, "TOKEN-PI-TWO", start)
         assert "TOKEN-PI-IDLE" not in text, "the first follow-up was handed over again"
-        assert "ACK TOKEN-PI-IDLE" in pi.screen() or "TOKEN-PI-IDLE" in pi.screen()
 
 
 def test_a_busy_pi_gets_the_follow_up_once_in_the_running_conversation(
@@ -103,19 +108,17 @@ def test_a_busy_pi_gets_the_follow_up_once_in_the_running_conversation(
         fake_llm.wait_request(lambda r: "TOKEN-PI-BUSY" in last_user_text(r["body"]), timeout=60)
         paths = session_paths(home, pi.session)
         run = actors.spawn(template="echo TOKEN-PI-STEER", session=pi.session)
-        finished(actors.wait(run["run"], timeout=30))
+        finished(dict(actors.wait(run["run"], timeout=30)))
         wait_for_change(
             paths.dir, lambda: (paths.wakes.exists() and SessionInbox(paths).unread() == []),
             timeout=30, what="handed over while pi is busy",
         )  # fmt: skip
         start = len(fake_llm.requests)
         fake_llm.release("busy")
-        text = woken_by(fake_llm, "TOKEN-PI-STEER", start)
-        request = fake_llm.requests[-1]["body"]
+        request = woken(fake_llm, "TOKEN-PI-STEER", start)
         assert "TOKEN-PI-BUSY" in json.dumps(request["messages"][:-1]), "same conversation"
         carrying = [r for r in fake_llm.requests if FENCE.search(last_user_text(r["body"]))]
         assert len(carrying) == 1, [last_user_text(r["body"])[:80] for r in carrying]
-        assert "TOKEN-PI-STEER" in text
 
 
 def test_a_backlog_larger_than_one_message_comes_in_several(
@@ -126,7 +129,7 @@ def test_a_backlog_larger_than_one_message_comes_in_several(
     with pi_tui(tmp_path / "pi", fake_llm.port) as pi:
         inbox = SessionInbox(session_paths(home, pi.session))
         for n in range(3):
-            big = {"type": "run.done", "from": "run:big", "summary": f"Run big TOKEN-BIG-{n}",
+            big: dict[str, Any] = {"type": "run.done", "from": "run:big", "summary": f"Run big TOKEN-BIG-{n}",
                    "body": {"log": "x" * 5000}}  # fmt: skip
             inbox.append(f"d-big-{n}", big, "on-idle")
         inbox.ring_wake("d-big-2")  # one change for all three
@@ -160,7 +163,7 @@ def test_after_new_the_old_sessions_run_wakes_the_new_session(
         assert load_session(home, new[0])["predecessors"] == [old]
         with open(fifo, "w") as go:
             go.write("go\n")
-        finished(actors.wait(run["run"], timeout=30))
+        finished(dict(actors.wait(run["run"], timeout=30)))
         text = woken_by(fake_llm, "TOKEN-PI-NEW")
         assert new[0] in text and old not in text.split("handed over")[0]
 
@@ -176,7 +179,7 @@ def test_the_model_spawns_and_reads_through_pis_own_mcp_client(
         seen = call_tool(pi, fake_llm, "spawn", args)
         assert "started run:pi-mcp" in seen and "do not poll" in seen, seen
         assert actors.status("pi-mcp")["owner_id"] == pi.session
-        finished(actors.wait("pi-mcp", timeout=30))
+        finished(dict(actors.wait("pi-mcp", timeout=30)))
         woken_by(fake_llm, "TOKEN-PI-MCP", start)
         seen = call_tool(pi, fake_llm, "inbox_read", {})
         assert seen == "0 unread follow-up(s)", seen  # handed over once, as the woken turn
