@@ -252,15 +252,6 @@ class PiTui:
         subprocess.run(["tmux", "-L", self.tmux, "send-keys", "-t", "pi", "-l", text], check=True)
         subprocess.run(["tmux", "-L", self.tmux, "send-keys", "-t", "pi", "Enter"], check=True)
 
-    def screen(self) -> str:
-        done = subprocess.run(
-            ["tmux", "-L", self.tmux, "capture-pane", "-p", "-t", "pi", "-S", "-200"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return done.stdout
-
 
 def pi_min_version(major: int) -> None:
     """Skip (or fail under ACTORS_REQUIRE_PEERS=1) unless the pinned pi is at least
