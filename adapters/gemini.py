@@ -21,12 +21,28 @@ agent stop; what is still unread waits for the next turn."""
 def after_agent(data: dict[str, Any], max_chain: int) -> None:
     """AfterAgent: hand every unread follow-up (but unflushed `manual` ones) over as the
     reason of a deny, unless `max_chain` continuations in a row already happened."""
+    continue_turn(data, max_chain, harness=HARNESS, boundary="AfterAgent", decision="deny")
+
+
+def continue_turn(
+    data: dict[str, Any],
+    max_chain: int,
+    *,
+    harness: str,
+    boundary: str,
+    decision: str,
+    session_key: str = "session_id",
+) -> None:
+    """The turn-end continuation Gemini CLI, its fork Qwen Code and Copilot CLI share:
+    unread follow-ups as `{"decision": <decision>, "reason": <follow-ups>}`, the hook
+    input's `stop_hook_active` counting the continuations in a row (at most `max_chain`);
+    the harness's session id is the input's `session_key`."""
     from runtime.delivery.boundary import hand_over, pick_turn_end, session_of
     from runtime.store.layout import StateRoot, session_paths
     from runtime.store.reads import read_json
     from runtime.store.writes import write_json_atomic
 
-    session_id = session_of(data, "session_id", env_first=True)
+    session_id = session_of(data, session_key, env_first=True)
     if not session_id:
         return
     root = StateRoot.from_env()
@@ -45,9 +61,9 @@ def after_agent(data: dict[str, Any], max_chain: int) -> None:
     hand_over(
         root,
         session_id,
-        boundary="AfterAgent",
-        harness=HARNESS,
+        boundary=boundary,
+        harness=harness,
         pick=pick_turn_end,
-        answer=lambda text: {"decision": "deny", "reason": text},
+        answer=lambda text: {"decision": decision, "reason": text},
         before_output=guard,
     )

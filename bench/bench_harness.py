@@ -57,6 +57,34 @@ def _opencode(base: Path, port: int) -> Iterator[dict[str, str]]:
 
 
 @contextlib.contextmanager
+def _kilo(base: Path, port: int) -> Iterator[dict[str, str]]:
+    """Kilo Code's `kilo serve` (an OpenCode fork, peers/more/), an `opencode` session
+    whose server user is `kilo`."""
+    from tests.peers.run_opencode import KILO, opencode_server
+
+    with opencode_server(base, port, flavour=KILO) as oc:
+        yield {
+            "url": oc.url,
+            "session": oc.new_session(),
+            "username": oc.username,
+            "password": oc.password,
+            "confirm_timeout": "15",
+        }
+
+
+@contextlib.contextmanager
+def _qwen(base: Path, port: int) -> Iterator[dict[str, str]]:
+    """The interactive Qwen Code (peers/more/) in tmux, with `--input-file` and
+    `--json-file`: a `qwen_code` session."""
+    from runtime.store.layout import StateRoot
+    from tests.peers.run_qwen import Qwen, qwen_tui
+
+    qwen = Qwen(base, port, StateRoot.from_env().path, "wake-qwen").setup()
+    with qwen_tui(qwen) as tui:
+        yield tui.options()
+
+
+@contextlib.contextmanager
 def _codex(base: Path, port: int) -> Iterator[dict[str, str]]:
     import trio
 
@@ -86,7 +114,23 @@ HARNESSES: dict[str, Callable[[Path, int], Any]] = {
     "opencode": _opencode,
     "codex": _codex,
     "pi": _pi,
+    "kilo": _kilo,
+    "qwen": _qwen,
 }
+ADAPTER = {"kilo": "opencode", "qwen": "qwen_code"}
+"""The adapter of a row whose name is not its adapter's (Kilo goes through opencode's)."""
+_MORE_ROWS = ("kilo", "qwen")
+"""The rows whose harness is pinned in peers/more/ (installed into .peers/more/)."""
+
+
+def installed(name: str) -> bool:
+    """Whether the harness of row `name` is installed (`make peers`: .peers/, and
+    .peers/more/ for the harnesses pinned in peers/more/)."""
+    from tests.peers.conftest import MORE, PEERS, PEERS_BIN
+
+    return PEERS_BIN.exists() and (
+        name != "kilo" or (PEERS / MORE / "node_modules" / ".bin" / "kilo").exists()
+    )
 
 
 def main(quick: bool) -> None:
@@ -107,8 +151,11 @@ def main(quick: bool) -> None:
             baseline = _samples("bench-file", count)
             emit(row("follow-up submit -> durable (file baseline)", baseline))
             for name, launch in HARNESSES.items():
+                if not installed(name):
+                    emit(f"follow-up submit -> injected ({name}): skipped (run `make peers`)")
+                    continue
                 with launch(Path(tmp) / name, llm.port) as options:
-                    register_session(name, f"bench-{name}", **options)
+                    register_session(ADAPTER.get(name, name), f"bench-{name}", **options)
                     samples = _samples(f"bench-{name}", count)
                 emit(row(f"follow-up submit -> injected ({name})", samples, baseline))
         finally:

@@ -2,6 +2,8 @@
 
 - `spawn --host` (the CLI's wall time, the host's ssh master already up) against a local
   `spawn`;
+- `message` to a running remote run (through the host's outbox: queued here, sent,
+  answered) against a message to a local run;
 - run end -> follow-up durable in the coordinator's session inbox: for a remote run the
   host's `result.json` `ended_at` to the local inbox entry's `queued_at` (the hosts share
   this machine's clock), across the host's link; for a local run the same two stamps.
@@ -131,12 +133,29 @@ def main(quick: bool) -> None:
                     ).stdout
                 )
                 follow_warm.append(_followup_ms(root, "b", _result(host, there), there["address"]))
+            # a message to a running run: local, and to the remote one over the outbox
+            # (queued here, sent, the host's answer written back)
+            local_keeper = json.loads(
+                _cli("spawn", "-t", "sleep 3600", "--session", "b", "--json").stdout
+            )
+            message_local, message_remote = [], []
+            for index in range(n):
+                for address, into in (
+                    (local_keeper["address"], message_local),
+                    (keeper["address"], message_remote),
+                ):
+                    started = time.perf_counter()
+                    _cli("message", address, "bench.item", str(index), "--force", "--session", "b")
+                    into.append((time.perf_counter() - started) * 1000)
+            _cli("kill", local_keeper["address"], "--session", "b")
             _cli("kill", keeper["address"], "--session", "b")
             emit(row("spawn -t true (local)", spawn_local))
             emit(row("spawn --host -t true (ssh host)", spawn_remote, spawn_local))
             emit(row("run end -> follow-up in inbox (local)", follow_local))
             emit(row("  (ssh host, the link started for it)", follow_remote, follow_local))
             emit(row("  (ssh host, the link already up)", follow_warm, follow_local))
+            emit(row("message (local run)", message_local))
+            emit(row("message run:<host>/<id> (ssh host, outbox)", message_remote, message_local))
             _swarm_rows(1, 1.0) if quick else _swarm_rows(3, AGENT_S)
         finally:
             from runtime.store.layout import StateRoot

@@ -8,8 +8,15 @@ into a model turn). The baseline, from the same process, is the same run-end -> 
 `delivered` record of a `file` session (actors' own part only). After each sample the
 next waits until the delivery is journaled done, so every wake finds the harness idle;
 the first sample of each harness warms it and is dropped. Gemini CLI and Cursor have no
-idle wake (follow-ups ride on the next turn's end), so they have no row. Needs
-`make peers`; skipped otherwise.
+idle wake (follow-ups ride on the next turn's end), so they have no row; nor has Copilot
+CLI (its agentStop hook, the same). Kilo Code is woken through the opencode adapter (its
+`kilo serve` is OpenCode's server), the interactive Qwen Code through its input file
+(`qwen_code`). Needs `make peers`; skipped
+otherwise.
+
+A user's own interactive pi (1.x, in tmux, with the actors pi extension `actors install
+pi` writes) has the row `pi_tui`: no host process of ours, woken by the extension's
+fs.watch on the session's wake file.
 
 Claude Code has three rows: its default (the messaging socket, where the session has one
 and Claude's inbound gate lets it through), `-o messaging=socket` set explicitly (the
@@ -145,7 +152,7 @@ def _hcom_samples(
     carries the token, then waits until the agent listens again."""
     import subprocess
 
-    from tests.peers.conftest import peer_bin
+    from tests.peers.conftest import peer_bin, peer_version
     from tests.peers.run_claude import MODEL, claude_env
 
     for name in ("config", "home", "project", "bin", "hcom"):
@@ -158,7 +165,7 @@ def _hcom_samples(
     seen = {
         "customApiKeyResponses": {"approved": [env["ANTHROPIC_API_KEY"][-20:]]},
         "hasCompletedOnboarding": True,
-        "lastOnboardingVersion": "2.1.331",
+        "lastOnboardingVersion": peer_version("claude"),
         "projects": {str(base / "project"): {"hasTrustDialogAccepted": True}},
     }
     (base / "config" / ".claude.json").write_text(json.dumps(seen))
@@ -210,6 +217,41 @@ def _hcom_samples(
         proc.wait(timeout=DEADLINE_S)
 
 
+def _pi_tui_samples(base: Path, llm: FakeLLM, count: int) -> list[float] | None:
+    """A user's interactive pi 1.x in tmux with the actors pi extension (`actors install
+    pi`), which registers its session and is woken idle through its fs.watch on the wake
+    file; after each wake the next sample waits for the woken turn's answer in pi's own
+    session file, so every wake finds pi idle. None when pi 1.x is not installed."""
+    import pytest
+
+    from runtime.delivery.sessions import load_session
+    from runtime.store.layout import StateRoot
+    from tests.peers.run_pi import pi_tui
+
+    root = StateRoot.from_env()
+    try:
+        context = pi_tui(base, llm.port)
+        pi = context.__enter__()
+    except pytest.skip.Exception:
+        return None
+    try:
+        transcript = Path(load_session(root, pi.session)["session_file"])
+
+        def answers() -> int:
+            text = transcript.read_text() if transcript.exists() else ""
+            return text.count('"role":"assistant"')
+
+        out = []
+        for turn in range(1, count + 2):
+            out.append(_sample(pi.session, llm))
+            deadline = time.monotonic() + DEADLINE_S
+            while answers() < turn and time.monotonic() < deadline:
+                time.sleep(0.005)  # pi writes its transcript: nothing to wait on but the file
+    finally:
+        context.__exit__(None, None, None)
+    return out[1:]
+
+
 def _report(harness: str, samples: list[float], baseline: list[float] | None) -> None:
     """One JSON line per harness for docs/adapters.md's level table, when
     ACTORS_WAKE_REPORT names a file (scripts/adapters_report.py sets it)."""
@@ -228,7 +270,7 @@ def _report(harness: str, samples: list[float], baseline: list[float] | None) ->
 
 
 def main(quick: bool) -> None:
-    from bench.bench_harness import HARNESSES
+    from bench.bench_harness import ADAPTER, HARNESSES, installed
     from tests.peers.conftest import PEERS_BIN
     from tests.peers.fake_llm import FakeLLM
 
@@ -246,8 +288,11 @@ def main(quick: bool) -> None:
             emit(row("run end -> follow-up delivered (file baseline)", baseline))
             _report("file", baseline, None)
             for name, launch in HARNESSES.items():
+                if not installed(name):
+                    emit(f"run end -> model request ({name}): skipped (run `make peers`)")
+                    continue
                 with launch(Path(tmp) / name, llm.port) as options:
-                    register_session(name, f"wake-{name}", **options)
+                    register_session(ADAPTER.get(name, name), f"wake-{name}", **options)
                     samples = _samples(f"wake-{name}", count, llm)
                 emit(row(f"run end -> model request ({name})", samples, baseline))
                 _report(name, samples, baseline)
@@ -259,6 +304,13 @@ def main(quick: bool) -> None:
                     samples,
                     baseline,
                 )
+            pi_samples = _pi_tui_samples(Path(tmp) / "pi-tui", llm, count)
+            if pi_samples is None:
+                emit("pi_tui: skipped (pi >= 1 not installed: make peers)")
+            else:
+                emit(row("run end -> model request (pi_tui, the actors pi extension)",
+                         pi_samples, baseline))  # fmt: skip
+                _report("pi_tui", pi_samples, baseline)
             hcom = hcom_binary()
             if hcom is None:
                 emit("hcom: skipped (not installed: pip install -e '.[bench]')")

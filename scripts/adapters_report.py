@@ -5,7 +5,9 @@
     python scripts/adapters_report.py --no-wake  # levels only; the wake columns say so
 
 Every doctor test (file, tmux, webhook and claude_teams in tests/adapters; Claude Code on
-both pins, Claude Code's messaging socket, Codex, OpenCode and pi in tests/peers) passes
+each pin, Claude Code's messaging socket, Codex and pi on the newest pin and the previous
+one, OpenCode, Kilo Code, interactive Qwen Code and the user's own pi TUI in tests/peers)
+passes
 `actors doctor delivery`'s output through tests/_levels.py, which appends one JSON line
 per observation to the file named by ACTORS_LEVELS_REPORT. This script sets it, runs
 those tests with ACTORS_REQUIRE_PEERS=1 (a harness that is not installed fails the run
@@ -42,6 +44,9 @@ DOCTOR_TESTS = [
     "tests/peers/test_codex.py",
     "tests/peers/test_opencode.py",
     "tests/peers/test_pi.py",
+    "tests/peers/test_kilo.py",
+    "tests/peers/test_qwen.py",
+    "tests/peers/test_pi_tui.py",
 ]
 
 
@@ -84,9 +89,12 @@ def _cell(text: str) -> str:
 
 
 def _wake_cells(row: dict[str, Any], wake: dict[str, dict[str, Any]]) -> str:
-    """The wake bench drives each harness on its current pin, the default setup."""
-    sample = wake.get(row["harness"])
-    if not sample or row["setup"] or row.get("pin"):
+    """The wake bench drives each harness on its newest pin, the default setup; a
+    harness of peers/more/ (pin `more`) by its own name (the version's first word: Kilo
+    is an `opencode` session, its bench row `kilo`)."""
+    more = row.get("pin") == "more"
+    sample = wake.get(row["version"].split(" ")[0] if more else row["harness"])
+    if not sample or ((row["setup"] or row.get("pin")) and not more):
         return "| | |"
     base = sample["baseline_median_ms"]
     ratio = f" ({sample['median_ms'] / base:.2f}x file)" if base else " (baseline)"
@@ -99,7 +107,8 @@ def render(rows: list[dict[str, Any]], wake: dict[str, dict[str, Any]], stamp: s
         BEGIN,
         "",
         f"Observed {stamp} by `python scripts/adapters_report.py`: one row per passing doctor "
-        "test, on the installed pins; wake = a run owned by the idle session ends -> that "
+        "test, on the installed pins (the newest published, `peers/package.json`, and the "
+        "older ones kept beside them, `peers/*/`: a row per harness and version); wake = a run owned by the idle session ends -> that "
         "harness's model gets the follow-up (`bench/bench_wake.py`, against the `file` "
         "session's run end -> delivered in the same run).",
         "",
@@ -131,7 +140,8 @@ def render(rows: list[dict[str, Any]], wake: dict[str, dict[str, Any]], stamp: s
 
 def _ordered(rows: list[dict[str, Any]], failed: set[str]) -> list[dict[str, Any]]:
     kept = {(r["harness"], r["version"], r["setup"]): r for r in rows if r["test"] not in failed}
-    order = ["file", "tmux", "webhook", "claude_teams", "claude_code", "opencode", "codex", "pi"]
+    order = ["file", "tmux", "webhook", "claude_teams", "claude_code", "opencode", "codex", "pi",
+             "pi_tui", "qwen_code"]  # fmt: skip
     rank = {name: n for n, name in enumerate(order)}
     return sorted(kept.values(), key=lambda r: (rank.get(r["harness"], 99), r["setup"],
                                                  r["version"]))  # fmt: skip
@@ -154,7 +164,10 @@ def main() -> int:
             return 1
         wake = {w["harness"]: w for w in _read_jsonl(wake_file)}
     now = dt.datetime.now(dt.UTC)
-    stamp = f"{now:%Y-%m-%d %H:%M} UTC ({os.cpu_count()} cores, {platform.system()})"
+    load = os.getloadavg()[1]  # the 5-minute average: a busy shared machine slows the wake
+    stamp = (
+        f"{now:%Y-%m-%d %H:%M} UTC ({os.cpu_count()} cores, {platform.system()}, load {load:.1f})"
+    )
     text = PAGE.read_text()
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)

@@ -2,11 +2,12 @@
 peers tier against them, and print what changed.
 
 The pins (peers/package.json, installed into .peers/ by `make peers`) stay as they are:
-the newest versions go into .peers-newest/ (the previous Claude Code pin is linked from
-.peers/, so the tests that compare versions still find it), and the tier runs with
-ACTORS_PEERS pointing there (tests/peers/conftest.py). Printed: each package's pin and
-newest version, packages published under a new name, the tests that fail against the
-newest versions and the exit status of the run. Extra arguments go to pytest (a subset:
+the newest versions go into .peers-newest/ (the older pins, .peers/*/, and the Node the
+harnesses run on, .peers/node/, are linked from .peers/, so the tests that compare
+versions still find them), and the tier runs with ACTORS_PEERS pointing there
+(tests/conftest.py). Printed: each package's pin and newest version, packages published
+under a new name, the tests that fail against the newest versions and the exit status of
+the run. Extra arguments go to pytest (a subset:
 `make peers-newest PEERS_TESTS=tests/peers/test_claude_messaging.py`).
 
 Asks the npm registry only about the packages pinned here (and their known new names),
@@ -25,9 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 PINS = REPO / "peers" / "package.json"
 TARGET = REPO / ".peers-newest"
+PINNED = REPO / ".peers"
 RENAMED = {"@mariozechner/pi-coding-agent": "@earendil-works/pi-coding-agent"}
-"""Packages published under a new name since: reported, not installed (the tests and
-tests/peers/conftest.py's PACKAGES know the old name; moving is a re-pin of its own)."""
+"""Packages published under a new name since: reported, not installed (moving to the new
+name is a re-pin of its own, as pi's was: peers/previous keeps the old name's last pin)."""
 
 
 def newest(package: str) -> str:
@@ -50,9 +52,10 @@ def install(versions: dict[str, str]) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    previous = TARGET / "claude-previous"
-    if not previous.exists() and (REPO / ".peers" / "claude-previous").exists():
-        previous.symlink_to(REPO / ".peers" / "claude-previous")
+    for pinned in sorted(PINNED.iterdir()) if PINNED.is_dir() else []:
+        link = TARGET / pinned.name
+        if pinned.is_dir() and pinned.name != "node_modules" and not link.exists():
+            link.symlink_to(pinned)  # an older pin (peers/<pin>/) or node/
 
 
 def failures(report: Path) -> list[str]:
@@ -67,6 +70,11 @@ def failures(report: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    node = PINNED / "node" / "bin"
+    if not (node / "npm").exists():
+        print("peers_newest: no Node in .peers/node/: run `make peers` first", file=sys.stderr)
+        return 2
+    os.environ["PATH"] = os.pathsep.join([str(node), os.environ.get("PATH", "")])
     pins: dict[str, str] = json.loads(PINS.read_text())["dependencies"]
     latest = {package: newest(package) for package in pins}
     print(f"{'package':<34} {'pin':<10} {'newest':<10}")
@@ -76,6 +84,8 @@ def main(argv: list[str]) -> int:
     for old, new in RENAMED.items():
         if old in pins:
             print(f"{old} is published as {new} {newest(new)} (not installed: a re-pin)")
+    if all(latest[package] == pin for package, pin in pins.items()):
+        print("every pin is the newest published version")
     install(latest)
     report = TARGET / "peers-report.xml"
     env = {**os.environ, "ACTORS_PEERS": str(TARGET), "ACTORS_REQUIRE_PEERS": "1"}

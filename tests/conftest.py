@@ -23,6 +23,22 @@ os.environ.setdefault("ACTORS_LOCK_BOUND", "60")
 from runtime.store.layout import StateRoot  # (imported after the bound is set)
 
 REPO = Path(__file__).resolve().parent.parent
+PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers"))
+"""The real harnesses `make peers` installs (tests/peers); ACTORS_PEERS points elsewhere
+(scripts/peers_newest.py: the newest versions beside the pins)."""
+
+
+def _peers_node_first() -> None:
+    """The Node `make peers` installs (.peers/node/bin, from PyPI: pi and Claude Code declare
+    Node >= 22) first on PATH for this process and all it starts, so a harness's
+    `#!/usr/bin/env node` and the tests that run node themselves use it, not the machine's."""
+    node = PEERS / "node" / "bin"
+    path = os.environ.get("PATH", "")
+    if (node / "node").exists() and path.split(os.pathsep)[0] != str(node):
+        os.environ["PATH"] = os.pathsep.join([str(node), path])
+
+
+_peers_node_first()
 _ENV_TO_CLEAR = (
     "ACTORS_SESSION",
     "ACTORS_RUN_ID",

@@ -15,11 +15,31 @@ import os
 import sys
 from typing import Any
 
+_OUT_OF_MEMORY = b"actors: out of memory; free memory (or raise the process's memory limit)\n"
+"""The line for memory that ran out where nothing more could be built (made before it is
+needed: the same words runtime.core.errors.resource_error gives a MemoryError)."""
+
 
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: one readable line and exit status 2 for any input error, and
     for an environment that ran out of something (a full or read-only disk, no
-    descriptors or memory left, stdout that cannot be written)."""
+    descriptors or memory left, stdout that cannot be written).
+
+    Memory can run out anywhere, also before the command's own handler stands (importing
+    the configuration, wrapping stdout) or inside it: whatever MemoryError escapes ends
+    here with the prepared line, written with no allocation of its own (a hook keeps its
+    own rule: exit 0, since its 2 would wake a Claude Code model with this line)."""
+    hook = (sys.argv[1:2] if argv is None else argv[:1]) == ["hook"]
+    try:
+        return _main(argv)
+    except MemoryError:
+        try:
+            os.write(2, _OUT_OF_MEMORY)
+        finally:
+            os._exit(0 if hook else 2)
+
+
+def _main(argv: list[str] | None) -> Any:
     from runtime.core import config
     from runtime.core.errors import ActorsError, resource_error
 
@@ -68,12 +88,9 @@ test holds the two equal)."""
 
 
 def _remote(args: list[str]) -> bool:
-    """Does this call go to a host? A `run:<host>/<id>` address, or `spawn --host`."""
-    if not args:
-        return False
-    if args[0] == "spawn":
-        return any(a == "--host" or a.startswith("--host=") for a in args[1:])
-    if args[0] not in _REMOTE_VERBS:
+    """Does this call go to a host? A `run:<host>/<id>` address (`spawn --host` is
+    click's: actors.cli.runs.spawn_cmd)."""
+    if not args or args[0] not in _REMOTE_VERBS:
         return False
     if args[0] == "message":  # only its address: its type and body are text
         from runtime.hosts.address import message_address
@@ -96,16 +113,12 @@ def _hook(args: list[str]) -> None:
 def _dispatch(args: list[str], config: Any) -> Any:
     _check_utf8(args)
     config.check()  # a bad ACTORS_* value stops the command before it writes
-    if _remote(args):  # `run:<host>/<id>` or `spawn --host`: the host's own verb
-        from runtime.hosts.remote import forward, spawn_remote
+    if _remote(args):  # `run:<host>/<id>`: the host's own verb
+        from actors.cli._remote_call import read_call
+        from runtime.hosts.remote import forward
         from runtime.store.layout import StateRoot
 
-        root = StateRoot.from_env()
-        if args[0] == "spawn":
-            sys.exit(spawn_remote(root, args[1:]))
-        from actors.cli._remote_call import read_call
-
-        sys.exit(forward(root, read_call(args)))
+        sys.exit(forward(StateRoot.from_env(), read_call(args)))
     from actors.cli._fast import run
 
     if run(args):

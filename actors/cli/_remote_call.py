@@ -10,10 +10,10 @@ import click
 
 from actors.cli.commands import COMMANDS
 from runtime.core.errors import BadInput
-from runtime.hosts.remote import RemoteCall
+from runtime.hosts.remote import RemoteCall, RemoteMessage
 
 
-def read_call(args: list[str]) -> RemoteCall:
+def read_call(args: list[str]) -> RemoteCall | RemoteMessage:
     """`args` (verb first) as its click command parses them: its --force and --session,
     and its arguments without the --session option (the host gets its own session)."""
     verb, rest = args[0], args[1:]
@@ -26,6 +26,8 @@ def read_call(args: list[str]) -> RemoteCall:
         raise BadInput(
             f"actors {verb}: {err.format_message()}", hint=f"see `actors {verb} --help`"
         ) from None
+    if verb == "message":
+        return _message(params)
     takes_value = {
         opt
         for param in command.params
@@ -58,3 +60,27 @@ def _without_session(args: list[str], takes_value: set[str]) -> list[str]:
             index += 1
         index += 1
     return kept
+
+
+def _message(params: dict[str, object]) -> RemoteMessage:
+    """`actors message run:<host>/<id> TYPE [BODY]` as click parsed it; the body read by
+    the one converter local messages use."""
+    from actors.cli._messaging import _body
+
+    address, kind = params.get("address"), params.get("type")
+    if not isinstance(address, str) or not isinstance(kind, str):
+        raise BadInput("actors message: give ADDRESS and TYPE", hint="see `actors message --help`")
+    body = params.get("body")
+    as_json = bool(params.get("as_json"))
+    session = params.get("session")
+    summary, reply_to = params.get("summary"), params.get("reply_to")
+    return RemoteMessage(
+        address=address,
+        type=kind,
+        body=_body(body if isinstance(body, str) else None, bool(params.get("body_json")), as_json),
+        summary=summary if isinstance(summary, str) else None,
+        reply_to=reply_to if isinstance(reply_to, str) else None,
+        force=bool(params.get("force")),
+        session=session if isinstance(session, str) else None,
+        as_json=as_json,
+    )

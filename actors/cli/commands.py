@@ -147,8 +147,8 @@ SPAWN_ARGS = FastSpec(
         "--after": "after",
     },
     multiple=("values", "secrets", "after"),
-    # --wait draws a progress line, which is click's command's job; --host never gets
-    # here (actors.cli sends it to the host first) and is click's only for its help
+    # --wait draws a progress line, and --host sends the parsed options to a host
+    # (runtime.hosts.spawning): both are click's command's job
     click_only=("--wait", "--host"),
 )
 
@@ -281,7 +281,9 @@ TABLE: tuple[Command, ...] = (
         "Serve a live local web view of runs, rooms and sessions (Ctrl-C stops it).",
     ),
     Command("mcp", "actors.cli.mcp:mcp_cmd", "Serve the coordinator tools over MCP (stdio)."),
-    Command("hook", "actors.cli.hook_commands:hook_group", "Harness hook commands (run by Claude Code)."),
+    Command(
+        "hook", "actors.cli.hook_commands:hook_group", "Harness hook commands (run by Claude Code)."
+    ),
     Command(
         "install",
         "actors.cli.install:install_cmd",

@@ -9,17 +9,23 @@ import click
 from actors.cli.hooks import (
     file_changed,
     hook_input,
+    pi_serve,
+    pi_session_start,
+    pi_wake,
     pre_tool_use,
     session_start,
     user_prompt_submit,
 )
+from adapters.copilot import COPILOT_MAX_CHAIN
 from adapters.cursor import CURSOR_LOOP_LIMIT
 from adapters.gemini import GEMINI_MAX_CHAIN
+from adapters.qwen import QWEN_MAX_CHAIN
 
 
 @click.group("hook")
 def hook_group() -> None:
-    """Harness hook commands (run by Claude Code, not by hand)."""
+    """Harness hook commands (run by Claude Code, Gemini CLI, Cursor and the actors pi
+    extension, not by hand)."""
 
 
 @hook_group.command("session-start")
@@ -55,6 +61,27 @@ def pre_tool_use_cmd() -> None:
     pre_tool_use()
 
 
+@hook_group.command("pi-session-start")
+def pi_session_start_cmd() -> None:
+    """The actors pi extension's session start: register the pi session, answer with its
+    actors session id and the wake file to watch."""
+    pi_session_start()
+
+
+@hook_group.command("pi-wake")
+def pi_wake_cmd() -> None:
+    """The actors pi extension's wake: the unread follow-ups as one fenced text for pi
+    (marked read once handed over); silent when nothing is pending."""
+    pi_wake()
+
+
+@hook_group.command("pi-serve")
+def pi_serve_cmd() -> None:
+    """pi-wake kept running for one pi process: one JSON request per stdin line, one
+    answer line per request (with its `seq`), until stdin ends."""
+    pi_serve()
+
+
 @hook_group.command("gemini-after-agent")
 @click.option(
     "--max-chain",
@@ -69,6 +96,38 @@ def gemini_after_agent(max_chain: int) -> None:
     from adapters.gemini import after_agent
 
     after_agent(hook_input(), max_chain)
+
+
+@hook_group.command("qwen-stop")
+@click.option(
+    "--max-chain",
+    type=int,
+    default=QWEN_MAX_CHAIN,
+    show_default=True,
+    help="Consecutive continuations before the agent may stop anyway.",
+)
+def qwen_stop(max_chain: int) -> None:
+    """Qwen Code Stop: unread follow-ups become the next prompt
+    (`{"decision": "block", "reason": ...}`); silent when nothing is pending."""
+    from adapters.qwen import stop
+
+    stop(hook_input(), max_chain)
+
+
+@hook_group.command("copilot-agent-stop")
+@click.option(
+    "--max-chain",
+    type=int,
+    default=COPILOT_MAX_CHAIN,
+    show_default=True,
+    help="Consecutive continuations before the agent may stop anyway.",
+)
+def copilot_agent_stop(max_chain: int) -> None:
+    """Copilot CLI agentStop: unread follow-ups become the next prompt
+    (`{"decision": "block", "reason": ...}`); silent when nothing is pending."""
+    from adapters.copilot import agent_stop
+
+    agent_stop(hook_input(), max_chain)
 
 
 @hook_group.command("cursor-stop")

@@ -1,6 +1,8 @@
-"""`actors host add / ls / rm`, and the two halves of a host's link (hidden: `host serve`
-runs on the host, `host link` here). A run on a host is addressed `run:<host>/<id>`;
-those verbs are sent to the host by actors.cli.__init__ before any parsing here."""
+"""`actors host add / ls / rm`, the two halves of a host's link (hidden: `host serve`
+runs on the host, `host link` here), and what a host runs for `spawn --host` and a
+message (hidden: `host spawn`, `host deliver`, each reading its request on stdin). A run
+on a host is addressed `run:<host>/<id>`; those verbs are sent to the host by
+actors.cli.__init__ before any parsing here."""
 
 from __future__ import annotations
 
@@ -101,19 +103,14 @@ def host_link(name: str) -> None:
     relay(_root(), name)
 
 
-@host_group.command(
-    "step",
-    hidden=True,
-    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
-)
+@host_group.command("step", hidden=True)
 @click.argument("name")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def host_step(name: str, command: tuple[str, ...]) -> None:
-    """A run's command on host NAME (a recipe node's `host`): started by the runner."""
+def host_step(name: str) -> None:
+    """A run's command on host NAME (a recipe node's `host`): started by the runner, the
+    command's words a JSON request on stdin (never in a command line)."""
     from runtime.hosts.step import run_step
 
-    argv = list(command)
-    sys.exit(run_step(_root(), name, argv[1:] if argv[:1] == ["--"] else argv))
+    sys.exit(run_step(_root(), name, sys.stdin.buffer))
 
 
 @host_group.command("reap", hidden=True)
@@ -125,3 +122,37 @@ def host_reap(run: str) -> None:
 
     for problem in stop_placed(_root(), parse_run_ref(run)):
         click.echo(f"actors: could not stop {problem}", err=True)
+
+
+@host_group.command("spawn", hidden=True)
+def host_spawn() -> None:
+    """On a host: start the run a coordinator's `spawn --host` sent as one JSON request
+    on stdin (no value of it is ever in a command line), and answer as `spawn --json`."""
+    from actors.cli._lifecycle import spawn
+    from runtime.hosts.spawning import MAX_REQUEST_BYTES, read_wire, sent_recipe_path
+
+    root = _root()
+    wire = read_wire(sys.stdin.buffer.read(MAX_REQUEST_BYTES + 1))
+    sent = sent_recipe_path(root, wire)
+    spawn(
+        recipe=sent or wire["recipe"],
+        template=wire["template"],
+        as_=wire["run"],
+        values=wire["values"],
+        secrets=wire["secrets"],
+        session=wire["session"],
+        group=wire["group"],
+        after=wire["after"],
+        as_json=True,
+    )
+
+
+@host_group.command("deliver", hidden=True)
+@click.option("--session", required=True)
+def host_deliver(session: str) -> None:
+    """On a host: deliver the coordinator's queued messages (JSON lines on stdin) to the
+    runs of SESSION, each key once, one answer line each."""
+    from runtime.hosts.outbox import receive
+    from runtime.store.layout import check_id
+
+    receive(_root(), check_id(session, "session id"), sys.stdin.buffer, sys.stdout)

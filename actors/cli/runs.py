@@ -201,10 +201,11 @@ def spawn_cmd(
     """
     from actors.cli._lifecycle import spawn, start_run
 
-    if host is not None:  # actors.cli.main sends `--host` to the host before click parses
-        from runtime.core.errors import BadInput
-
-        raise BadInput("spawn --host is served by the `actors` command line's entry point")
+    if host is not None:
+        _spawn_on_host(
+            host, recipe, recipe_file, template, as_, values, secrets, group, after, session,
+            wait=wait, as_json=as_json,
+        )  # fmt: skip
 
     request: dict[str, Any] = {
         "recipe_file": recipe_file,
@@ -221,6 +222,40 @@ def spawn_cmd(
         return
     record = start_run(recipe, waiter=True, **request)
     _wait_and_report([record["run"]], None, as_json, hold=True)
+
+
+def _spawn_on_host(
+    host: str,
+    recipe: str | None,
+    recipe_file: str | None,
+    template: str | None,
+    as_: str | None,
+    values: tuple[str, ...],
+    secrets: tuple[str, ...],
+    group: str | None,
+    after: tuple[str, ...],
+    session: str | None,
+    *,
+    wait: bool,
+    as_json: bool,
+) -> None:
+    """`spawn --host`: the options exactly as click parsed them, sent to the host as one
+    request on the channel's stdin (runtime.hosts.spawning), never as a command line."""
+    from actors.cli._lifecycle import parse_values
+    from runtime.core.errors import BadInput
+    from runtime.hosts.spawning import RemoteSpawn, spawn_remote
+
+    if wait:
+        raise BadInput(
+            "spawn --host does not take --wait",
+            hint="spawn it, then wait for its address: actors wait run:HOST/ID",
+        )
+    parse_values(values)  # KEY=VALUE, each once: refused here, before anything is placed
+    request = RemoteSpawn(
+        host, recipe, recipe_file, template, as_, values, secrets, group, after, session,
+        as_json,
+    )  # fmt: skip
+    sys.exit(spawn_remote(_root(), request))
 
 
 @click.command("ls")

@@ -49,6 +49,20 @@ class Host:
             timeout=timeout,
         )
 
+    def log(self, text: str) -> None:
+        """One event in `hosts/<name>/link.log` (what the link and the outbox did that no
+        one waits to hear), best effort."""
+        import contextlib
+
+        from runtime.core.errors import ActorsError
+        from runtime.core.ids import now_iso
+        from runtime.store.appends import append_jsonl
+
+        if not self.paths.record.exists():
+            return  # the host was removed (`host rm --force`): nothing to write it into
+        with contextlib.suppress(OSError, ActorsError):
+            append_jsonl(self.paths.link_log, {"ts": now_iso(), "event": text})
+
     def shell(
         self, argv: Sequence[str], *, timeout: float = 60.0
     ) -> subprocess.CompletedProcess[bytes]:

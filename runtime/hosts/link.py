@@ -27,13 +27,12 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
 from runtime.core import cgroups, config
 from runtime.core.errors import ActorsError
 from runtime.core.faults import pause_point
-from runtime.core.ids import now_iso
 from runtime.hosts.host import Host
 from runtime.hosts.records import end_placement, outstanding, placement
 from runtime.store.layout import StateRoot
@@ -65,6 +64,7 @@ def serve(root: StateRoot, session: str, out: IO[str], in_fd: int = 0) -> None:
     pending = b""
     with doorbell(paths.doorbells) as bell, contextlib.closing(Guard(root, session)) as guard:
         guard.scan(fail_fast=True)  # runs of ours whose runner died are folded now
+        out.write('{"ready":true}\n')  # the channel is up: the coordinator sends its queue
         while True:
             inbox.read_barrier()
             for entry in inbox.unread():
@@ -101,15 +101,6 @@ def _ack_of(line: bytes) -> str | None:
 # -- here -------------------------------------------------------------------------------
 
 
-def _log(host: Host, text: str) -> None:
-    if not host.paths.record.exists():
-        return  # the host was removed (`host rm --force`): nothing to write it into
-    with contextlib.suppress(OSError, ActorsError):
-        from runtime.store.appends import append_jsonl
-
-        append_jsonl(host.paths.link_log, {"ts": now_iso(), "event": text})
-
-
 class Accepted(NamedTuple):
     ack: str
     """The host's inbox entry id, acked once the follow-up is durable here."""
@@ -135,7 +126,7 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
         # after the run's end (its terminal follow-up, or a kill or cancel from here)
         # nothing more of it is owed: a host repeating the end under fresh ids is refused
         why = "not a run placed on this host" if placed is None else "its run has ended"
-        _log(host, f"refused a follow-up from {sender[:80]!r}: {why}")
+        host.log(f"refused a follow-up from {sender[:80]!r}: {why}")
         return Accepted(str(entry.get("id")))
     address = f"run:{host.name}/{run_id}"
     envelope["from"] = address
@@ -178,9 +169,21 @@ MAX_LINE = 4 << 20
 """The longest line a host may send (a follow-up is far smaller): a longer one is dropped."""
 
 
-def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
+def _flush_outbox(host: Host) -> None:
+    from runtime.hosts.outbox import flush
+
+    try:
+        flush(host)
+    except ActorsError as err:
+        host.log(f"messages not sent yet: {err}")
+
+
+def _entries(
+    host: Host, stream: IO[bytes], on_ready: Callable[[], None] = lambda: None
+) -> Iterator[dict[str, Any]]:
     """The host's lines as entries: bounded in size and depth (runtime.core.bounded_json);
-    anything else is logged and skipped, never held in memory whole."""
+    anything else is logged and skipped, never held in memory whole. The host's first
+    line, `{"ready": true}`, calls `on_ready`: the channel is up."""
     from runtime.core.bounded_json import decode
 
     while True:
@@ -188,14 +191,18 @@ def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
         if not line:
             return
         if not line.endswith(b"\n"):
-            _log(host, f"dropped a line longer than {MAX_LINE} bytes from the host")
+            host.log(f"dropped a line longer than {MAX_LINE} bytes from the host")
             while line and not line.endswith(b"\n"):
                 line = stream.readline(MAX_LINE + 1)
             continue
         try:
-            entry = decode(line, max_bytes=MAX_LINE)["followup"]
+            found = decode(line, max_bytes=MAX_LINE)
+            if found == {"ready": True}:
+                on_ready()
+                continue
+            entry = found["followup"]
         except (ValueError, KeyError, TypeError, ActorsError):
-            _log(host, "skipped a line from the host that is not a follow-up")
+            host.log("skipped a line from the host that is not a follow-up")
             continue
         if isinstance(entry, dict) and isinstance(entry.get("envelope"), dict):
             yield entry
@@ -203,13 +210,15 @@ def _entries(host: Host, stream: IO[bytes]) -> Iterator[dict[str, Any]]:
 
 def relay_once(host: Host) -> bool:
     """One connection's life: relay until the channel drops (False) or nothing of the
-    host is out any more (True)."""
+    host is out any more (True). Once the channel is up (the host's first line says so),
+    the messages queued here while the host could not be reached are sent, in order
+    (runtime.hosts.outbox)."""
     argv = host.command(["host", "serve", "--session", host.record["session"]])
     with subprocess.Popen(
         argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     ) as channel:
         assert channel.stdin is not None and channel.stdout is not None
-        for entry in _entries(host, channel.stdout):
+        for entry in _entries(host, channel.stdout, on_ready=lambda: _flush_outbox(host)):
             accepted = accept(host, entry)
             pause_point("hosts.relay.before_ack")
             try:
@@ -223,7 +232,7 @@ def relay_once(host: Host) -> bool:
                 channel.stdin.close()
                 channel.wait()
                 return True
-    _log(host, f"channel closed (ssh exit status {channel.returncode})")
+    host.log(f"channel closed (ssh exit status {channel.returncode})")
     return not outstanding(host.root, host.name)
 
 
@@ -246,7 +255,7 @@ def relay(root: StateRoot, name: str) -> None:
                     if relay_once(host):
                         break
                 except ActorsError as err:
-                    _log(host, str(err))
+                    host.log(str(err))
                 if time.monotonic() - started > 60:
                     attempt = 0  # it was up for a while: start the backoff over
                 time.sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])

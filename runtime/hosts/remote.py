@@ -1,4 +1,4 @@
-"""A run on a host, driven from here: `host add / ls / rm`, `spawn --host`, and every
+"""A run on a host, driven from here: `host add / ls / rm`, and every
 verb given a `run:<host>/<id>` address, which is the remote `actors`'s own verb sent
 over the host's connection (so a remote run has exactly the remote's semantics: its
 kill is the remote's kill, on the remote machine).
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import string
 import subprocess
 import sys
 from typing import Any, NamedTuple
@@ -24,13 +23,13 @@ from runtime.hosts.address import message_address
 from runtime.hosts.host import Host
 from runtime.hosts.records import (
     HostRecord,
+    Placement,
     end_placement,
     forget_host,
     host_paths,
     list_hosts,
     outstanding,
     parse_url,
-    place,
     placement,
     placements,
     save_host,
@@ -56,6 +55,19 @@ class RemoteCall(NamedTuple):
     """Its arguments, less --session (the host is given its own)."""
     force: bool
     session: str | None
+
+
+class RemoteMessage(NamedTuple):
+    """`actors message run:<host>/<id> ...` as its click command parsed it."""
+
+    address: str
+    type: str
+    body: Any
+    summary: str | None
+    reply_to: str | None
+    force: bool
+    session: str | None
+    as_json: bool
 
 
 class RemoteRef(NamedTuple):
@@ -195,90 +207,10 @@ def remove_host(root: StateRoot, name: str, *, force: bool) -> None:
 # -- runs -------------------------------------------------------------------------------
 
 
-def _take_option(args: list[str], option: str) -> str | None:
-    """Remove `option VALUE` / `option=VALUE` from args; its value (the last given)."""
-    value = None
-    i = 0
-    while i < len(args):
-        if args[i] == option and i + 1 < len(args):
-            value = args[i + 1]
-            del args[i : i + 2]
-        elif args[i].startswith(option + "="):
-            value = args[i].split("=", 1)[1]
-            del args[i]
-        else:
-            i += 1
-    return value
-
-
-def _option_value(args: list[str], options: tuple[str, ...]) -> str | None:
-    for index, arg in enumerate(args[:-1]):
-        if arg in options:
-            return args[index + 1]
-    return next((a.split("=", 1)[1] for a in args for o in options if a.startswith(o + "=")), None)
-
-
-def _take_flag(args: list[str], flag: str) -> bool:
-    found = flag in args
-    while flag in args:
-        args.remove(flag)
-    return found
-
-
 def _principal(root: StateRoot, session: str | None) -> str:
     from runtime.runs.ownership import current_principal
 
     return current_principal(root, session).id
-
-
-def spawn_remote(root: StateRoot, args: list[str]) -> int:
-    """`actors spawn --host NAME ...`: placed here first, then started there."""
-    from runtime.hosts.link import start_link
-
-    args = list(args)
-    name = _take_option(args, "--host") or ""
-    if _take_option(args, "--recipe") is not None:
-        raise BadInput(
-            "--recipe FILE cannot be sent to a host yet",
-            hint="use a recipe the host has (actors spawn --host H NAME) or -t TEMPLATE",
-        )
-    host = Host.load(root, name)
-    owner = _principal(root, _take_option(args, "--session"))
-    as_json = _take_flag(args, "--json")
-    wanted = _take_option(args, "--as")
-    if wanted is not None:
-        run_id = check_id(wanted[4:] if wanted.startswith("run:") else wanted)
-    else:
-        label = next((a for a in args if not a.startswith("-")), "run") if args else "run"
-        label = label if is_valid_id(label) and len(label) < 40 else "run"
-        run_id = f"{label}-" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
-    if placement(root, name, run_id) is not None:
-        raise Conflict(f"run {run_id} was already placed on {name}", hint="choose another --as")
-    template = _option_value(args, ("-t", "--template"))
-    recipe = next((a for a in args if not a.startswith("-")), None) if template is None else None
-    place(root, name, run_id, owner, what=template or recipe or "")
-    remote = [*args, "--as", f"run:{run_id}", "--session", host.record["session"], "--json"]
-    try:
-        done = host.run(["spawn", *remote], timeout=120)
-    except BaseException:
-        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
-        raise
-    if done.returncode != 0:
-        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
-        sys.stderr.write(_remote_error(host, done.stderr))
-        return done.returncode
-    try:
-        started = _answer(host, done.stdout)
-    except BaseException:
-        host_paths(root, name).placement(run_id).unlink(missing_ok=True)
-        raise
-    start_link(root, name)
-    address = str(RemoteRef(name, run_id))
-    if as_json:
-        print(json.dumps({**started, "run": run_id, "host": name, "address": address}, indent=2))
-    else:
-        print(address)
-    return 0
 
 
 def _answer(host: Host, stdout: str) -> dict[str, Any]:
@@ -310,9 +242,84 @@ def _remote_error(host: Host, stderr: str) -> str:
     )
 
 
-def forward(root: StateRoot, call: RemoteCall) -> int:
+def _placed_for(root: StateRoot, ref: RemoteRef, caller: str | None, force: bool) -> Placement:
+    """The placement of `ref`; refused unless `caller` (when given) owns it or --force."""
+    placed = placement(root, ref.host, ref.run)
+    if placed is None:
+        raise NotFound(
+            f"no run {ref.run} placed on host {ref.host} from here",
+            hint=f"actors ls shows the runs placed on hosts; {ref.host}'s own are its business",
+        )
+    if caller is not None and placed["session"] != caller and not force:
+        raise Refused(
+            f"{ref} belongs to session {placed['session']}, not {caller}",
+            hint="act as that session (--session), or --force",
+        )
+    return placed
+
+
+def send_message(root: StateRoot, call: RemoteMessage) -> int:
+    """`actors message run:<host>/<id>`: durable in the host's outbox here first, then
+    sent (runtime.hosts.outbox); a host that cannot be reached now gets it when the link
+    returns, and the sender is told so. `control.kill` and `control.stop` are the host's
+    kill and cancel (runtime.hosts.verbs.STOPS), as from the MCP tools."""
+    from runtime.hosts import outbox
+    from runtime.hosts.verbs import STOPS
+
+    stop = STOPS.get(call.type)
+    if stop is not None:
+        flags = ["--json"] if call.as_json else []
+        return forward(root, RemoteCall(stop, [*flags, call.address], call.force, call.session))
+    ref = remote_ref(call.address)
+    assert ref is not None
+    host = Host.load(root, ref.host)
+    caller = _principal(root, call.session)
+    placed = _placed_for(root, ref, caller, call.force)
+    if placed.get("state") == "ended":
+        raise Conflict(
+            f"{ref} has ended ({placed.get('status') or 'ended'}); nothing reads its mailbox "
+            "any more",
+            hint=f"see `actors result {ref}`",
+        )
+    message = outbox.new_message(
+        ref.run,
+        caller,
+        call.type,
+        call.body,
+        summary=call.summary,
+        reply_to=call.reply_to,
+        force=call.force,
+    )
+    now = outbox.send(host, message)
+    if now["state"] == "queued":
+        from runtime.hosts.link import start_link
+
+        start_link(root, host.name)
+    said = outbox.outcome(host, now)
+    if now["state"] == "refused":
+        answer = now.get("answer") or {}
+        why = one_line(str(answer.get("error") or "refused"), 400)
+        hint = one_line(str(answer.get("hint") or ""), 200)
+        sys.stderr.write(
+            f"actors: on host {host.name}: {why}" + (f"; {hint}" if hint else "") + "\n"
+        )
+        code = answer.get("code")
+        return code if isinstance(code, int) and 0 < code < 256 else 2
+    if call.as_json:
+        print(json.dumps(said, indent=2, ensure_ascii=False, default=str))
+    elif now["state"] == "queued":
+        print(outbox.UNREACHABLE.format(host=host.name))
+    else:
+        print(" ".join(f"{k}={one_line(str(v), 200)}" for k, v in said.items()))
+    return 0
+
+
+def forward(root: StateRoot, call: RemoteCall | RemoteMessage) -> int:
     """A verb with `run:<host>/<id>` addresses: run as the host's own verb over its
-    connection, output streamed (tail -f follows), exit status the remote's."""
+    connection, output streamed (tail -f follows), exit status the remote's. A message
+    goes through the host's outbox (send_message)."""
+    if isinstance(call, RemoteMessage):
+        return send_message(root, call)
     verb, rest, force, session = call.verb, list(call.args), call.force, call.session
     refs: list[RemoteRef] = []
     # a message's address is its first argument: its type and body are text, which may
@@ -341,17 +348,7 @@ def forward(root: StateRoot, call: RemoteCall) -> int:
     host = Host.load(root, name)
     caller = _principal(root, session) if verb in CONTROL_VERBS else None
     for ref in refs:
-        placed = placement(root, name, ref.run)
-        if placed is None:
-            raise NotFound(
-                f"no run {ref.run} placed on host {name} from here",
-                hint=f"actors ls shows the runs placed on hosts; {name}'s own are its business",
-            )
-        if caller is not None and placed["session"] != caller and not force:
-            raise Refused(
-                f"{ref} belongs to session {placed['session']}, not {caller}",
-                hint="act as that session (--session), or --force",
-            )
+        _placed_for(root, ref, caller, force)
     # right after the verb: after the arguments it could land behind a `--` (a body
     # that starts with '-'), where it would be read as more arguments
     mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []

@@ -2,8 +2,12 @@
 swarm's workers spread over hosts with `-v hosts=a,b`) runs its command there as a
 remote run of this run, started through the same path as `spawn --host`.
 
-The runner starts `actors host step NAME -- ARGV` in the command's place (a process
-boundary: the runner sits below this room). The step places the remote run, owned by
+The runner starts `actors host step NAME` in the command's place (a process boundary:
+the runner sits below this room), the command's words a JSON request on its stdin, never
+in a command line. The step places the remote run through `spawn --host`'s one path
+(runtime.hosts.spawning: the request on the ssh channel's stdin), each word one value
+there, every part of a word that is one of this run's secrets a value marked secret, so
+the host masks it in what the worker writes. The step places the remote run, owned by
 this run (`run:<id>`, so its follow-ups come home over the host's link into this run's
 inbox, once), then sleeps on the host's doorbell until the link has brought the run's
 end home: no channel of its own is held to the host and nothing polls it. Its exit
@@ -22,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import secrets
 import select
 import signal
 import string
 import sys
+from typing import IO
 
 from runtime.core.errors import ActorsError, BadInput
 from runtime.core.terminal import one_line
@@ -50,19 +56,86 @@ def _parent(root: StateRoot) -> str:
     return principal[4:]
 
 
-def run_step(root: StateRoot, name: str, argv: list[str]) -> int:
-    """Place `argv` on host `name` as a run of this run, wait for its end here, and exit
-    with its status; killed there first when this is stopped."""
-    from runtime.hosts.remote import spawn_remote
+MAX_STEP_BYTES = 1 << 20
+"""The longest request (the command's words) a step reads on its stdin."""
+
+
+def read_step(data: bytes) -> list[str]:
+    """The command's words from the runner's request on stdin (one line otherwise)."""
+    from runtime.core.bounded_json import Undecodable, decode
+
+    try:
+        found = decode(data, max_bytes=MAX_STEP_BYTES)
+    except Undecodable:
+        found = None
+    argv = found.get("argv") if isinstance(found, dict) else None
+    if not isinstance(argv, list) or not argv or not all(isinstance(w, str) for w in argv):
+        raise BadInput(
+            "`actors host step` reads the command's words on stdin, as the runner sends them",
+            hint='name the host on the recipe node ("host": "NAME") or use spawn --host',
+        )
+    return argv
+
+
+def _secret_texts(root: StateRoot, parent: str) -> list[str]:
+    """This run's secret values (run.json: named like credentials, or marked secret),
+    longest first, so a word holding two overlapping ones is cut at the longer."""
+    from runtime.compiler.placeholders import value_text
+    from runtime.compiler.redact import MIN_SECRET, is_secret_name
+    from runtime.store.reads import read_json
+
+    run = read_json(root.run(parent).run_json)
+    run = run if isinstance(run, dict) else {}
+    values = run.get("values")
+    values = values if isinstance(values, dict) else {}
+    names = set(run.get("secret_names") or [])
+    texts = {
+        value_text(v)
+        for k, v in values.items()
+        if (k in names or is_secret_name(k)) and len(value_text(v)) >= MIN_SECRET
+    }
+    return sorted(texts, key=len, reverse=True)
+
+
+def remote_template(argv: list[str], hidden: list[str]) -> tuple[str, list[str], list[str]]:
+    """The template, `-v` values and secret names that run `argv` on the host: each word
+    one argument there, cut into placeholders `{wI_J}` at every secret in `hidden`, whose
+    parts are values marked secret (the host masks exactly them)."""
+    cut = re.compile("(" + "|".join(map(re.escape, hidden)) + ")") if hidden else None
+    words, values, secret_names = [], [], []
+    for i, word in enumerate(argv):
+        parts = [p for p in cut.split(word) if p] if cut is not None else [word]
+        names = []
+        for j, part in enumerate(parts or [""]):
+            name = f"w{i}_{j}"
+            names.append(f"{{{name}}}")
+            values.append(f"{name}={part}")
+            if part in hidden:
+                secret_names.append(name)
+        words.append("".join(names))
+    return " ".join(words), values, secret_names
+
+
+def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
+    """Place the command read on `source` (stdin) on host `name` as a run of this run,
+    wait for its end here, and exit with its status; killed there first when stopped."""
+    from runtime.hosts.spawning import RemoteSpawn, spawn_remote
     from runtime.messaging.doorbells import doorbell
     from runtime.store.writes import ensure_dir, write_bytes_atomic
 
-    if not argv:
-        raise BadInput("give the command after --", hint=f"actors host step {name} -- CMD")
-    parent = _parent(root)
+    parent = _parent(root)  # first: outside a run, nothing waits for a stdin
     host = Host.load(root, name)
+    argv = read_step(source.read(MAX_STEP_BYTES + 1))
     suffix = "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
     run_id = f"{parent[:48]}-{suffix}"
+    template, values, secret_names = remote_template(argv, _secret_texts(root, parent))
+    request = RemoteSpawn(
+        host=name,
+        template=template,
+        as_=f"run:{run_id}",
+        values=tuple(values),
+        secrets=tuple(secret_names),
+    )
     write_bytes_atomic(root.run(parent).placed_on_hosts, b"")  # before: a kill reaps it
     stop_r, stop_w = os.pipe()
     os.set_blocking(stop_w, False)
@@ -71,13 +144,8 @@ def run_step(root: StateRoot, name: str, argv: list[str]) -> int:
         signal.signal(signum, lambda *_: None)  # the wakeup fd says it; the loop acts
     ensure_dir(host.paths.doorbells)
     with doorbell(host.paths.doorbells) as bell:  # open first: an early end still rings
-        # each word one placeholder, its value one argument there, whatever it holds
-        template = " ".join(f"{{a{i}}}" for i in range(len(argv)))
-        values = [item for i, word in enumerate(argv) for item in ("-v", f"a{i}={word}")]
         with contextlib.redirect_stdout(io.StringIO()):  # its address is not our output
-            code = spawn_remote(
-                root, ["--host", name, "--as", f"run:{run_id}", "-t", template, *values]
-            )
+            code = spawn_remote(root, request)
         if code != 0:
             return code
         while (placed := placement(root, name, run_id)) is not None and placed["state"] != "ended":

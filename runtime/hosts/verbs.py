@@ -20,6 +20,10 @@ from runtime.hosts.ssh import HostAnswer
 from runtime.store.layout import StateRoot
 
 VERBS = frozenset({"status", "result", "kill", "cancel", "message"})
+STOPS = {"control.kill": "kill", "control.stop": "cancel"}
+"""A message that ends a remote run is the host's verb that ends it, so its placement
+here ends with it (the owner's own stop sends no follow-up home to end it): the MCP tools,
+the dashboard and `actors message` alike."""
 MAX_ANSWER = 4 << 20
 """The most of a host's JSON answer that is read (a result's output preview is far less)."""
 
@@ -94,7 +98,7 @@ def remote_message(
     and cancel (its end is then known here: an owner's stop sends no follow-up home)."""
     import json
 
-    stop = {"control.kill": "kill", "control.stop": "cancel"}.get(kind)
+    stop = STOPS.get(kind)
     if stop is not None:
         return remote_json(root, address, stop, principal=principal, force=force)
     options = ("--body-json",) + (("--summary", summary) if summary else ())

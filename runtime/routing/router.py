@@ -77,6 +77,7 @@ def send(
     summary: str | None = None,
     reply_to: str | None = None,
     fsync: bool = True,
+    idempotency_key: str | None = None,
 ) -> SendOutcome:
     """Validate, persist and wake; returns what happened (`state` says where it went).
     A bare id is a run (`hello-k3x9fq` is `run:hello-k3x9fq`), as for every command that
@@ -95,7 +96,13 @@ def send(
     assert address.target is not None
     paths, run = find_run(root, address.target)
     envelope = make_envelope(
-        to=to, type=kind, body=body, sender=principal.id, summary=summary, reply_to=reply_to
+        to=to,
+        type=kind,
+        body=body,
+        sender=principal.id,
+        summary=summary,
+        reply_to=reply_to,
+        idempotency_key=idempotency_key,
     )
     if force and kind in ("control.stop", "control.kill") and _forced(run, principal, root):
         envelope["forced"] = True  # the runner keeps it with the stop (its owner is told)

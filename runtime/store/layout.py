@@ -307,6 +307,16 @@ class HostPaths(_NamedDir):
         (`actors host step`) waits on instead of asking the host."""
         return self._at / "doorbells"
 
+    @property
+    def outbox(self) -> Path:
+        """Messages to runs on the host, durable here until the host accepted them."""
+        return self._at / "outbox.jsonl"
+
+    @property
+    def outbox_lock(self) -> Path:
+        """Held (flock) by the one process sending the host's outbox."""
+        return self._at / "outbox.lock"
+
 
 class RunPaths(_Place):
     """The files of one run's state directory."""

@@ -355,6 +355,83 @@ def test_gemini_loop_guard_bounds_consecutive_continuations(home: StateRoot) -> 
     assert json.loads(fresh.stdout)["reason"].count("Run TOKEN-CHAIN") == 3
 
 
+# -- Qwen Code Stop ---------------------------------------------------------------------
+
+
+def _qwen_stop(stop_hook_active: bool, session: str = GEMINI_SESSION) -> str:
+    """The Stop input Qwen Code 0.24.4 gave its hooks (recorded by tests/peers/test_qwen.py)."""
+    return json.dumps(
+        {
+            "session_id": session,
+            "transcript_path": "/tmp/qwen/chat.jsonl",
+            "cwd": "/work",
+            "hook_event_name": "Stop",
+            "permission_mode": "auto",
+            "stop_hook_active": stop_hook_active,
+            "last_assistant_message": "Built.\x1b[2J",
+        }
+    )
+
+
+def test_qwen_stop_blocks_with_pending_follow_ups_and_bounds_the_chain(home: StateRoot) -> None:
+    assert cli("session", "register", "--harness", "file", "--id", GEMINI_SESSION).returncode == 0
+    quiet = cli("hook", "qwen-stop", input=_qwen_stop(False))
+    assert (quiet.returncode, quiet.stdout) == (0, "")
+    _submit(home, "TOKEN-Q1", "immediate", owner=GEMINI_SESSION)
+    _submit(home, "TOKEN-QMAN", "manual", owner=GEMINI_SESSION)
+    proc = cli("hook", "qwen-stop", input=_qwen_stop(False))
+    output = json.loads(proc.stdout)
+    assert set(output) == {"decision", "reason"} and output["decision"] == "block"
+    assert "Run TOKEN-Q1 done" in output["reason"] and "TOKEN-QMAN" not in output["reason"]
+    (record,) = _delivered_records(home, "d-TOKEN-Q1", GEMINI_SESSION)[-1:]
+    assert record["harness"] == "qwen_code" and record["metadata"]["boundary"] == "Stop"
+    handed = []
+    for i in range(4):  # a follow-up lands during every continuation turn
+        _submit(home, f"TOKEN-QCHAIN{i}", "immediate", owner=GEMINI_SESSION)
+        step = cli("hook", "qwen-stop", "--max-chain", "2", input=_qwen_stop(True))
+        assert step.returncode == 0
+        handed.append(bool(step.stdout))
+    assert handed == [True, False, False, False]  # the first block counted as one
+    # hostile input: not JSON, or a session nobody registered: silent, exit 0
+    for bad in ("{not json", _qwen_stop(False, session="../../etc")):
+        odd = cli("hook", "qwen-stop", input=bad)
+        assert (odd.returncode, odd.stdout) == (0, ""), odd.stderr
+
+
+# -- Copilot CLI agentStop ------------------------------------------------------------
+
+
+def _agent_stop(stop_hook_active: bool, session: str = GEMINI_SESSION) -> str:
+    """The agentStop input Copilot CLI 1.0.102 gave its hooks (tests/peers/test_copilot.py):
+    camelCase `sessionId`, snake_case `stop_hook_active`."""
+    return json.dumps(
+        {
+            "sessionId": session,
+            "timestamp": 1795803101860,
+            "cwd": "/work",
+            "transcriptPath": "/tmp/copilot/events.jsonl",
+            "stopReason": "end_turn",
+            "stop_hook_active": stop_hook_active,
+        }
+    )
+
+
+def test_copilot_agent_stop_finds_the_session_by_session_id(home: StateRoot) -> None:
+    assert cli("session", "register", "--harness", "file", "--id", GEMINI_SESSION).returncode == 0
+    _submit(home, "TOKEN-CP1", "immediate", owner=GEMINI_SESSION)
+    proc = cli("hook", "copilot-agent-stop", input=_agent_stop(False))
+    output = json.loads(proc.stdout)
+    assert output["decision"] == "block" and "Run TOKEN-CP1 done" in output["reason"]
+    (record,) = _delivered_records(home, "d-TOKEN-CP1", GEMINI_SESSION)[-1:]
+    assert record["harness"] == "copilot_cli" and record["metadata"]["boundary"] == "agentStop"
+    # Gemini's and Qwen's field names are not Copilot's: no session, nothing handed over
+    _submit(home, "TOKEN-CP2", "immediate", owner=GEMINI_SESSION)
+    wrong = json.dumps({"session_id": GEMINI_SESSION, "stop_hook_active": False})
+    odd = cli("hook", "copilot-agent-stop", input=wrong)
+    assert (odd.returncode, odd.stdout) == (0, ""), odd.stderr
+    assert _unread(home, GEMINI_SESSION) == ["d-TOKEN-CP2"]
+
+
 # -- Cursor stop ------------------------------------------------------------------------
 
 

@@ -195,3 +195,47 @@ def test_cross_session_inbound_is_offered_written_only_when_asked_and_taken_back
     assert settings.read_bytes() == before and not (tmp_path / ".claude").exists()
     bad = cli("install", "claude-code", "--cross-session-inbound", "sure")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_qwen_code_install_adds_its_stop_hook_after_theirs_and_uninstalls_exactly(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    settings = tmp_path / ".qwen" / "settings.json"
+    theirs = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "echo stop"}]}]}}
+    original = _write(settings, json.dumps({**theirs, "model": {"name": "x"}}, indent=4))
+    done = cli("install", "qwen-code", "--project")
+    assert done.returncode == 0, done.stderr
+    assert "next: to wake an idle interactive Qwen Code" in done.stdout
+    assert "--harness qwen_code" in done.stdout
+    stop = json.loads(settings.read_text())["hooks"]["Stop"]
+    assert stop[0] == theirs["hooks"]["Stop"][0]
+    (ours,) = stop[1]["hooks"]
+    assert ours["type"] == "command" and ours["command"].endswith(" hook qwen-stop")
+    assert (
+        "settings.json (project): already installed\n"
+        in cli("install", "qwen-code", "--project").stdout
+    )
+    assert len(json.loads(settings.read_text())["hooks"]["Stop"]) == 2
+    cli("uninstall", "qwen-code", "--project")
+    assert settings.read_bytes() == original
+
+
+def test_copilot_install_writes_its_own_hooks_file_and_refuses_a_foreign_one(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    hooks = tmp_path / ".github" / "hooks" / "actors.json"
+    done = cli("install", "copilot", "--project")
+    assert done.returncode == 0, done.stderr
+    written = json.loads(hooks.read_text())
+    (hook,) = written["hooks"]["agentStop"]
+    assert written["version"] == 1 and hook["bash"].endswith(" hook copilot-agent-stop")
+    assert hooks.stat().st_mode & 0o777 == 0o600
+    assert cli("install", "copilot", "--project").stdout.endswith("already installed\n")
+    cli("uninstall", "copilot", "--project")
+    assert not hooks.exists() and not (tmp_path / ".github").exists()
+    # a file of that name that someone else wrote is theirs: refused, one line, exit 2
+    mine = _write(hooks, json.dumps({"version": 1, "hooks": {"agentStop": [{"bash": "x"}]}}))
+    refused = cli("install", "copilot", "--project")
+    assert refused.returncode == 2 and "not ours" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert hooks.read_bytes() == mine

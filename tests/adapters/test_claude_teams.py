@@ -28,11 +28,10 @@ from runtime.delivery.contract import DeliveryContext, Receipt
 from runtime.store.layout import StateRoot
 from runtime.store.writes import write_bytes_atomic
 from tests._levels import observed
-from tests.conftest import REPO, cli, wait_for_change
+from tests.conftest import PEERS, REPO, cli, wait_for_change
 
-PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers")) / "node_modules"
-PROPER_LOCKFILE = PEERS / "proper-lockfile"
-NODE = shutil.which("node")
+PROPER_LOCKFILE = PEERS / "node_modules" / "proper-lockfile"
+NODE = shutil.which("node")  # .peers/node/bin's when `make peers` installed it (tests/conftest.py)
 needs_node = pytest.mark.skipif(
     NODE is None or not PROPER_LOCKFILE.is_dir(),
     reason="node and .peers/node_modules/proper-lockfile (`make peers`) imitate Claude's writer",

@@ -91,10 +91,14 @@ def test_a_degraded_run_says_so_and_why(
 def test_the_live_tail_follows_the_end_with_timestamps_and_search(
     dashboard: Server, page: Any, home: StateRoot, tmp_path: Path
 ) -> None:
-    ready, more = make_fifo(tmp_path / "ready.fifo"), make_fifo(tmp_path / "more.fifo")
+    ready = make_fifo(tmp_path / "ready.fifo")
+    # one FIFO per step: reopening one FIFO can meet the test's previous writer, still
+    # open between its write and its close, and read its EOF as the next step (CI saw
+    # tick 82 written early and the test then block on a FIFO nobody would read)
+    more, last = make_fifo(tmp_path / "more.fifo"), make_fifo(tmp_path / "last.fifo")
     script = (
         "i=0; while [ $i -lt 80 ]; do i=$((i+1)); echo tick $i; done; "
-        f"echo up > {ready}; read x < {more}; echo tick 81; read x < {more}; echo tick 82; "
+        f"echo up > {ready}; read x < {more}; echo tick 81; read x < {last}; echo tick 82; "
         "exec sleep 300"
     )
     record = spawn("-t", f"sh -c '{script}'")
@@ -127,7 +131,7 @@ def test_the_live_tail_follows_the_end_with_timestamps_and_search(
 
     page.evaluate("document.getElementById('tail').scrollTop = 0")  # the reader scrolls up
     expect(page.locator("#tail-follow")).not_to_be_checked(timeout=WAIT_MS)
-    with open(more, "w") as fifo:
+    with open(last, "w") as fifo:
         fifo.write("go\n")
     page.wait_for_selector('#tail .line .text:text-is("tick 82")', timeout=WAIT_MS)
     assert page.evaluate("document.getElementById('tail').scrollTop") == 0  # kept their place

@@ -105,9 +105,13 @@ def test_text_that_reads_force_forces_nothing(home: StateRoot, args: tuple[str, 
     assert done.returncode == 2, done.stderr
     assert "belongs to session coord, not intruder" in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    # the option itself still forces: past the check, on to the (unreachable) host
+    # the option itself still forces: past the check, queued for the (unreachable) host
     forced = cli("message", "--session", "intruder", "--force", "run:alpha/mine", "note")
-    assert "belongs to session" not in forced.stderr and "alpha" in forced.stderr
+    assert "belongs to session" not in forced.stderr, forced.stderr
+    assert forced.stdout == "queued for alpha (unreachable): delivered when the link returns\n"
+    from tests.hosts.conftest import stop_links_and_masters
+
+    stop_links_and_masters(home)  # the link it started to carry the message
 
 
 HOSTILE_ARGV = ["a b", "it's", 'q"d', "back\\slash\\", "new\nline", "!1 $HOME `id` $(id)", "", "-"]
@@ -281,12 +285,14 @@ def test_a_host_dir_planted_as_a_symlink_is_never_removed_through(
 HOSTILE = """#!/bin/sh
 # the host's actors, except where {mode} names a verb to answer with hostile output
 mode=$(cat {mode})
-case "$mode:$1" in
+verb=$1
+[ "$1" = host ] && verb="host-$2"
+case "$mode:$verb" in
   version:--version) printf 'actors, version 9\\033]0;pwned\\007%s\\n\\033[2J\\n' "$(head -c 100000 /dev/zero | tr '\\0' A)"; exit 0 ;;
-  garbage:spawn) printf '\\033]0;pwned\\007not json at all\\n'; exit 0 ;;
-  deep:spawn) head -c 100000 /dev/zero | tr '\\0' '['; exit 0 ;;
-  list:spawn) printf '[1, 2]\\n'; exit 0 ;;
-  badutf8:spawn|badutf8:--version) printf 'actors, version \\377\\376\\033[2J\\n'; exit 0 ;;
+  garbage:host-spawn) printf '\\033]0;pwned\\007not json at all\\n'; exit 0 ;;
+  deep:host-spawn) head -c 100000 /dev/zero | tr '\\0' '['; exit 0 ;;
+  list:host-spawn) printf '[1, 2]\\n'; exit 0 ;;
+  badutf8:host-spawn|badutf8:--version) printf 'actors, version \\377\\376\\033[2J\\n'; exit 0 ;;
   loud:status) printf 'out \\033]0;pwned\\007 \\033[2J end\\n'; printf 'err \\033]0;pwned2\\007\\n' >&2; exit 0 ;;
 esac
 exec actors "$@"
@@ -403,7 +409,6 @@ def test_planted_link_files_are_never_written_through(home: StateRoot, tmp_path:
     refused in one line, and neither target is created or written."""
     from runtime.core.errors import ActorsError
     from runtime.hosts.host import Host
-    from runtime.hosts.link import _log
     from runtime.store.appends import try_locked
 
     _fake_host(home, "alpha")
@@ -412,7 +417,7 @@ def test_planted_link_files_are_never_written_through(home: StateRoot, tmp_path:
     log_target.write_text("mine\n")
     host.paths.link_log.symlink_to(log_target)
     host.paths.link_lock.symlink_to(lock_target)
-    _log(host, "a line")
+    host.log("a line")
     with pytest.raises(ActorsError, match="symlink"), try_locked(host.paths.link_lock):
         pass
     assert log_target.read_text() == "mine\n" and not lock_target.exists()
@@ -509,13 +514,6 @@ def test_the_message_options_are_the_commands_own() -> None:
     assert set(MESSAGE_ARGS.options) == MESSAGE_VALUE_OPTIONS
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: spawn --host sends a --secret value in the remote command line "
-    "(runtime.hosts.remote.spawn_remote -> ssh's argv here -> the host's shell and "
-    "`actors spawn` argv there), where any user of the host reads it in `ps` for the "
-    "spawn's life; it belongs on the ssh channel's stdin",
-)
 def test_a_secret_for_a_remote_run_is_not_in_any_command_line(
     ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
 ) -> None:
@@ -641,3 +639,114 @@ def test_a_hosts_key_never_becomes_a_path(home: StateRoot) -> None:
     for bad in (escape, ".hidden", "a/b", "x\x1b[2J", ""):
         with pytest.raises(BadInput):
             session_paths(home, "coord").body(bad)
+
+
+def test_an_outbox_planted_as_a_symlink_is_never_written_through(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """A message is written to the host's outbox before anything else: a symlink planted
+    there is refused in one line, its target untouched."""
+    from runtime.hosts.records import place
+
+    _fake_host(home, "alpha")
+    place(home, "alpha", "mine", "coord")
+    target = tmp_path / "elsewhere"
+    target.write_text("keep\n")
+    home.host("alpha").outbox.symlink_to(target)
+    done = cli("message", "--session", "coord", "run:alpha/mine", "note", "x")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert target.read_text() == "keep\n"
+
+
+def test_the_host_accepts_a_key_once_and_nothing_but_keys(home: StateRoot) -> None:
+    """`actors host deliver`'s side, on a real run of this root: a key delivered, sent
+    again (a lost answer), sent again after its receipt was lost (cut off after the
+    delivery) is one message in the mailbox; a line with a hostile key, or no JSON, or
+    longer than any answer is no delivery."""
+    import io
+
+    from runtime.hosts.outbox import receive
+
+    spawned = cli("spawn", "-t", "sleep 60", "--as", "run:idle", "--session", "via-x")
+    assert spawned.returncode == 0, spawned.stderr
+    wire = {"key": "K1", "run": "idle", "type": "job.item", "body": {"n": 1}, "force": True}
+    hostile = [
+        json.dumps({**wire, "key": "../../x"}),
+        json.dumps({**wire, "key": "a\x1b[2J"}),
+        "not json",
+        json.dumps({**wire, "key": "K2", "body": "x" * (2 << 20)}),
+    ]
+    lines = [json.dumps(wire), *hostile, json.dumps(wire)]
+
+    def deliver(*text: str) -> list[dict]:
+        out = io.StringIO()
+        receive(home, "via-x", io.BytesIO("".join(t + "\n" for t in text).encode()), out)
+        return [json.loads(line) for line in out.getvalue().splitlines()]
+
+    first = deliver(*lines)
+    assert [a["key"] for a in first] == ["K1", "K1"]
+    assert "outcome" in first[0] and first[1]["repeat"] is True
+    (home.path / "sessions" / "via-x" / "host-receipts.jsonl").unlink()
+    [again] = deliver(json.dumps(wire))
+    assert again["key"] == "K1" and again["outcome"]["id"] == first[0]["outcome"]["id"]
+    journal = (home.run("idle").inbox).read_text().splitlines()
+    assert sum('"idempotency_key":"K1"' in line.replace(": ", ":") for line in journal) == 1
+    assert cli("kill", "run:idle", "--session", "via-x").returncode == 0
+
+
+def test_a_swarm_workers_secret_is_in_no_command_line_and_masked_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """A recipe node naming a host: its words reach `actors host step` on stdin and the
+    host on the ssh channel's stdin; the part of a word that is a secret is marked secret
+    there, so the worker's output is masked on the host (and so here)."""
+    from tests.conftest import make_fifo, read_fifo_line
+
+    host = ssh_hosts[1]
+    argv_log = tmp_path / "argv"
+    script = tmp_path / "recording-actors"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {argv_log}\nexec actors "$@"\n')
+    script.chmod(0o755)
+    tmp_path.chmod(0o755)
+    assert cli("host", "add", host.name, host.url, "--actors", str(script)).returncode == 0
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    recipe = tmp_path / "hidden.json"
+    recipe.write_text(
+        json.dumps(
+            {
+                "args": {"code": {"type": "string"}, "token": {"type": "string"}},
+                "template": [{"host": host.name, "template": "sh -c {code} w pre-{token}-post"}],
+            }
+        )
+    )
+    value = "s3cr3t-VALUE-42"
+    code = f'echo "$1"; echo up > {ready}; cat {gate}'
+    done = cli(
+        "spawn", str(recipe), "-v", f"code={code}", "-v", f"token={value}",
+        "--session", "coord", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)["run"]
+    try:
+        assert read_fifo_line(ready) == "up"
+        holding = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    words = (proc / "cmdline").read_bytes().split(b"\x00")
+                except OSError:
+                    continue
+                if any(value.encode() in w for w in words) and words[:3] != [
+                    b"sh", b"-c", code.encode()
+                ]:
+                    holding.append(words)
+        assert holding == []  # only the worker's own command holds it, on the host
+    finally:
+        with open(gate, "w") as w:
+            w.write("x\n")
+    waited = cli("wait", f"run:{run}", "--timeout", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert value not in argv_log.read_text()
+    shown = cli("result", f"run:{run}").stdout
+    assert "pre-***-post" in shown and value not in shown

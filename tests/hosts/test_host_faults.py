@@ -87,3 +87,47 @@ def test_sshd_restarted_mid_run_loses_nothing(
     placement = ssh_home.host(host.name).placement(address.split("/")[1])
     wait_for_change(placement.parent, lambda: json.loads(placement.read_text())["state"] == "ended")
     assert cli("inbox", "wait", "--session", "coord", "--timeout", "2").returncode == 75
+
+
+def test_the_link_cut_for_a_minute_with_messages_queued_loses_nothing(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """A minute without the link: messages queue here (each told so), the run goes on
+    there; the link back: the messages reach its mailbox in order, each once, and the
+    run's follow-up comes home once when it ends."""
+    import time
+
+    from tests.hosts.test_hosts import _items, message
+
+    host = ssh_hosts[1]
+    add(host)
+    ready, gate = make_fifo(host.base / "ready-minute"), make_fifo(host.base / "gate-minute")
+    recipe = {
+        "mailbox": {"accepts": ["job.item"]},
+        "template": 'sh -c \'echo ready > "$1"; exec cat "$2"\' x {r} {g}',
+    }
+    (host.home / "config" / "actors" / "recipes" / "gated.json").write_text(json.dumps(recipe))
+    address = spawn(host, "gated", "-v", f"r={ready}", "-v", f"g={gate}")
+    assert read_fifo_line(ready) == "ready"
+    inbox = host.state / "runs" / address.split("/")[1] / "inbox.jsonl"
+    queued = f"queued for {host.name} (unreachable): delivered when the link returns\n"
+    cut = time.monotonic()
+    host.link(False)
+    try:
+        for n in (1, 2, 3):
+            sent = message(address, n)
+            assert sent.returncode == 0 and sent.stdout == queued, sent.stderr
+        assert _items(inbox) == []
+        time.sleep(max(0.0, 60 - (time.monotonic() - cut)))  # the fault: a minute's cut
+    finally:
+        host.link(True)
+    wait_for_change(inbox.parent, lambda: _items(inbox) == [1, 2, 3], timeout=180)
+    with open(gate, "w") as w:
+        w.write("after the cut\n")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "120").returncode == 0
+    [envelope] = followups()
+    assert envelope["from"] == address and envelope["type"] == "run.done"
+    placement = ssh_home.host(host.name).placement(address.split("/")[1])
+    wait_for_change(placement.parent, lambda: json.loads(placement.read_text())["state"] == "ended")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "2").returncode == 75
+    assert _items(inbox) == [1, 2, 3]

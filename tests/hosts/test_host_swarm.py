@@ -229,7 +229,7 @@ def test_a_step_outside_a_run_is_refused_in_one_line(
     ssh_home: StateRoot, ssh_hosts: list[SshHost]
 ) -> None:
     add(ssh_hosts[0])
-    done = cli("host", "step", "alpha", "--", "true")
+    done = cli("host", "step", "alpha")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "from inside that run" in done.stderr
     assert placed(ssh_home) == {}

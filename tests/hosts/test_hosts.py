@@ -463,3 +463,191 @@ def test_tail_follows_and_cancel_stops_a_remote_run(
     assert cli("cancel", second, "--session", "coord", "--grace", "1").returncode == 0
     assert json.loads(cli("status", second, "--json").stdout)["status"] == "cancelled"
     assert not any("sleep 31340" in p for p in host.processes())
+
+
+def test_a_recipe_file_here_runs_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """`--recipe FILE` (or a RECIPE that is a path) is this machine's file: its content is
+    sent, the host runs it under the file's name, with the values given here."""
+    host = ssh_hosts[1]
+    add(host)
+    recipe = tmp_path / "greet.json"
+    recipe.write_text(json.dumps({"template": "printf %s {greeting=hello}"}))
+    address = spawn(host, "--recipe", str(recipe), "-v", "greeting=from here")
+    assert address.startswith(f"run:{host.name}/greet-")
+    assert cli("wait", address, "--timeout", "60").returncode == 0
+    assert "from here" in cli("result", address).stdout
+    by_path = spawn(host, str(recipe))  # RECIPE as a path: still this machine's file
+    assert cli("wait", by_path, "--timeout", "60").returncode == 0
+    assert "hello" in cli("result", by_path).stdout
+    kept = list((host.state / "sessions").glob("via-*/recipes/*/greet.json"))
+    assert kept and all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in kept)
+
+
+def test_a_bad_recipe_file_is_one_line_and_nothing_reaches_the_host(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """Read and checked here first: bad JSON, a huge file, a FIFO, a missing file, a
+    recipe that imports others, one that is no recipe: one line, exit 2, no placement,
+    no run there (nothing was sent)."""
+    host = ssh_hosts[0]
+    add(host)
+    bad = {
+        "notjson.json": "{not json",
+        "list.json": "[1, 2]",
+        "imports.json": json.dumps({"imports": ["other"], "template": "true"}),
+        "schema.json": json.dumps({"template": 5}),
+        "unknown.json": json.dumps({"nosuchkey": "x", "template": "true"}),
+        "deep.json": "[" * 100_000,
+        "huge.json": json.dumps({"template": "true", "pad": "x" * (2 << 20)}),
+    }
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+    os.mkfifo(tmp_path / "fifo.json")
+    runs_there = host.state / "runs"
+    before = sorted(p.name for p in runs_there.iterdir()) if runs_there.is_dir() else []
+    for name in [*bad, "fifo.json", "missing.json"]:
+        done = cli(
+            "spawn", "--host", host.name, "--recipe", str(tmp_path / name), "--session", "coord"
+        )
+        assert done.returncode == 2, (name, done.stderr)
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    placed = ssh_home.host(host.name).placements
+    assert not placed.exists() or not any(placed.iterdir())
+    after = sorted(p.name for p in runs_there.iterdir()) if runs_there.is_dir() else []
+    assert after == before
+
+
+def test_spawn_host_values_that_read_like_options_stay_values(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """The remote request is built from the options click parsed, never from the raw
+    words: a template that reads `--json`, a value that reads `--session intruder`, a
+    secret's name that reads like an option are each the one value they were given."""
+    host = ssh_hosts[0]
+    add(host)
+    done = cli(
+        "spawn", "--host", host.name, "--session", "coord", "--as", "run:optlike",
+        "-t", "--json", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["address"] == f"run:{host.name}/optlike"
+    record = json.loads((host.state / "runs" / "optlike" / "run.json").read_text())
+    assert "--json" in json.dumps(record.get("recipe") or record)
+    address = spawn(host, "-t", "printf %s {v}", "-v", "v=x --session intruder --host=beta")
+    assert cli("wait", address, "--timeout", "60").returncode == 0
+    assert 'result   "x --session intruder --host=beta"\n' in cli("result", address).stdout
+    waited = cli("spawn", "--host", host.name, "-t", "true", "--wait", "--session", "coord")
+    assert waited.returncode == 2 and waited.stderr.count("\n") == 1
+    dup = cli("spawn", "--host", host.name, "-t", "echo {a}", "-v", "a=1", "-v", "a=2")
+    assert dup.returncode == 2 and "given twice" in dup.stderr
+
+
+def _idle_run(host: SshHost, tag: str) -> tuple[str, Path]:
+    """A run there whose mailbox takes job.item and that reads none of it (they stay in
+    its inbox, in arrival order); its address and its inbox on the host."""
+    ready = make_fifo(host.base / f"ready-{tag}")
+    recipe = {
+        "mailbox": {"accepts": ["job.item"]},
+        "template": "sh -c 'echo ready > \"$1\"; exec sleep 300' x {f}",
+    }
+    (host.home / "config" / "actors" / "recipes" / "idle.json").write_text(json.dumps(recipe))
+    address = spawn(host, "idle", "-v", f"f={ready}")
+    assert read_fifo_line(ready) == "ready"
+    return address, host.state / "runs" / address.split("/")[1] / "inbox.jsonl"
+
+
+def _items(inbox: Path) -> list[int]:
+    """The `n` of every job.item entry in a run's inbox journal, in its order."""
+    found = []
+    if inbox.exists():
+        for line in inbox.read_text().splitlines():
+            record = json.loads(line)
+            envelope = record.get("envelope") or {}
+            if envelope.get("type") == "job.item":
+                found.append(envelope["body"]["n"])
+    return found
+
+
+def message(address: str, n: int) -> subprocess.CompletedProcess[str]:
+    body = json.dumps({"n": n})
+    return cli("message", address, "job.item", body, "--body-json", "--session", "coord")
+
+
+def test_messages_while_the_link_is_down_queue_here_then_flow_in_order_once(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """The link cut: each message is durable here and the sender told so; nothing reaches
+    the host. The link restored: the host's link carries them, in order, each once (no
+    other command is run to push them)."""
+    from tests.conftest import wait_for_change
+
+    host = ssh_hosts[0]
+    add(host)
+    address, inbox = _idle_run(host, "queue")
+    assert message(address, 1).returncode == 0
+    host.link(False)
+    try:
+        queued = f"queued for {host.name} (unreachable): delivered when the link returns\n"
+        sent = message(address, 2)
+        assert sent.returncode == 0 and sent.stdout == queued, sent.stderr
+        # a type its mailbox does not take: the host's refusal comes back as a follow-up
+        odd = cli("message", address, "not.accepted", "x", "--session", "coord")
+        assert odd.returncode == 0 and odd.stdout == queued, odd.stderr
+        outbox = ssh_home.host(host.name).outbox
+        assert stat.S_IMODE(outbox.stat().st_mode) == 0o600
+        assert _items(inbox) == [1]
+    finally:
+        host.link(True)
+    wait_for_change(
+        inbox.parent, lambda: _items(inbox) == [1, 2], timeout=120, what="the queue flowed"
+    )
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "60").returncode == 0
+    [refused] = followups()
+    assert refused["type"] == "message.refused" and refused["from"] == address
+    assert "not.accepted" in refused["summary"] and refused["body"]["host"] == host.name
+    assert message(address, 3).returncode == 0
+    assert _items(inbox) == [1, 2, 3]
+    keys = [
+        json.loads(line)["envelope"].get("idempotency_key")
+        for line in inbox.read_text().splitlines()
+        if '"job.item"' in line
+    ]
+    assert len(set(keys)) == 3 and all(keys)
+    assert cli("kill", address, "--session", "coord").returncode == 0
+
+
+def test_a_send_retried_after_a_lost_answer_delivers_once(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """The sender dies after the host delivered the message, before the answer is written
+    here: it is still queued here, the next send carries it again under its key, and the
+    host answers it without a second delivery."""
+    import signal
+
+    host = ssh_hosts[1]
+    add(host)
+    address, inbox = _idle_run(host, "retry")
+    barrier = make_fifo(tmp_path / "barrier")
+    env = {"ACTORS_PAUSE_AT": "hosts.outbox.before_mark", "ACTORS_PAUSE_FIFO": str(barrier)}
+    body = json.dumps({"n": 1})
+    argv = ["message", address, "job.item", body, "--body-json", "--session", "coord"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "actors", *argv],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as sender:
+        pid, point = read_fifo_line(barrier, timeout=60).split()
+        assert point == "hosts.outbox.before_mark" and int(pid) == sender.pid
+        os.kill(sender.pid, signal.SIGKILL)
+    assert _items(inbox) == [1]  # delivered there, not yet known here
+    outbox = ssh_home.host(host.name).outbox
+    assert '"state":"delivered"' not in outbox.read_text().replace(": ", ":")
+    assert message(address, 2).returncode == 0  # carries the first again, then this one
+    assert _items(inbox) == [1, 2]
+    states = [json.loads(line) for line in outbox.read_text().splitlines()]
+    answers = [s["answer"] for s in states if "answer" in s]
+    assert [a.get("repeat", False) for a in answers] == [True, False]
+    assert cli("kill", address, "--session", "coord").returncode == 0

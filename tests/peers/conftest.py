@@ -15,11 +15,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PEERS
 from tests.peers.fake_llm import FakeLLM
 
-PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers"))
 PEERS_BIN = PEERS / "node_modules" / ".bin"
+PINS = ("", "previous")
+"""The newest pin (peers/package.json) and the one before it (peers/previous: Claude Code,
+Codex and pi under its old name): the doctor tests and those of a surface that changed
+run on both, so docs/adapters.md's level table has a row per harness and version."""
+PIN_IDS = ("current", "previous")
 _skipped: list[str] = []
 
 
@@ -58,23 +62,22 @@ def actors_install(harness: str, env: dict[str, str], cwd: Path, *args: str) -> 
     return done.stdout
 
 
-PACKAGES = {
-    "claude": "@anthropic-ai/claude-code",
-    "codex": "@openai/codex",
-    "opencode": "opencode-ai",
-    "pi": "@mariozechner/pi-coding-agent",
-    "gemini": "@google/gemini-cli",
-}
-"""The npm package behind each harness executable (peers/package.json pins them)."""
+MORE = "more"
+"""The pin dir of the harnesses added after the first five (peers/more/, installed into
+.peers/more/: Kilo Code, Qwen Code, GitHub Copilot CLI)."""
 
 
 def peer_version(name: str, pin: str = "") -> str:
-    """The installed version of harness `name` (from its package.json, as npm put it)."""
+    """The installed version of harness `name` at `pin`: the package.json of the package
+    whose executable it is (pi changed its package name, so the name is not fixed)."""
     import json
 
-    where = (PEERS / pin) if pin else PEERS
-    manifest = where / "node_modules" / PACKAGES[name] / "package.json"
-    return str(json.loads(manifest.read_text())["version"])
+    start = peer_bin(name, pin).resolve()
+    for folder in start.parents:
+        manifest = folder / "package.json"
+        if manifest.exists():
+            return str(json.loads(manifest.read_text())["version"])
+    raise RuntimeError(f"no package.json above {start}")
 
 
 def doctor_verdicts(stdout: str, peer: str, pin: str = "", setup: str = "") -> dict[str, str]:

@@ -41,11 +41,13 @@ class Codex:
     home: Path
     project: Path
     process: subprocess.Popen[bytes]
+    pin: str = ""
 
 
-def start(base: Path, llm_port: int, *, install: bool = False) -> Codex:
+def start(base: Path, llm_port: int, *, install: bool = False, pin: str = "") -> Codex:
     """Start the app-server; with `install`, after the real `actors install codex --user`
-    added our MCP server to its config (as a user would, before starting Codex)."""
+    added our MCP server to its config (as a user would, before starting Codex); `pin`
+    names an older pin (tests/peers/conftest.py's peer_bin)."""
     home, project, sockets = base / "home", base / "proj", base / "sock"
     for directory in (home, project, sockets):
         directory.mkdir(parents=True, exist_ok=True)
@@ -62,7 +64,7 @@ def start(base: Path, llm_port: int, *, install: bool = False) -> Codex:
             text = config.read_text().replace("env_vars = [", 'env_vars = ["PYTHONPATH", ', 1)
             config.write_text(text)
     process = subprocess.Popen(
-        [str(peer_bin("codex")), "app-server", "--listen", f"unix://{path}"],
+        [str(peer_bin("codex", pin)), "app-server", "--listen", f"unix://{path}"],
         cwd=project,
         env=env,
         stdin=subprocess.DEVNULL,
@@ -75,7 +77,7 @@ def start(base: Path, llm_port: int, *, install: bool = False) -> Codex:
     except (RuntimeError, TimeoutError):
         stop(process)
         raise
-    return Codex(path, home, project, process)
+    return Codex(path, home, project, process, pin)
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -89,8 +91,10 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 
 
 @contextlib.contextmanager
-def codex_server(base: Path, llm_port: int, *, install: bool = False) -> Iterator[Codex]:
-    server = start(base, llm_port, install=install)
+def codex_server(
+    base: Path, llm_port: int, *, install: bool = False, pin: str = ""
+) -> Iterator[Codex]:
+    server = start(base, llm_port, install=install, pin=pin)
     try:
         yield server
     finally:

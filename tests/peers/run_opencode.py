@@ -1,4 +1,9 @@
-"""Start a real `opencode serve` offline, pointed at the fake model, in throw-away dirs."""
+"""Start a real `opencode serve` offline, pointed at the fake model, in throw-away dirs.
+
+Kilo Code's CLI (`kilo serve`, a fork of OpenCode) keeps the same server, API and plugin
+surface under its own names: the executable `kilo`, `KILO_*` for every `OPENCODE_*`
+variable and `~/.config/kilo/`; `KILO` below starts it the same way (peers/more/).
+"""
 
 from __future__ import annotations
 
@@ -21,16 +26,34 @@ from tests.peers.conftest import actors_install, peer_bin
 _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 
 
+@dataclass(frozen=True)
+class Flavour:
+    """Which OpenCode: its executable (and the pin dir that holds it), the prefix of its
+    environment variables, its directory under XDG_CONFIG_HOME and its server's default
+    HTTP Basic user."""
+
+    bin: str
+    env: str
+    config_dir: str
+    username: str
+    pin: str = ""
+
+
+OPENCODE = Flavour("opencode", "OPENCODE", "opencode", "opencode")
+KILO = Flavour("kilo", "KILO", "kilo", "kilo", pin="more")
+
+
 @dataclass
 class OpenCode:
     url: str
     password: str
     process: subprocess.Popen[str]
     base: Path
+    username: str = "opencode"
 
     def client(self, password: str | None = None) -> httpx.Client:
         return httpx.Client(
-            base_url=self.url, auth=("opencode", password or self.password), timeout=15.0
+            base_url=self.url, auth=(self.username, password or self.password), timeout=15.0
         )
 
     def new_session(self) -> str:
@@ -50,7 +73,19 @@ class OpenCode:
         ]
 
 
-def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:
+_DISABLED = (
+    "DISABLE_AUTOUPDATE",
+    "DISABLE_MODELS_FETCH",
+    "DISABLE_LSP_DOWNLOAD",
+    "DISABLE_SHARE",
+    "DISABLE_DEFAULT_PLUGINS",
+    "DISABLE_CLAUDE_CODE",
+    "DISABLE_EXTERNAL_SKILLS",
+)
+"""The `<PREFIX>_` switches that keep the server off the network and out of ~/.claude."""
+
+
+def _env(base: Path, llm_port: int, password: str, flavour: Flavour = OPENCODE) -> dict[str, str]:
     config = {
         "enabled_providers": ["fake"],
         "model": "fake/echo",
@@ -63,7 +98,7 @@ def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:
             }
         },
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "XDG_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "KILO", "XDG_"))}
     for name in ("home", "config", "data", "state", "cache", "proj"):
         (base / name).mkdir(parents=True, exist_ok=True)
     env.update(
@@ -72,19 +107,14 @@ def _env(base: Path, llm_port: int, password: str) -> dict[str, str]:
         XDG_DATA_HOME=str(base / "data"),
         XDG_STATE_HOME=str(base / "state"),
         XDG_CACHE_HOME=str(base / "cache"),
-        OPENCODE_DISABLE_AUTOUPDATE="1",
-        OPENCODE_DISABLE_MODELS_FETCH="1",
-        OPENCODE_DISABLE_LSP_DOWNLOAD="1",
-        OPENCODE_DISABLE_SHARE="1",
-        OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
-        OPENCODE_DISABLE_CLAUDE_CODE="1",
-        OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
         # its background plugin install must not leave loopback: a closed local port
         NPM_CONFIG_REGISTRY="http://127.0.0.1:9/",
         BUN_CONFIG_REGISTRY="http://127.0.0.1:9/",
-        OPENCODE_SERVER_PASSWORD=password,
-        OPENCODE_CONFIG_CONTENT=json.dumps(config),
     )
+    for name in _DISABLED:
+        env[f"{flavour.env}_{name}"] = "1"
+    env[f"{flavour.env}_SERVER_PASSWORD"] = password
+    env[f"{flavour.env}_CONFIG_CONTENT"] = json.dumps(config)
     return env
 
 
@@ -101,17 +131,24 @@ def install_actors(env: dict[str, str], cwd: Path) -> None:
 
 
 def start(
-    base: Path, llm_port: int, password: str = "secret", port: int = 0, *, install: bool = False
+    base: Path,
+    llm_port: int,
+    password: str = "secret",
+    port: int = 0,
+    *,
+    install: bool = False,
+    flavour: Flavour = OPENCODE,
 ) -> OpenCode:
     """Start the server and wait for its 'listening on' line (its own readiness signal).
     With `install`, the real `actors install opencode --user` runs first and the server
     loads plugins (no `--pure`), as a user's would."""
-    env = _env(base, llm_port, password)
+    executable = peer_bin(flavour.bin, flavour.pin)
+    env = _env(base, llm_port, password, flavour)
     if install:
         install_actors(env, base / "proj")
     process = subprocess.Popen(
         [
-            str(peer_bin("opencode")),
+            str(executable),
             "serve",
             "--port",
             str(port),
@@ -132,9 +169,9 @@ def start(
         if found:
             # keep draining its stdout so a chatty server never blocks on a full pipe
             threading.Thread(target=process.stdout.read, daemon=True).start()
-            return OpenCode(found.group(1), password, process, base)
+            return OpenCode(found.group(1), password, process, base, flavour.username)
     stop_process(process)
-    raise RuntimeError("opencode serve exited before listening")
+    raise RuntimeError(f"{flavour.bin} serve exited before listening")
 
 
 def stop_process(process: subprocess.Popen[Any]) -> None:
@@ -147,11 +184,16 @@ def stop_process(process: subprocess.Popen[Any]) -> None:
 
 @contextlib.contextmanager
 def opencode_server(
-    base: Path, llm_port: int, password: str = "secret", *, install: bool = False
+    base: Path,
+    llm_port: int,
+    password: str = "secret",
+    *,
+    install: bool = False,
+    flavour: Flavour = OPENCODE,
 ) -> Iterator[OpenCode]:
     for name in ("home", "config", "data", "state", "cache", "proj"):
         (base / name).mkdir(parents=True, exist_ok=True)
-    server = start(base, llm_port, password, install=install)
+    server = start(base, llm_port, password, install=install, flavour=flavour)
     try:
         yield server
     finally:

@@ -34,7 +34,7 @@ from runtime.delivery.sessions import SessionInbox
 from runtime.store.layout import StateRoot, session_paths
 from runtime.store.reads import read_jsonl
 from tests.conftest import cli, finished
-from tests.peers.conftest import doctor_verdicts, peer_bin, register_session
+from tests.peers.conftest import PIN_IDS, PINS, doctor_verdicts, peer_bin, register_session
 from tests.peers.fake_llm import FakeLLM, last_user_text
 from tests.peers.run_claude import ClaudeSession, claude_session
 
@@ -127,15 +127,19 @@ def test_a_runs_follow_up_wakes_the_idle_session_through_the_socket_by_default(
     assert wake.startswith("messaging socket"), wake  # the receipt says which way
 
 
+@pytest.mark.parametrize("pin", PINS, ids=PIN_IDS)
 def test_doctor_judges_the_socket_from_the_turn_it_started(
-    claude: ClaudeSession, home: StateRoot
+    pin: str, home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    session_id = _first_turn(claude, home)
-    proc = cli("doctor", "delivery", "--session", session_id)
+    """On the newest pin and the one before it (the level table has a row for each)."""
+    with claude_session(peer_bin("claude", pin), fake_llm.port, home.path, tmp_path) as claude:
+        session_id = _first_turn(claude, home)
+        proc = cli("doctor", "delivery", "--session", session_id)
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
     assert "wake=messaging socket" in proc.stdout and "inbound_gate" not in proc.stdout
-    verdicts = doctor_verdicts(proc.stdout, "claude", setup="messaging socket (default)")
+    setup = "messaging socket (default)"
+    verdicts = doctor_verdicts(proc.stdout, "claude", pin, setup=setup)
     assert verdicts["D2"] == verdicts["D4"] == verdicts["D5"] == verdicts["D6"] == "pass", (
         proc.stdout
     )

@@ -20,14 +20,16 @@ from runtime.delivery.contract import DeliveryContext
 from runtime.delivery.engine import DeliveryRunner
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
-from tests.peers.conftest import doctor_verdicts, followup, register_session
+from tests.peers.conftest import PIN_IDS, PINS, doctor_verdicts, followup, register_session
 from tests.peers.fake_llm import FakeLLM
 from tests.peers.run_codex import Codex, codex_server, start, stop
 
 
-@pytest.fixture
-def server(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[Codex]:
-    with codex_server(tmp_path / "codex", fake_llm.port) as codex:
+@pytest.fixture(params=PINS, ids=PIN_IDS)
+def server(tmp_path: Path, fake_llm: FakeLLM, request: pytest.FixtureRequest) -> Iterator[Codex]:
+    """An app-server of the newest Codex pin and of the previous one (0.169.0,
+    peers/previous): every test on a live app-server runs on both."""
+    with codex_server(tmp_path / "codex", fake_llm.port, pin=request.param) as codex:
         yield codex
 
 
@@ -186,7 +188,8 @@ async def test_stdio_transport_runs_a_turn(server: Codex, fake_llm: FakeLLM) -> 
     from tests.peers.conftest import peer_bin
 
     env = dict(os.environ, CODEX_HOME=str(server.home), HOME=str(server.home.parent))
-    async with connect(command=[str(peer_bin("codex")), "app-server"], env=env) as conn:
+    command = [str(peer_bin("codex", server.pin)), "app-server"]
+    async with connect(command=command, env=env) as conn:
         await conn.initialize("peer-test")
         thread = (await conn.request("thread/start", {"cwd": str(server.project)}))["thread"]["id"]
         await conn.request(
@@ -205,7 +208,7 @@ async def test_doctor_proves_the_levels_live(
     proc = await trio.to_thread.run_sync(lambda: cli("doctor", "delivery", "--session", "coord"))
     assert proc.returncode == 0, proc.stderr
     print(proc.stdout)
-    verdicts = doctor_verdicts(proc.stdout, "codex")
+    verdicts = doctor_verdicts(proc.stdout, "codex", pin=server.pin)
     assert [verdicts.get(f"D{n}") for n in range(1, 9)] == ["pass"] * 8, proc.stdout
     token = proc.stdout.split("token=", 1)[1].split()[0]
     assert any(token in p for p in fake_llm.prompts()), "the probe never reached the model"

@@ -148,7 +148,7 @@ def test_after_clear_runs_belong_to_the_new_session_and_wake_it(
     assert "after-clear" in seen and "before-clear" not in seen, seen
 
 
-@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
+@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "claude-previous"])
 def test_after_clear_the_same_claude_stops_and_is_woken_by_runs_it_started_before(
     pin: str, fake_llm: FakeLLM, home: StateRoot, tmp_path: Path
 ) -> None:
@@ -188,7 +188,7 @@ def _clear_keeps_runs(claude: ClaudeSession, fake_llm: FakeLLM, tmp_path: Path) 
     assert cli("inbox", "read", "--session", old).stdout == "0 unread follow-up(s)\n"
 
 
-@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "previous"])
+@pytest.mark.parametrize("pin", ["", "claude-previous"], ids=["current", "claude-previous"])
 def test_resume_surfaces_a_follow_up_that_arrived_while_the_session_was_dead(
     pin: str, home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:

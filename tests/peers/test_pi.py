@@ -17,7 +17,7 @@ from runtime.delivery.contract import AdapterError, DeliveryContext, Receipt
 from runtime.delivery.engine import DeliveryRunner
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
-from tests.peers.conftest import doctor_verdicts, followup, register_session
+from tests.peers.conftest import PIN_IDS, PINS, doctor_verdicts, followup, register_session
 from tests.peers.fake_llm import FakeLLM
 from tests.peers.run_pi import RpcClient, run_pi, text_of
 
@@ -25,9 +25,16 @@ LATENCIES_MS: list[float] = []
 """send -> user message_end of every delivery that reached an idle pi (reported at the end)."""
 
 
+@pytest.fixture(params=PINS, ids=PIN_IDS)
+def pi_pin(request: pytest.FixtureRequest) -> str:
+    """pi 1.x (`@earendil-works/pi-coding-agent`) and the previous pin under its old name
+    (0.73.1, peers/previous): every test on a pi of ours runs on both."""
+    return str(request.param)
+
+
 @pytest.fixture
-def pi_socket(tmp_path: Path, fake_llm: FakeLLM) -> Iterator[Path]:
-    with run_pi(tmp_path / "pi", fake_llm.port) as path:
+def pi_socket(tmp_path: Path, fake_llm: FakeLLM, pi_pin: str) -> Iterator[Path]:
+    with run_pi(tmp_path / "pi", fake_llm.port, pin=pi_pin) as path:
         yield path
 
 
@@ -96,7 +103,8 @@ def test_busy_pi_gets_steer_now_and_follow_up_after(
         end_at = client.wait_event("agent_end")
         steer_at = client.wait_event("message_end", "user", "dlv-steer")
         assert busy_at < steer_at < follow_at < end_at, "one agent run: busy, steer, follow-up"
-        roles = [(m["role"], text_of(m)) for m in client.messages()]
+        # pi 1.x keeps its system prompt as a leading `system` message (0.73: none)
+        roles = [(m["role"], text_of(m)) for m in client.messages() if m["role"] != "system"]
     assert [r for r, _ in roles] == ["user", "assistant"] * 3, roles
     assert "TOKEN-BUSY" in roles[0][1] and roles[1][1].startswith("ACK TOKEN-BUSY")
     assert "dlv-steer" in roles[2][1] and roles[3][1].startswith("ACK TOKEN-STEER")
@@ -191,6 +199,27 @@ def test_pi_rejection_is_reported_with_pis_reason(tmp_path: Path, fake_llm: Fake
     assert "No API key" in receipt.reason or "model" in receipt.reason.lower(), receipt.reason
 
 
+@pytest.mark.parametrize("approve", [False, True], ids=["untrusted", "approve"])
+def test_project_settings_reach_pi_through_the_host_with_approve(
+    tmp_path: Path, fake_llm: FakeLLM, approve: bool
+) -> None:
+    """pi >= 0.79 gates a project's .pi/ settings and extensions behind trust, and RPC mode
+    cannot ask: it skips them unless told `--approve`, which the host passes through from
+    its command line (after --) as given. The previous pin (0.73.1) has no gate (and no
+    such flag): the setting loads as it is."""
+    base = tmp_path / "pi"
+    (base / "proj" / ".pi").mkdir(parents=True)
+    (base / "proj" / ".pi" / "settings.json").write_text(json.dumps({"followUpMode": "all"}))
+    with (
+        run_pi(base, fake_llm.port, args=("--approve",) if approve else ()) as path,
+        RpcClient(path) as client,
+    ):
+        state = client.request({"type": "get_state"})["data"]
+    assert state["followUpMode"] == ("all" if approve else "one-at-a-time"), state
+    with run_pi(base, fake_llm.port, pin="previous") as path, RpcClient(path) as client:
+        assert client.request({"type": "get_state"})["data"]["followUpMode"] == "all"
+
+
 def test_missing_or_dead_socket_is_a_retryable_failure(tmp_path: Path) -> None:
     missing = tmp_path / "absent.sock"
     receipt = PiAdapter({}, {"socket": str(missing)}).receive_message(
@@ -232,11 +261,11 @@ def test_register_without_socket_is_refused(home: StateRoot) -> None:
     assert "-o socket=PATH" in done.stderr
 
 
-def test_doctor_reports_pi_levels(home: StateRoot, pi_socket: Path) -> None:
+def test_doctor_reports_pi_levels(home: StateRoot, pi_socket: Path, pi_pin: str) -> None:
     register_session("pi", socket=str(pi_socket))
     proc = cli("doctor", "delivery", "--session", "coord")
     assert "harness=pi" in proc.stdout, proc.stdout + proc.stderr
-    doctor_verdicts(proc.stdout, "pi")
+    doctor_verdicts(proc.stdout, "pi", pin=pi_pin)
     for line in ("D5 context_injection: pass", "D7 completion_reply: pass", "D8 robustness: pass"):
         assert line in proc.stdout, proc.stdout
     assert "D1 native_free_continuation: fail" in proc.stdout  # our own pi, not a user's TUI

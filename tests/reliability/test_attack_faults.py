@@ -334,6 +334,17 @@ for line in sys.stdin:
                 with open("/proc/self/status") as status:
                     vm = next(int(l.split()[1]) for l in status if l.startswith("VmSize"))
                 resource.setrlimit(resource.RLIMIT_AS, (vm * 1024, vm * 1024))
+                if job.get("left") is not None:  # fill what is free, then give back `left`
+                    held = []
+                    for size in (1 << 16, 1 << 10, 64):
+                        try:
+                            while True:
+                                held.append(bytearray(size))
+                        except MemoryError:
+                            pass
+                    given = 0
+                    while held and given < job["left"]:
+                        given += len(held.pop())
             sys.argv = ["actors", *job["args"]]
             try:
                 actors.cli.main(job["args"])
@@ -378,7 +389,11 @@ class Forks:
         return self.proc.stdout.readline().strip()
 
     def run(
-        self, args: Sequence[str], env: dict[str, str] | None = None, stdout: str | None = None
+        self,
+        args: Sequence[str],
+        env: dict[str, str] | None = None,
+        stdout: str | None = None,
+        left: int | None = None,
     ) -> subprocess.CompletedProcess[str]:
         self.count += 1
         out = self.tmp / f"fork-{self.count}.out"
@@ -389,6 +404,7 @@ class Forks:
             "cwd": os.getcwd(),
             "out": stdout or str(out),
             "err": str(err),
+            "left": left,  # memory: bytes left free in the child's full heap (None: as is)
         }
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(job) + "\n")
@@ -436,6 +452,7 @@ def walk_verbs(
     env: dict[str, str] | None = None,
     stdout: str | None = None,
     verbs: Sequence[tuple[str, ...]] = VERBS,
+    left: int | None = None,
 ) -> dict[str, int]:
     """Every verb under the fault: its exit status by name; asserts the rules."""
     codes: dict[str, int] = {}
@@ -445,7 +462,7 @@ def walk_verbs(
         if verb[0] in ("emit", "recv"):
             extra.update(_in_run(root, ids))
         before, folders = state_of(root.path), dirs_of(root.path)
-        proc = forks.run(argv, env=extra, stdout=stdout)
+        proc = forks.run(argv, env=extra, stdout=stdout, left=left)
         assert_fault_line(argv, proc, fault)
         if proc.returncode == 2 and _name(verb) not in SEVERAL_DELIVERIES:  # changed nothing
             assert state_of(root.path) == before, describe(argv, proc)
@@ -540,6 +557,29 @@ def test_every_verb_out_of_memory(home: StateRoot, tmp_path: Path) -> None:
         len(codes),
         f"{len(refused)} refused with one line (out of memory) changing nothing, the rest answered",
     )
+
+
+def test_memory_running_out_at_every_step_of_a_call(home: StateRoot, tmp_path: Path) -> None:
+    """The same calls with the child's heap filled and then more and more of it given back,
+    so the first allocation that fails moves through the call: before the command's own handler stands (the
+    configuration's import, stdout's wrapper), inside it, in its error path. Wherever it
+    lands: one line, exit 2 (or the answer); never a traceback (CI saw one from the
+    stdout wrapper, which ran before the handler)."""
+    ids = world(home, tmp_path)
+    forks = Forks(tmp_path, memory=True)
+    verbs = [v for v in VERBS if v[0] in ("status", "ls", "inbox")]
+    seen: set[int] = set()
+    try:
+        for left in (*range(0, 64 * 1024, 4096), *range(64 * 1024, 2 * 1024 * 1024, 96 * 1024)):
+            codes = walk_verbs(home, ids, "memory", forks, verbs=verbs, left=left)
+            seen.update(codes.values())
+            for hook in (["hook", "file-changed"], ["hook", "user-prompt-submit"]):
+                proc = forks.run(hook, env={"ACTORS_SESSION": "s1"}, left=left)
+                # a hook's 2 would wake a Claude Code model with the error as its prompt
+                assert proc.returncode == 0 and "Traceback" not in proc.stderr, (left, proc)
+    finally:
+        forks.close()
+    assert seen >= {0, 2}, f"the sweep never crossed from refused to answered: {seen}"
 
 
 def test_every_verb_writing_to_dev_full(home: StateRoot, tmp_path: Path) -> None:

@@ -1,0 +1,200 @@
+"""`qwen_code`: an interactive Qwen Code woken through its remote-input file.
+
+Started as `qwen --input-file FILE [--json-file EVENTS]`, Qwen Code's TUI polls FILE
+(every 500 ms) for JSONL commands and submits each `{"type": "submit", "text": ...}` as a
+user prompt, after the running turn if one runs. The adapter appends one such line per
+follow-up: the fenced follow-up itself (D5), into the user's own session (D1), waking it
+idle. With `--json-file` Qwen also writes its events there (the stream-json records:
+`user`, `assistant`, ...), which the adapter reads back to confirm `injected` (the `user`
+record carrying the delivery id) and `processed` (an `assistant` record after it).
+
+Idempotency: before appending, the input file is searched for the delivery id (our
+header line carries it), so a retried delivery never submits twice. The input file is
+opened without following a symlink and must be the user's own (another user's file
+would hand them the follow-up): else the delivery fails finally, nothing written. Qwen
+reads the file from the offset it has consumed, so appending is all it takes.
+
+Options: `input_file` (the path given to `--input-file`), `events_file` (the path given
+to `--json-file`; without it the receipt is `delivered` with `triggered` only),
+`confirm_timeout` (s, default 5: Qwen polls every 500 ms, and a busy turn finishes
+first), `processed_timeout` (s, default 3; 0 = do not wait).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from runtime.delivery.contract import (
+    AdapterBase,
+    AdapterError,
+    Capabilities,
+    DeliveryContext,
+    Option,
+    Receipt,
+    check_values,
+    elapsed_ms,
+    option_seconds,
+    processed_timeout,
+)
+from runtime.delivery.render import injected_text
+
+_POLL_S = 0.05
+_SCAN_BYTES = 4 * 1024 * 1024
+"""How much of the end of the input / events file is searched for a delivery id."""
+
+
+class QwenInputAdapter(AdapterBase):
+    capabilities = Capabilities(
+        wake_mode="JSONL submit command appended to Qwen Code's --input-file",
+        level="D7",
+        modes=("immediate", "on-idle"),
+        notes="full message into the user's own interactive Qwen Code; injected and"
+        " processed confirmed from its --json-file events",
+        native=True,
+        injects=True,
+        completion=True,
+    )
+    OPTIONS: ClassVar[tuple[Option, ...]] = (
+        Option("input_file", "the file Qwen Code was started with: qwen --input-file FILE"),
+        Option("events_file", "the file given to qwen --json-file (confirms the turn)"),
+        Option("confirm_timeout", "seconds to see the prompt taken (default 5)", "seconds"),
+        Option("processed_timeout", "seconds to watch the turn finish (default 3)", "seconds"),
+    )
+
+    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
+        self.options = self.check_options(options)
+
+    @staticmethod
+    def check_options(options: dict[str, str]) -> dict[str, str]:
+        for key in ("input_file", "events_file"):
+            value = options.get(key)
+            if value is not None and not os.path.isabs(value):
+                raise AdapterError(f"qwen_code {key} must be an absolute path, got {value!r}")
+        if not options.get("input_file"):
+            raise AdapterError(
+                "qwen_code needs -o input_file=/abs/path (start Qwen Code with"
+                " `qwen --input-file /abs/path`)"
+            )
+        check_values("qwen_code", QwenInputAdapter.OPTIONS, options)
+        return options
+
+    def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
+        started = time.monotonic()
+        path = Path(self.options["input_file"])
+        marker = context.delivery_id
+        events = self.options.get("events_file")
+        try:
+            already = _tail_has(path, json.dumps(marker)[1:-1])
+            if not already:
+                text = injected_text(envelope, context)
+                line = json.dumps({"type": "submit", "text": text}) + "\n"
+                _append_own(path, line.encode())
+        except OSError as exc:
+            return Receipt(
+                "failed",
+                context.delivery_id,
+                retryable=False,
+                reason=f"qwen_code input file {path}: {exc.strerror or exc}",
+            )
+        observed = ["triggered"]
+        metadata: dict[str, Any] = {"already_written": already, "input_file": str(path)}
+        if not events:
+            return Receipt("delivered", context.delivery_id, observed=observed, metadata=metadata)
+        seen = _wait_for(
+            Path(events),
+            lambda records: _user_at(records, marker) is not None,
+            option_seconds(self.options, "confirm_timeout", 5.0),
+        )
+        if seen is None:
+            return Receipt(
+                "accepted",
+                context.delivery_id,
+                observed=observed,
+                reason="written, but Qwen Code's events file does not show the prompt taken",
+                metadata=metadata,
+            )
+        observed.append("injected")
+        metadata["injected_ms"] = elapsed_ms(started)
+        wait = processed_timeout(self.options)
+        if wait > 0 and _wait_for(Path(events), lambda r: _answered(r, marker), wait):
+            observed.append("processed")
+            metadata["processed_ms"] = elapsed_ms(started)
+        return Receipt("delivered", context.delivery_id, observed=observed, metadata=metadata)
+
+
+def _append_own(path: Path, data: bytes) -> None:
+    """One write, appended, to a file of this user's (created 0600 if missing), never
+    through a symlink; another user's file raises PermissionError, nothing written."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags, 0o600)
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise PermissionError(1, "owned by another user; nothing was written")
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _tail(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return b""
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - _SCAN_BYTES), os.SEEK_SET)
+        return os.read(fd, _SCAN_BYTES)
+    finally:
+        os.close(fd)
+
+
+def _tail_has(path: Path, needle: str) -> bool:
+    return needle.encode() in _tail(path)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for raw in _tail(path).splitlines():
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue  # a line cut by the scan window, or one being written
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def _text(record: dict[str, Any]) -> str:
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _user_at(records: list[dict[str, Any]], marker: str) -> int | None:
+    for index, record in enumerate(records):
+        if record.get("type") == "user" and marker in _text(record):
+            return index
+    return None
+
+
+def _answered(records: list[dict[str, Any]], marker: str) -> bool:
+    at = _user_at(records, marker)
+    return at is not None and any(r.get("type") == "assistant" for r in records[at + 1 :])
+
+
+def _wait_for(path: Path, done: Any, timeout: float) -> bool | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if done(_records(path)):
+            return True
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(_POLL_S)

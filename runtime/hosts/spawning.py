@@ -1,0 +1,207 @@
+"""`actors spawn --host NAME`: a run placed here first, then started on the host.
+
+The request travels as one JSON object on the ssh channel's stdin, read on the host by
+the hidden `actors host spawn`: the remote command line is `actors host spawn` and
+nothing else, so no value (a `--secret` least of all) is in any argv, here or there,
+where any user of either machine reads it in `ps`; and the request is built from the
+options click parsed (actors.cli.runs.spawn_cmd, the one definition of them), never
+re-read from raw text. A recipe file given here is read, bounded and validated here
+(bad input is one line, and nothing is created there), and its content is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import string
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple, TypedDict
+
+from runtime.core.errors import BadInput, Conflict
+from runtime.core.ids import is_valid_id
+from runtime.core.terminal import one_line
+from runtime.hosts.host import Host
+from runtime.hosts.records import host_paths, place, placement
+from runtime.store.layout import StateRoot, check_id
+
+MAX_REQUEST_BYTES = 4 << 20
+"""The longest request the host reads (a recipe is at most MAX_RECIPE_BYTES of it)."""
+
+
+class RemoteSpawn(NamedTuple):
+    """`spawn --host` as click parsed it (actors.cli.runs.spawn_cmd)."""
+
+    host: str
+    recipe: str | None = None
+    recipe_file: str | None = None
+    template: str | None = None
+    as_: str | None = None
+    values: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    group: str | None = None
+    after: tuple[str, ...] = ()
+    session: str | None = None
+    as_json: bool = False
+
+
+class SpawnWire(TypedDict):
+    """What `actors host spawn` reads on the host's stdin: one JSON object."""
+
+    recipe: str | None
+    """A recipe of the host's own library (a name), or the sent recipe's name."""
+    recipe_raw: dict[str, Any] | None
+    """The content of a recipe file read here, or None."""
+    template: str | None
+    run: str
+    values: list[str]
+    secrets: list[str]
+    group: str | None
+    after: list[str]
+    session: str
+
+
+def _sent_recipe(path: str) -> tuple[str, dict[str, Any]]:
+    """A recipe file here, read bounded and checked as a spawn would check it: (its
+    name, its content). A recipe that imports others is refused: they are not sent."""
+    from runtime.compiler.library import MAX_RECIPE_BYTES, recipe_bytes, recipe_problem
+    from runtime.core.bounded_json import INPUT_DEPTH, TooDeep, Undecodable, decode
+
+    file = Path(path).expanduser()
+    data = recipe_bytes(file)  # NotFound / BadInput (too large, not a regular file)
+    try:
+        raw = decode(data, max_bytes=MAX_RECIPE_BYTES, max_depth=INPUT_DEPTH)
+    except TooDeep:
+        raise BadInput(f"recipe {path} is nested too deeply to be a recipe") from None
+    except Undecodable as exc:
+        raise BadInput(f"recipe {path} is not valid JSON: {one_line(str(exc), 120)}") from None
+    if not isinstance(raw, dict):
+        raise BadInput(f"recipe {path}: a recipe is a JSON object")
+    if raw.get("imports"):
+        raise BadInput(
+            f"recipe {path} imports other recipes, which are not sent to a host",
+            hint="put the recipes in the host's library and spawn it by name there",
+        )
+    problem = recipe_problem(raw, str(file))
+    if problem is not None:
+        raise BadInput(f"recipe {path}: {problem}")
+    stem = file.stem if is_valid_id(file.stem) and len(file.stem) < 40 else "recipe"
+    return stem, raw
+
+
+def _is_file_ref(recipe: str) -> bool:
+    """A RECIPE that names a file (as a local spawn reads it) is this machine's file."""
+    return os.sep in recipe or recipe.endswith(".json")
+
+
+def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
+    """Placed here first, then started there under that id; prints its address."""
+    from runtime.hosts.link import start_link
+    from runtime.hosts.remote import RemoteRef, _answer, _principal, _remote_error
+
+    if req.recipe and req.recipe_file:
+        raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
+    if ((req.recipe or req.recipe_file) is None) == (req.template is None):
+        raise BadInput("give a recipe (name or file) or --template, not both or neither")
+    host = Host.load(root, req.host)
+    owner = _principal(root, req.session)
+    file = req.recipe_file or (req.recipe if req.recipe and _is_file_ref(req.recipe) else None)
+    name, raw = _sent_recipe(file) if file is not None else (req.recipe, None)
+    if req.as_ is not None:
+        run_id = check_id(req.as_.removeprefix("run:"), "run id")
+    else:
+        label = name if name and is_valid_id(name) and len(name) < 40 else "run"
+        run_id = f"{label}-" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
+    if placement(root, host.name, run_id) is not None:
+        raise Conflict(
+            f"run {run_id} was already placed on {host.name}", hint="choose another --as"
+        )
+    wire: SpawnWire = {
+        "recipe": name,
+        "recipe_raw": raw,
+        "template": req.template,
+        "run": f"run:{run_id}",
+        "values": list(req.values),
+        "secrets": list(req.secrets),
+        "group": req.group,
+        "after": list(req.after),
+        "session": host.record["session"],
+    }
+    place(root, host.name, run_id, owner, what=req.template or file or name or "")
+    unplace = host_paths(root, host.name).placement(run_id)
+    try:
+        done = host.run(["host", "spawn"], input=json.dumps(wire), timeout=120)
+        if done.returncode != 0:
+            unplace.unlink(missing_ok=True)
+            sys.stderr.write(_remote_error(host, done.stderr))
+            return done.returncode
+        started = _answer(host, done.stdout)
+    except BaseException:
+        unplace.unlink(missing_ok=True)
+        raise
+    start_link(root, host.name)
+    address = str(RemoteRef(host.name, run_id))
+    if req.as_json:
+        print(
+            json.dumps({**started, "run": run_id, "host": host.name, "address": address}, indent=2)
+        )
+    else:
+        print(address)
+    return 0
+
+
+# -- on the host ------------------------------------------------------------------------
+
+
+def read_wire(data: bytes) -> SpawnWire:
+    """The request from stdin, every field checked for its type (one line otherwise)."""
+    from runtime.core.bounded_json import INPUT_DEPTH, Undecodable, decode
+
+    try:
+        found = decode(data, max_bytes=MAX_REQUEST_BYTES, max_depth=INPUT_DEPTH + 2)
+    except Undecodable as exc:
+        raise BadInput(f"host spawn: the request is not JSON: {one_line(str(exc), 120)}") from None
+    fields: dict[str, tuple[type, ...]] = {
+        "recipe": (str, type(None)),
+        "recipe_raw": (dict, type(None)),
+        "template": (str, type(None)),
+        "run": (str,),
+        "values": (list,),
+        "secrets": (list,),
+        "group": (str, type(None)),
+        "after": (list,),
+        "session": (str,),
+    }
+    if not isinstance(found, dict) or any(
+        not isinstance(found.get(k), kinds) for k, kinds in fields.items()
+    ):
+        raise BadInput("host spawn: the request is not a spawn request of this version")
+    for key in ("values", "secrets", "after"):
+        if not all(isinstance(item, str) for item in found[key]):
+            raise BadInput(f"host spawn: {key} are not all text")
+    return found  # type: ignore[return-value]
+
+
+def sent_recipe_path(root: StateRoot, wire: SpawnWire) -> str | None:
+    """A sent recipe kept on the host (0600, content-addressed under the coordinator's
+    session there), so the run's recorded recipe file exists as long as the run does."""
+    import hashlib
+
+    from runtime.store.layout import session_paths
+    from runtime.store.writes import ensure_dir, write_json_atomic
+
+    raw = wire["recipe_raw"]
+    if raw is None:
+        return None
+    name = wire["recipe"] or "recipe"
+    name = name if is_valid_id(name) else "recipe"
+    canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode()).hexdigest()[:24]
+    folder = session_paths(root, check_id(wire["session"], "session id")).dir / "recipes"
+    ensure_dir(folder.parent)
+    ensure_dir(folder)
+    ensure_dir(folder / digest)
+    path = folder / digest / f"{name}.json"
+    write_json_atomic(path, raw)
+    return str(path)

@@ -1,0 +1,178 @@
+"""Run the real Qwen Code one-shot (`qwen -p`), offline, pointed at the fake model.
+
+Qwen Code (a Gemini CLI fork) gets a throw-away HOME whose `~/.qwen/settings.json`
+selects its OpenAI-compatible provider (`security.auth.selectedType: "openai"`; the key,
+base URL and model come from OPENAI_API_KEY / OPENAI_BASE_URL / OPENAI_MODEL), turns
+auto-update, usage statistics, telemetry and the background memory extractor (a side
+request to the model after every turn) off and holds a recorder Stop hook that appends
+every Stop input to a file; then the real `actors install qwen-code --user` adds
+`actors hook qwen-stop` after it, as the docs tell a user to. `qwen_tui` starts the
+interactive Qwen Code instead, in tmux, with `--input-file` (the `qwen_code` adapter's
+way in) and `--json-file` (its confirmation).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.peers.conftest import MORE, actors_install, peer_bin
+
+MODEL = "echo"
+
+_RECORDER = (
+    "import sys; data = sys.stdin.read(); open(sys.argv[1], 'a').write(data.strip() + chr(10))"
+)
+
+
+@dataclass
+class Qwen:
+    """A Qwen Code setup: its HOME, project dir and where Stop inputs are kept."""
+
+    base: Path
+    llm_port: int
+    actors_home: Path
+    session: str
+
+    @property
+    def stop_log(self) -> Path:
+        return self.base / "stop.jsonl"
+
+    def stop_inputs(self) -> list[dict[str, Any]]:
+        if not self.stop_log.exists():
+            return []
+        return [json.loads(line) for line in self.stop_log.read_text().splitlines()]
+
+    def setup(self) -> Qwen:
+        peer_bin("qwen", MORE)  # skip (or fail under ACTORS_REQUIRE_PEERS) before any work
+        home, proj = self.base / "home", self.base / "proj"
+        (home / ".qwen").mkdir(parents=True, exist_ok=True)
+        proj.mkdir(parents=True, exist_ok=True)
+        python = shlex.quote(sys.executable)
+        recorder = f"{python} -c {shlex.quote(_RECORDER)} {shlex.quote(str(self.stop_log))}"
+        settings: dict[str, Any] = {
+            "general": {"enableAutoUpdate": False},
+            "privacy": {"usageStatisticsEnabled": False},
+            "telemetry": {"enabled": False},
+            "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+            "security": {"auth": {"selectedType": "openai"}},
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": recorder}]}]},
+        }
+        (home / ".qwen" / "settings.json").write_text(json.dumps(settings, indent=2))
+        actors_install("qwen-code", self.env(), proj)
+        return self
+
+    def env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("OPENAI_", "QWEN_", "DASHSCOPE_", "GEMINI_", "GOOGLE_"))
+        }
+        env.update(
+            HOME=str(self.base / "home"),
+            OPENAI_API_KEY="dummy-offline-key",
+            OPENAI_BASE_URL=f"http://127.0.0.1:{self.llm_port}/v1",
+            OPENAI_MODEL=MODEL,
+            ACTORS_HOME=str(self.actors_home),
+            ACTORS_SESSION=self.session,
+            NO_COLOR="1",
+        )
+        return env
+
+    def run(self, prompt: str, timeout: float = 120) -> dict[str, Any]:
+        """One headless turn (`qwen -p PROMPT -o json`) in a new session; its final
+        `result` record."""
+        qwen = peer_bin("qwen", MORE)
+        done = subprocess.run(
+            [str(qwen), "-p", prompt, "-o", "json"],
+            cwd=self.base / "proj",
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
+        records = json.loads(done.stdout)
+        (result,) = [r for r in records if r.get("type") == "result"]
+        return dict(result)
+
+
+@contextlib.contextmanager
+def qwen_tui(qwen: Qwen) -> Iterator[QwenTui]:
+    """The interactive Qwen Code (its TUI, in a tmux pane on a private server) started
+    with `--input-file` and `--json-file`, as a user would start it for actors to wake;
+    yields once Qwen wrote its `session_start` event. The tmux server is killed after."""
+    proj = qwen.base / "proj"
+    tui = QwenTui(
+        input_file=qwen.base / "input.jsonl",
+        events_file=qwen.base / "events.jsonl",
+        tmux_socket=f"actors-qwen-{os.getpid()}-{id(qwen)}",
+    )
+    env = {**qwen.env(), "TERM": "xterm-256color"}
+    command = shlex.join(
+        [
+            "env",
+            *[f"{k}={v}" for k, v in env.items()],
+            str(peer_bin("qwen", MORE)),
+            "--input-file",
+            str(tui.input_file),
+            "--json-file",
+            str(tui.events_file),
+        ]
+    )
+    subprocess.run(
+        ["tmux", "-L", tui.tmux_socket, "new-session", "-d", "-s", "qwen", "-x", "120",
+         "-y", "40", "-c", str(proj), command],
+        check=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("TMUX")},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while b'"session_start"' not in _read(tui.events_file):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"qwen never started: {tui.screen()}")
+            time.sleep(0.05)
+        yield tui
+    finally:
+        subprocess.run(["tmux", "-L", tui.tmux_socket, "kill-server"], check=False)
+
+
+def _read(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
+
+
+@dataclass
+class QwenTui:
+    input_file: Path
+    events_file: Path
+    tmux_socket: str
+
+    def screen(self) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.tmux_socket, "capture-pane", "-p", "-t", "qwen"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return done.stdout
+
+    def options(self) -> dict[str, str]:
+        """The `-o` options of a `qwen_code` session for this Qwen (generous waits: a
+        fresh TUI takes seconds before it polls its input file)."""
+        return {
+            "input_file": str(self.input_file),
+            "events_file": str(self.events_file),
+            "confirm_timeout": "30",
+            "processed_timeout": "30",
+        }
