@@ -46,6 +46,12 @@ MAX_STDERR = 1 << 20
 REMOTE_VERBS = frozenset({"status", "result", "tail", "wait", "inspect"}) | CONTROL_VERBS
 
 
+STOPS = {"control.kill": "kill", "control.stop": "cancel"}
+"""A message that ends a remote run is the host's verb that ends it, so its placement
+here ends with it (the owner's own stop sends no follow-up home to end it): `actors
+message`, the MCP tools and the dashboard alike (runtime.hosts.verbs)."""
+
+
 class RemoteCall(NamedTuple):
     """A verb for a remote run as its own command read it (actors.cli._remote_call):
     `force` and `session` are the options given, never text that looks like them."""
@@ -262,9 +268,8 @@ def send_message(root: StateRoot, call: RemoteMessage) -> int:
     """`actors message run:<host>/<id>`: durable in the host's outbox here first, then
     sent (runtime.hosts.outbox); a host that cannot be reached now gets it when the link
     returns, and the sender is told so. `control.kill` and `control.stop` are the host's
-    kill and cancel (runtime.hosts.verbs.STOPS), as from the MCP tools."""
+    kill and cancel (STOPS), as from the MCP tools and the dashboard."""
     from runtime.hosts import outbox
-    from runtime.hosts.verbs import STOPS
 
     stop = STOPS.get(call.type)
     if stop is not None:

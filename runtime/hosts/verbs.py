@@ -15,15 +15,12 @@ from runtime.core.errors import BadInput, Conflict, NotFound, Refused
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
 from runtime.hosts.records import end_placement, placement
-from runtime.hosts.remote import CONTROL_VERBS, SESSION_VERBS, RemoteRef, remote_ref
+from runtime.hosts.remote import CONTROL_VERBS, SESSION_VERBS, STOPS, RemoteRef, remote_ref
 from runtime.hosts.ssh import HostAnswer
 from runtime.store.layout import StateRoot
 
 VERBS = frozenset({"status", "result", "kill", "cancel", "message"})
-STOPS = {"control.kill": "kill", "control.stop": "cancel"}
-"""A message that ends a remote run is the host's verb that ends it, so its placement
-here ends with it (the owner's own stop sends no follow-up home to end it): the MCP tools,
-the dashboard and `actors message` alike."""
+
 MAX_ANSWER = 4 << 20
 """The most of a host's JSON answer that is read (a result's output preview is far less)."""
 

@@ -119,3 +119,22 @@ def test_the_dashboard_lists_shows_and_kills_remote_runs(
         assert stop_dashboard(server).returncode == 0
     after = {r["run"]: r["status"] for r in json.loads(cli("ls", "--json").stdout)}
     assert after[mine] == after[theirs] == "killed"
+
+
+def test_actors_message_control_kill_and_stop_end_the_placement(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """`actors message run:<host>/<id> control.kill` (and `control.stop`) is the host's
+    kill (cancel), as from the MCP tools: the run ends there and its placement here, so
+    `ls` and `status` agree and `host rm` is not refused for it."""
+    add(ssh_hosts[0])
+    for kind, end in (("control.kill", "killed"), ("control.stop", "cancelled")):
+        address = spawn(ssh_hosts[0], "-t", "sleep 300")
+        done = cli("message", address, kind, "--session", "coord")
+        assert done.returncode == 0, done.stderr
+        rows = {r["run"]: r for r in json.loads(cli("ls", "--json").stdout)}
+        assert rows[address]["status"] == end, rows[address]
+        there = json.loads(cli("status", address, "--json").stdout)
+        assert there["status"] == end, there
+    removed = cli("host", "rm", ssh_hosts[0].name)
+    assert removed.returncode == 0, removed.stderr
