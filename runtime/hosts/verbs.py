@@ -1,6 +1,7 @@
 """A remote run's verbs for the MCP tools and the dashboard: `status`, `result`, `kill`,
 `cancel` and `message` given `run:<host>/<id>`, answered as one JSON object (the CLI's
-`forward` streams the host's output to its own terminal instead).
+`forward` streams the host's output to its own terminal instead; a message goes through
+the host's outbox, as `actors message` sends it).
 
 The same rules as the CLI's: the placement must be this root's, only the placing
 session (or a forced call) controls the run, the host's own verb runs over the host's
@@ -19,7 +20,8 @@ from runtime.hosts.remote import CONTROL_VERBS, SESSION_VERBS, STOPS, RemoteRef,
 from runtime.hosts.ssh import HostAnswer
 from runtime.store.layout import StateRoot
 
-VERBS = frozenset({"status", "result", "kill", "cancel", "message"})
+VERBS = frozenset({"status", "result", "kill", "cancel"})
+"""The verbs answered by the host's own `VERB --json` (a message goes by the outbox)."""
 
 MAX_ANSWER = 4 << 20
 """The most of a host's JSON answer that is read (a result's output preview is far less)."""
@@ -37,11 +39,9 @@ def remote_json(
     *,
     principal: str,
     force: bool = False,
-    options: tuple[str, ...] = (),
-    args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The host's `actors VERB --json OPTIONS -- run:ID ARGS` for the run at `address`
-    (ARGS: a message's type and body), as a dict naming the run by its address here."""
+    """The host's `actors VERB --json -- run:ID` for the run at `address`, as a dict
+    naming the run by its address here."""
     from runtime.core.bounded_json import decode
 
     ref = remote_ref(address)
@@ -60,8 +60,7 @@ def remote_json(
             hint="act as that session, or force it",
         )
     mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
-    # `--` first: a message's body is a value there, whatever it starts with
-    argv = [verb, *mark, "--json", *options, "--", f"run:{ref.run}", *args]
+    argv = [verb, *mark, "--json", "--", f"run:{ref.run}"]
     done = host.run(argv, timeout=60)
     if done.returncode != 0:
         said = [one_line(line, 400) for line in done.stderr.splitlines() if line.strip()]
@@ -91,18 +90,23 @@ def remote_message(
     force: bool = False,
     summary: str | None = None,
 ) -> dict[str, Any]:
-    """A message to a remote run. `control.kill` and `control.stop` are the host's kill
-    and cancel (its end is then known here: an owner's stop sends no follow-up home)."""
-    import json
+    """A message to a remote run, through the host's outbox as `actors message` sends it
+    (queue_message: durable here, delivered once). `control.kill` and `control.stop` are
+    the host's kill and cancel (its end is then known here: an owner's stop sends no
+    follow-up home)."""
+    from runtime.hosts.outbox import outcome
+    from runtime.hosts.remote import RemoteMessage, queue_message
 
     stop = STOPS.get(kind)
     if stop is not None:
         return remote_json(root, address, stop, principal=principal, force=force)
-    options = ("--body-json",) + (("--summary", summary) if summary else ())
-    args = (kind,) if body is None else (kind, json.dumps(body, ensure_ascii=False))
-    return remote_json(
-        root, address, "message", principal=principal, force=force, options=options, args=args
-    )
+    call = RemoteMessage(address, kind, body, summary, None, force, principal, True)
+    host, now = queue_message(root, call, principal)
+    if now["state"] == "refused":
+        answer = now.get("answer") or {}
+        why = one_line(str(answer.get("error") or "refused"), 400)
+        raise Conflict(f"on host {host.name}: {why}", hint=f"actors status {address}")
+    return outcome(host, now)
 
 
 def _named(found: dict[str, Any], ref: RemoteRef) -> dict[str, Any]:

@@ -129,7 +129,7 @@ def begin_leaf(
     patiently(lambda: ensure_dir(capture.dir), f"create {capture.dir}")
     request = None
     if host is not None:  # the words go on the step's stdin, never in its command line
-        request = path = capture.dir / "host-step.json"
+        request = path = capture.host_step
         patiently(lambda: write_json_atomic(path, {"argv": words_there}), f"write {path}")
     kind = node.get("output") or "stdout"
     out_cap = None if feeds and kind in ("stdout", "both") else LOG_CAP

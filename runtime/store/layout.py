@@ -487,6 +487,12 @@ class CapturePaths(_Place):
         """stdout then stderr, for a node whose `output` is `both`."""
         return self.dir / "both.log"
 
+    @property
+    def host_step(self) -> Path:
+        """A command on a host: its words, the stdin of `actors host step` (0600), so
+        none of them is in a command line (runtime.runner.command.on_host)."""
+        return self.dir / "host-step.json"
+
 
 class SessionPaths(_Place):
     """The files of one coordinator session's directory (`sessions/<key>/`)."""
