@@ -38,6 +38,7 @@ PLANS = {
     "opencode": "adapters.opencode.install:plan",
     "qwen-code": "adapters.qwen:plan",
     "copilot": "adapters.copilot:plan",
+    "pi": "adapters.pi.install:plan",
 }
 HARNESSES = tuple(PLANS)
 

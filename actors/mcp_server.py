@@ -169,6 +169,14 @@ class ActorsTools:
     def _message(self, p: Any, session: str) -> tuple[str, Any]:
         from actors import api
 
+        if p.to.startswith("run:") and "/" in p.to:  # a run on a host (runtime.hosts)
+            from runtime.hosts.verbs import remote_message
+
+            sent = remote_message(
+                self.root, p.to, p.type, p.body, principal=session, summary=p.summary
+            )
+            return _text(sent), _scalars(sent)
+
         outcome = api.message(
             p.to,
             p.type,
@@ -188,6 +196,8 @@ class ActorsTools:
         from runtime.delivery.followups import result_line
         from runtime.views.status import find_run
 
+        if p.run.startswith("run:") and "/" in p.run:  # a run on a host: its host answers
+            return self._remote(p.run, "result", session)
         found = dict(api.result(p.run, home=self.home))
         paths, record = find_run(self.root, str(found["run"]))
         if found.get("run_instance_id"):
@@ -204,7 +214,19 @@ class ActorsTools:
         from runtime.store.layout import parse_run_ref
         from runtime.views.status import find_run, shown_status
 
+        if p.run.startswith("run:") and "/" in p.run:
+            return self._remote(p.run, "status", session)
         data = _compact(dict(shown_status(*find_run(self.root, parse_run_ref(p.run)))))
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)[:8000]
+        return text, _bounded(data, 8000)
+
+    def _remote(self, address: str, verb: str, session: str) -> tuple[str, Any]:
+        """`status` / `result` of a run on a host, as its host answers them, compact."""
+        from runtime.hosts.verbs import remote_json
+
+        data = _compact(remote_json(self.root, address, verb, principal=session))
+        for key in ("nodes", "output_file", "run_instance_id", "state_dir"):
+            data.pop(key, None)
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)[:8000]
         return text, _bounded(data, 8000)
 

@@ -8,6 +8,15 @@
   host's `result.json` `ended_at` to the local inbox entry's `queued_at` (the hosts share
   this machine's clock), across the host's link; for a local run the same two stamps.
 
+- a swarm over three hosts against the same swarm on one host (`swarm` recipe, `-v
+  hosts=...`): its wall time from `spawn` to the end of `wait`. Its six stand-in agents
+  sleep, 3 s (1 s with --quick): this machine has 2 cores, which three namespace hosts
+  share, so CPU work could not run faster spread over them; sleep can. Each host runs
+  one agent at a time (the agent takes a per-host flock, standing in for a machine's
+  capacity), so one host runs the six agents one after another and three hosts two
+  each. A second pair without the flock (every agent at once wherever it is) shows what
+  spreading costs when no host is full.
+
 The hosts are tests/hosts/netns.py's: a network namespace with its own PID and mount
 namespaces and its own sshd each, on this machine (so the figures are the cost of ssh,
 the remote actors and the link, not of a real network). It needs root and
@@ -68,16 +77,28 @@ def main(quick: bool) -> None:
         base = Path(tmp)
         key = base / "id_ed25519"
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-        host = start_host("alpha", base / "alpha", key, Path(sys.executable).parent / "actors", 0)
+        actors_bin = Path(sys.executable).parent / "actors"
+        hosts = []
+        try:
+            for index, name in enumerate(("alpha", "beta", "gamma")):
+                hosts.append(start_host(name, base / name, key, actors_bin, index))
+        except BaseException:
+            for started in hosts:
+                stop_host(started)
+            raise
+        host = hosts[0]
+        known = base / "known_hosts"
+        known.write_text("".join((h.base / "known_hosts").read_text() for h in hosts))
         root = base / "state"
         config = base / "ssh_config"
         config.write_text(
             f"Host *\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
-            f"  UserKnownHostsFile {host.base / 'known_hosts'}\n  GlobalKnownHostsFile /dev/null\n"
+            f"  UserKnownHostsFile {known}\n  GlobalKnownHostsFile /dev/null\n"
         )
         os.environ.update(ACTORS_HOME=str(root), ACTORS_SSH_CONFIG=str(config))
         try:
-            _cli("host", "add", "alpha", host.url)
+            for each in hosts:
+                _cli("host", "add", each.name, each.url)
             spawn_local, spawn_remote, follow_local, follow_remote, follow_warm = [], [], [], [], []
             n = 5 if quick else 20
             for _ in range(n):
@@ -135,12 +156,54 @@ def main(quick: bool) -> None:
             emit(row("  (ssh host, the link already up)", follow_warm, follow_local))
             emit(row("message (local run)", message_local))
             emit(row("message run:<host>/<id> (ssh host, outbox)", message_remote, message_local))
+            _swarm_rows(1, 1.0) if quick else _swarm_rows(3, AGENT_S)
         finally:
             from runtime.store.layout import StateRoot
             from tests.hosts.conftest import stop_links_and_masters
 
             stop_links_and_masters(StateRoot(root))
-            stop_host(host)
+            for each in hosts:
+                stop_host(each)
+
+
+SWARM_WORKERS = 6
+AGENT_S = 3.0
+
+
+def _swarm_s(hosts: str, agent: str) -> float:
+    """One swarm of SWARM_WORKERS stand-in agents over `hosts`: spawn to its end, in s."""
+    started = time.perf_counter()
+    run = json.loads(
+        _cli(
+            "spawn",
+            "swarm",
+            "-v",
+            f"workers={SWARM_WORKERS}",
+            "-v",
+            f"hosts={hosts}",
+            "-v",
+            f"cmd={agent}",
+            "--session",
+            "b",
+            "--json",
+        ).stdout
+    )["run"]
+    _cli("wait", f"run:{run}", "--timeout", "300")
+    return time.perf_counter() - started
+
+
+def _swarm_rows(rounds: int, agent_s: float) -> None:
+    """The 3-host swarm against the one-host swarm, each agent a sleep (module doc)."""
+    one_slot = f'flock "$XDG_STATE_HOME/agent-slot" sleep {agent_s:g}'
+    at_once = f"sleep {agent_s:g}"
+    for label, agent in (("1 agent at a time per host", one_slot), ("all at once", at_once)):
+        one, three = [], []
+        for _ in range(rounds):
+            one.append(_swarm_s("alpha", agent))
+            three.append(_swarm_s("alpha,beta,gamma", agent))
+        name = f"swarm {SWARM_WORKERS}x sleep {agent_s:g}s, {label}"
+        emit(row(f"{name} (1 host)", one, unit="s"))
+        emit(row("  (3 hosts)", three, one, unit="s"))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,10 @@ CLI (its agentStop hook, the same). Kilo Code is woken through the opencode adap
 (`qwen_code`). Needs `make peers`; skipped
 otherwise.
 
+A user's own interactive pi (1.x, in tmux, with the actors pi extension `actors install
+pi` writes) has the row `pi_tui`: no host process of ours, woken by the extension's
+fs.watch on the session's wake file.
+
 Claude Code has three rows: its default (the messaging socket, where the session has one
 and Claude's inbound gate lets it through), `-o messaging=socket` set explicitly (the
 same path), and `-o messaging=doorbell` (the FileChanged doorbell, the fallback), plus a
@@ -320,6 +324,41 @@ def _hcom_samples(
         proc.wait(timeout=DEADLINE_S)
 
 
+def _pi_tui_samples(base: Path, llm: FakeLLM, count: int) -> list[float] | None:
+    """A user's interactive pi 1.x in tmux with the actors pi extension (`actors install
+    pi`), which registers its session and is woken idle through its fs.watch on the wake
+    file; after each wake the next sample waits for the woken turn's answer in pi's own
+    session file, so every wake finds pi idle. None when pi 1.x is not installed."""
+    import pytest
+
+    from runtime.delivery.sessions import load_session
+    from runtime.store.layout import StateRoot
+    from tests.peers.run_pi import pi_tui
+
+    root = StateRoot.from_env()
+    try:
+        context = pi_tui(base, llm.port)
+        pi = context.__enter__()
+    except pytest.skip.Exception:
+        return None
+    try:
+        transcript = Path(load_session(root, pi.session)["session_file"])
+
+        def answers() -> int:
+            text = transcript.read_text() if transcript.exists() else ""
+            return text.count('"role":"assistant"')
+
+        out = []
+        for turn in range(1, count + 2):
+            out.append(_sample(pi.session, llm))
+            deadline = time.monotonic() + DEADLINE_S
+            while answers() < turn and time.monotonic() < deadline:
+                time.sleep(0.005)  # pi writes its transcript: nothing to wait on but the file
+    finally:
+        context.__exit__(None, None, None)
+    return out[1:]
+
+
 def _report(harness: str, samples: list[float], baseline: list[float] | None) -> None:
     """One JSON line per harness for docs/adapters.md's level table, when
     ACTORS_WAKE_REPORT names a file (scripts/adapters_report.py sets it)."""
@@ -377,6 +416,13 @@ def main(quick: bool) -> None:
             emit(row(f"run end -> model request ({label})", samples, baseline))
             emit(row(f"follow-up created -> model request ({label})", submitted, baseline))
             _report("claude_code claude -p", samples, baseline)
+            pi_samples = _pi_tui_samples(Path(tmp) / "pi-tui", llm, count)
+            if pi_samples is None:
+                emit("pi_tui: skipped (pi >= 1 not installed: make peers)")
+            else:
+                emit(row("run end -> model request (pi_tui, the actors pi extension)",
+                         pi_samples, baseline))  # fmt: skip
+                _report("pi_tui", pi_samples, baseline)
             hcom = hcom_binary()
             if hcom is None:
                 emit("hcom: skipped (not installed: pip install -e '.[bench]')")

@@ -6,14 +6,15 @@
 
 Every doctor test (file, tmux, webhook and claude_teams in tests/adapters; Claude Code
 on each pin, Claude Code's messaging socket and its headless `claude -p`, Codex and pi
-on the newest pin and the previous one, OpenCode, Kilo Code and interactive Qwen Code in
-tests/peers) passes `actors doctor delivery`'s output through tests/_levels.py, which
-appends one JSON line per observation to the file named by ACTORS_LEVELS_REPORT. This
-script sets it, runs those tests with ACTORS_REQUIRE_PEERS=1 (a harness that is not
-installed fails the run rather than vanishing from the table), keeps the rows of tests
-that passed, runs the wake bench with ACTORS_WAKE_REPORT, and rewrites the part of
-docs/adapters.md between the `levels:begin` and `levels:end` markers. The table is never
-edited by hand. Exits with pytest's status (the page is left alone when a test failed).
+on the newest pin and the previous one, OpenCode, Kilo Code, interactive Qwen Code and
+the user's own pi TUI in tests/peers) passes `actors doctor delivery`'s output through
+tests/_levels.py, which appends one JSON line per observation to the file named by
+ACTORS_LEVELS_REPORT. This script sets it, runs those tests with ACTORS_REQUIRE_PEERS=1
+(a harness that is not installed fails the run rather than vanishing from the table),
+keeps the rows of tests that passed, runs the wake bench with ACTORS_WAKE_REPORT, and
+rewrites the part of docs/adapters.md between the `levels:begin` and `levels:end`
+markers. The table is never edited by hand. Exits with pytest's status (the page is left
+alone when a test failed).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ DOCTOR_TESTS = [
     "tests/peers/test_pi.py",
     "tests/peers/test_kilo.py",
     "tests/peers/test_qwen.py",
+    "tests/peers/test_pi_tui.py",
 ]
 
 
@@ -140,7 +142,7 @@ def render(rows: list[dict[str, Any]], wake: dict[str, dict[str, Any]], stamp: s
 def _ordered(rows: list[dict[str, Any]], failed: set[str]) -> list[dict[str, Any]]:
     kept = {(r["harness"], r["version"], r["setup"]): r for r in rows if r["test"] not in failed}
     order = ["file", "tmux", "webhook", "claude_teams", "claude_code", "opencode", "codex", "pi",
-             "qwen_code"]  # fmt: skip
+             "pi_tui", "qwen_code"]  # fmt: skip
     rank = {name: n for n, name in enumerate(order)}
     return sorted(kept.values(), key=lambda r: (rank.get(r["harness"], 99), r["setup"],
                                                  r["version"]))  # fmt: skip

@@ -7,10 +7,12 @@ so both paths start and stop runs the same way and print the same thing.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from runtime.store.layout import StateRoot
     from runtime.store.records import RunRecord
 
 
@@ -109,7 +111,9 @@ def kill(run: str, *, force: bool, session: str | None, as_json: bool) -> None:
     from runtime.store.layout import StateRoot, parse_run_ref
 
     root = StateRoot.from_env()
-    summary = kill_run(root, parse_run_ref(run), current_principal(root, session), force=force)
+    run_id = parse_run_ref(run)
+    summary = kill_run(root, run_id, current_principal(root, session), force=force)
+    _reap_placed(root, run_id)
     _report(summary, as_json)
 
 
@@ -121,8 +125,21 @@ def cancel(run: str, *, grace: float, force: bool, session: str | None, as_json:
 
     root = StateRoot.from_env()
     principal = current_principal(root, session)
-    summary = cancel_run(root, parse_run_ref(run), principal, force=force, grace=grace)
+    run_id = parse_run_ref(run)
+    summary = cancel_run(root, run_id, principal, force=force, grace=grace)
+    _reap_placed(root, run_id)
     _report(summary, as_json)
+
+
+def _reap_placed(root: StateRoot, run_id: str) -> None:
+    """The runs this run's commands placed on hosts are killed there before the verb
+    returns (its end starts the same reap, detached, for every other way a run ends)."""
+    if not root.run(run_id).placed_on_hosts.exists():
+        return
+    from runtime.hosts.step import stop_placed
+
+    for problem in stop_placed(root, run_id):
+        sys.stderr.write(f"actors: could not stop {problem}\n")
 
 
 def _report(summary: Mapping[str, Any], as_json: bool) -> None:

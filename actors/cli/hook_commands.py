@@ -9,6 +9,9 @@ import click
 from actors.cli.hooks import (
     file_changed,
     hook_input,
+    pi_serve,
+    pi_session_start,
+    pi_wake,
     pre_tool_use,
     session_start,
     stop,
@@ -22,7 +25,8 @@ from adapters.qwen import QWEN_MAX_CHAIN
 
 @click.group("hook")
 def hook_group() -> None:
-    """Harness hook commands (run by Claude Code, not by hand)."""
+    """Harness hook commands (run by Claude Code, Gemini CLI, Cursor and the actors pi
+    extension, not by hand)."""
 
 
 @hook_group.command("session-start")
@@ -63,6 +67,27 @@ def stop_cmd() -> None:
     """Stop: a headless `claude -p` waits for its live runs and goes on with their
     follow-ups; any other session ends its turn at once."""
     stop()
+
+
+@hook_group.command("pi-session-start")
+def pi_session_start_cmd() -> None:
+    """The actors pi extension's session start: register the pi session, answer with its
+    actors session id and the wake file to watch."""
+    pi_session_start()
+
+
+@hook_group.command("pi-wake")
+def pi_wake_cmd() -> None:
+    """The actors pi extension's wake: the unread follow-ups as one fenced text for pi
+    (marked read once handed over); silent when nothing is pending."""
+    pi_wake()
+
+
+@hook_group.command("pi-serve")
+def pi_serve_cmd() -> None:
+    """pi-wake kept running for one pi process: one JSON request per stdin line, one
+    answer line per request (with its `seq`), until stdin ends."""
+    pi_serve()
 
 
 @hook_group.command("gemini-after-agent")

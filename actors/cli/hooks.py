@@ -3,9 +3,11 @@ logic of each harness's adapter package.
 
 Claude Code (adapters/claude_code/hooks.py): `session-start`, `file-changed`, the
 boundary hooks `user-prompt-submit` / `pre-tool-use`, and `stop`
-(adapters/claude_code/stop.py: a headless `claude -p` waits for its runs). Harnesses
-with no idle wake get turn-boundary hooks: `gemini-after-agent` (adapters/gemini.py),
-`qwen-stop` (adapters/qwen.py), `copilot-agent-stop` (adapters/copilot.py) and `cursor-stop`
+(adapters/claude_code/stop.py: a headless `claude -p` waits for its runs). The actors pi
+extension (adapters/pi/extension.py): `pi-session-start`, `pi-wake` and `pi-serve` (the
+wake, kept running for one pi process). Harnesses with no idle wake get turn-boundary
+hooks: `gemini-after-agent` (adapters/gemini.py), `qwen-stop` (adapters/qwen.py),
+`copilot-agent-stop` (adapters/copilot.py) and `cursor-stop`
 (adapters/cursor.py). What each hook surfaces, and under which locks, is
 runtime/delivery/boundary.py. Hooks run on every harness event, so nothing here imports
 more than the command being run needs.
@@ -192,11 +194,37 @@ def stop() -> None:
         hold(hook_input())
 
 
+def pi_session_start() -> None:
+    """The actors pi extension's session start: register the pi session, answer with its
+    id and wake file (adapters/pi/extension.py)."""
+    from adapters.pi import extension
+
+    extension.session_start(hook_input())
+
+
+def pi_wake() -> None:
+    """The actors pi extension's wake: hand the unread follow-ups over as one text."""
+    from adapters.pi import extension
+
+    extension.wake(hook_input())
+
+
+def pi_serve() -> None:
+    """The actors pi extension's wake, kept running: one answer line per request line."""
+    from adapters.pi import extension
+
+    extension.serve()
+
+
 PLAIN: dict[tuple[str, ...], Callable[[], None]] = {
     ("hook", "session-start"): session_start,
     ("hook", "file-changed"): file_changed,
     ("hook", "user-prompt-submit"): user_prompt_submit,
     ("hook", "pre-tool-use"): pre_tool_use,
     ("hook", "stop"): stop,
+    ("hook", "pi-session-start"): pi_session_start,
+    ("hook", "pi-wake"): pi_wake,
+    ("hook", "pi-serve"): pi_serve,
 }
-"""Claude Code's hooks as `actors install claude-code` writes them: run without click."""
+"""Claude Code's hooks as `actors install claude-code` writes them, and those of the actors
+pi extension (`actors install pi`): run without click."""

@@ -103,6 +103,27 @@ def host_link(name: str) -> None:
     relay(_root(), name)
 
 
+@host_group.command("step", hidden=True)
+@click.argument("name")
+def host_step(name: str) -> None:
+    """A run's command on host NAME (a recipe node's `host`): started by the runner, the
+    command's words a JSON request on stdin (never in a command line)."""
+    from runtime.hosts.step import run_step
+
+    sys.exit(run_step(_root(), name, sys.stdin.buffer))
+
+
+@host_group.command("reap", hidden=True)
+@click.argument("run")
+def host_reap(run: str) -> None:
+    """Kill on their hosts the runs RUN placed there that are still out (its end)."""
+    from runtime.hosts.step import stop_placed
+    from runtime.store.layout import parse_run_ref
+
+    for problem in stop_placed(_root(), parse_run_ref(run)):
+        click.echo(f"actors: could not stop {problem}", err=True)
+
+
 @host_group.command("spawn", hidden=True)
 def host_spawn() -> None:
     """On a host: start the run a coordinator's `spawn --host` sent as one JSON request

@@ -70,6 +70,31 @@ async def stop(request: Request, hub: Hub, run_id: str, action: str) -> None:
     await send_json(request.send, {"ok": True, "run": run_id, "status": outcome.get("status")})
 
 
+async def stop_remote(request: Request, hub: Hub, host: str, run_id: str, action: str) -> None:
+    """POST /api/hosts/<host>/runs/<id>/kill|cancel {"force": bool}: the host's own kill
+    or cancel of a run placed there from here (runtime.hosts.verbs), the placing
+    session's unless forced."""
+    from runtime.hosts.records import placement
+    from runtime.hosts.verbs import remote_json
+
+    data = _payload(await request.body())
+    principal: Principal = request.extra["principal_record"]
+    force = bool(data.get("force"))
+    address = f"run:{host}/{run_id}"
+
+    def act() -> Any:
+        placed = placement(hub.root, host, run_id)
+        if not force and placed is not None and placed["session"] != principal.id:
+            return placed["session"]
+        return remote_json(hub.root, address, action, principal=principal.id, force=force)
+
+    outcome = await trio.to_thread.run_sync(act)
+    if isinstance(outcome, str):
+        await _needs_force(request, address, outcome, principal, action)
+        return
+    await send_json(request.send, {"ok": True, "run": address, "status": outcome.get("status")})
+
+
 async def message(request: Request, hub: Hub) -> None:
     """POST /api/message {"to", "type", "body", "force"}: `actors message` (JSON body,
     or text sent as a string, as `actors message` takes a body that is not JSON)."""
@@ -84,6 +109,8 @@ async def message(request: Request, hub: Hub) -> None:
     force = bool(data.get("force"))
 
     def act() -> Any:
+        if to.startswith("run:") and "/" in to:  # a run on a host: sent there
+            return _message_remote(hub, to, kind, data.get("body"), principal, force)
         address = parse_address(full_address(to))
         if not force and address.kind in ("run", "room", "branch") and address.target:
             owner = _owned_elsewhere(hub, address.target, principal, "message")
@@ -96,6 +123,23 @@ async def message(request: Request, hub: Hub) -> None:
         await _needs_force(request, to, outcome, principal, "message")
         return
     await send_json(request.send, {"ok": True, **outcome})
+
+
+def _message_remote(
+    hub: Hub, to: str, kind: str, body: Any, principal: Principal, force: bool
+) -> Any:
+    """A message to `run:<host>/<id>`: the placing session's owner answer (the page then
+    asks to force it), or the host's answer."""
+    from runtime.hosts.records import placement
+    from runtime.hosts.remote import remote_ref
+    from runtime.hosts.verbs import remote_message
+
+    ref = remote_ref(to)
+    placed = placement(hub.root, ref.host, ref.run) if ref is not None else None
+    if not force and placed is not None and placed["session"] != principal.id:
+        return placed["session"]
+    sent = remote_message(hub.root, to, kind, body, principal=principal.id, force=force)
+    return {"id": sent.get("id"), "state": sent.get("state") or sent.get("status"), **sent}
 
 
 async def _needs_force(

@@ -8,6 +8,7 @@ secret masking, a bad input as `{"error": ..., "hint": ...}` with 400.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import trio
@@ -40,7 +41,12 @@ async def runs_page(request: Request, hub: Hub) -> None:
         page=_int(q, "page", 1),
         per=_int(q, "per", PER_PAGE),
     )
-    runs = hub.board.runs()
+    runs: list[Mapping[str, Any]] = list(hub.board.runs())
+    if hub.root.hosts.is_dir():  # runs placed on hosts, with their host (as `ls`)
+        from runtime.hosts.remote import placed_rows
+
+        placed = await trio.to_thread.run_sync(placed_rows, hub.root)
+        runs = sorted([*placed, *runs], key=lambda r: str(r.get("created_at") or ""), reverse=True)
     page: dict[str, Any] = dict(page_of(runs, flt))
     me = request.extra["principal"]
     page["version"] = hub.board.version
@@ -62,6 +68,22 @@ async def run_detail(request: Request, hub: Hub, run_id: str) -> None:
     ]
     page["me"] = request.extra["principal"]
     await send_json(request.send, page)
+
+
+async def remote_detail(request: Request, hub: Hub, host: str, run_id: str) -> None:
+    """A run on a host, as its host answers `status` (and `result` once it ended)."""
+    from runtime.hosts.verbs import remote_json
+    from runtime.views.status import TERMINAL
+
+    address, me = f"run:{host}/{run_id}", request.extra["principal"]
+
+    def read() -> dict[str, Any]:
+        status = remote_json(hub.root, address, "status", principal=me)
+        ended = status.get("status") in TERMINAL
+        result = remote_json(hub.root, address, "result", principal=me) if ended else None
+        return {"address": address, "host": host, "status": status, "result": result, "me": me}
+
+    await send_json(request.send, await trio.to_thread.run_sync(read))
 
 
 async def command_detail(request: Request, hub: Hub, run_id: str, command_id: str) -> None:

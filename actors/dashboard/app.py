@@ -47,6 +47,7 @@ STATIC = {
     "index.html": "text/html; charset=utf-8",
 }
 _RUN = r"(?P<run>[A-Za-z0-9][A-Za-z0-9._-]{0,127})"
+_HOST = r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,127})"
 Handler = Callable[..., Awaitable[None]]
 ROUTES: list[tuple[str, re.Pattern[str], Handler, dict[str, Any]]] = [
     ("GET", re.compile(r"/api/runs"), api.runs_page, {}),
@@ -57,6 +58,19 @@ ROUTES: list[tuple[str, re.Pattern[str], Handler, dict[str, Any]]] = [
     ("POST", re.compile(rf"/api/runs/{_RUN}/kill"), actions.stop, {"action": "kill"}),
     ("POST", re.compile(rf"/api/runs/{_RUN}/cancel"), actions.stop, {"action": "cancel"}),
     ("POST", re.compile(r"/api/message"), actions.message, {}),
+    ("GET", re.compile(rf"/api/hosts/{_HOST}/runs/{_RUN}"), api.remote_detail, {}),
+    (
+        "POST",
+        re.compile(rf"/api/hosts/{_HOST}/runs/{_RUN}/kill"),
+        actions.stop_remote,
+        {"action": "kill"},
+    ),
+    (
+        "POST",
+        re.compile(rf"/api/hosts/{_HOST}/runs/{_RUN}/cancel"),
+        actions.stop_remote,
+        {"action": "cancel"},
+    ),
 ]
 _STATUS = {
     BadInput: 400,

@@ -29,9 +29,12 @@ from runtime.delivery.boundary import (
     pick_next_message,
     pick_next_tool_call,
     pick_turn_end,
+    record_wake,
     session_of,
+    take_over,
+    touch_wake,
 )
-from runtime.store.layout import SessionPaths, StateRoot, session_paths
+from runtime.store.layout import StateRoot, session_paths
 
 HARNESS = "claude_code"
 CONTEXT = (
@@ -66,10 +69,10 @@ def session_start(data: dict[str, Any], wake: str) -> None:
         return
     root = StateRoot.from_env()
     _register(root, session_id, data)
-    _take_over(root, session_id)
+    take_over(root, session_id, "session-start")
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
-    _touch_wake(paths.wake)
+    touch_wake(paths.wake)
     _export_session(session_id)
     context = (WATCHER_CONTEXT if wake == "watcher" else CONTEXT).format(session=session_id)
     # a headless `claude -p` is woken by nothing: its Stop hook waits for its runs instead
@@ -180,28 +183,6 @@ def note_permission_mode(data: dict[str, Any]) -> None:
         note_failure("permission-mode", f"recording the permission mode: {exc}")
 
 
-def _take_over(root: StateRoot, session_id: str) -> None:
-    """Record that this Claude process serves `session_id` now (its running `actors mcp`
-    acts for it from the next call), and make it the successor of the session the same
-    process served before, if any; never fails the hook."""
-    from runtime.delivery.harness_processes import record_harness_process
-
-    try:
-        previous = record_harness_process(root, session_id)
-    except Exception as exc:  # the session is registered: answer anyway
-        note_failure("session-start", f"recording the harness process: {exc}")
-        return
-    if previous is None:
-        return
-    from runtime.delivery.engine import DeliveryRunner
-    from runtime.delivery.succession import succeed
-
-    try:
-        succeed(root, previous, session_id, DeliveryRunner(root))
-    except Exception as exc:  # the session starts anyway; the next start moves them
-        note_failure("session-start", f"taking over {previous}: {exc}")
-
-
 def _export_session(session_id: str) -> None:
     """Append `export ACTORS_SESSION=...` to $CLAUDE_ENV_FILE (Claude Code sources it for
     its Bash tool). Opened non-blocking, so a FIFO with no reader cannot hang the hook; a
@@ -221,19 +202,6 @@ def _export_session(session_id: str) -> None:
         note_failure("session-start", f"CLAUDE_ENV_FILE {env_file}: {exc.strerror or exc}")
 
 
-def _touch_wake(path: Path) -> None:
-    """Create the wake file the harness watches, never through a planted link, symbolic
-    or hard, and never waiting on a FIFO planted there (any of them is left alone: a hook
-    never fails a session start)."""
-    from runtime.core.errors import ActorsError
-    from runtime.store.safe import open_regular
-
-    try:
-        os.close(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
-    except (OSError, ActorsError):
-        pass
-
-
 def file_changed(data: dict[str, Any]) -> bool:
     """FileChanged (asyncRewake): when follow-ups are unread, write the doorbell line to
     stderr and note the ring; True when it rang (the hook then exits 2 to wake the model)."""
@@ -250,23 +218,8 @@ def file_changed(data: dict[str, Any]) -> bool:
     paths = session_paths(root, session_id)
     sys.stderr.write(doorbell_line(session_id, unread) + "\n")
     sys.stderr.flush()  # raises when it cannot be written: then no wake (exit 0)
-    _record_wake(paths, unread)
+    record_wake(paths, unread)
     return True
-
-
-def _record_wake(paths: SessionPaths, unread: list[dict[str, Any]], via: str = "") -> None:
-    """Note that the doorbell rang for these entries, or (`via`) that they started a turn
-    another way (`actors doctor delivery` judges D4 from it); never fails the hook."""
-    from runtime.core.ids import now_iso
-    from runtime.store.appends import append_jsonl
-    from runtime.store.journals import LOG
-
-    with contextlib.suppress(Exception):  # a damaged or refused log: the ring stands
-        append_jsonl(
-            paths.wakes,
-            {"ts": now_iso(), "ids": [e["id"] for e in unread], **({"via": via} if via else {})},
-            compactor=LOG,
-        )
 
 
 def _boundary(data: dict[str, Any], event: str, pick: Pick) -> None:
@@ -311,7 +264,7 @@ def _note_socket_prompt(data: dict[str, Any]) -> None:
     paths = session_paths(StateRoot.from_env(), session_id)
     entry = next((e for e in SessionInbox(paths).entries() if e["id"] == found[0]), None)
     if entry is not None:  # one of this session's own follow-ups, not a look-alike
-        _record_wake(paths, [entry], via="messaging socket")
+        record_wake(paths, [entry], via="messaging socket")
 
 
 def pre_tool_use(data: dict[str, Any]) -> None:

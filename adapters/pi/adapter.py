@@ -2,8 +2,8 @@
 
 pi's RPC mode only talks to the process that spawned it, so a pi session reachable by
 actors is one started by `actors-pi-host --socket PATH -- pi ...`; this adapter
-is a client of that socket. (A person's interactive pi TUI is not reachable this way: it
-needs a pi extension with its own socket, which is not built here.)
+is a client of that socket. (A person's own interactive pi is reached the other way: the
+actors pi extension inside it, `actors install pi`, harness `pi_tui`: adapters/pi/tui.py.)
 
 One delivery, on one connection:
 1. `get_messages`: a user message containing the delivery id means an earlier attempt

@@ -69,6 +69,12 @@ class _Flags(BaseModel):
     )
     delay: Duration = Field(None, description="wait before the node starts (ms or '2s')")
     output: Literal["stdout", "stderr", "both", "none"] = "stdout"
+    host: str | None = Field(
+        None,
+        max_length=4096,
+        description="run its commands on these hosts (`actors host add`): a name or a comma "
+        "list, placeholders allowed; a `repeat`'s instance K takes name K mod their number",
+    )
 
     @field_validator("timeout", "delay", mode="before")
     @classmethod
@@ -272,6 +278,7 @@ def _compile_node(
         "repeat": node.repeat,
         "delay_ms": node.delay,
         "output": node.output,
+        "host": node.host,
     }
     if isinstance(template, str):
         if node.parallel and node.repeat is not None:
@@ -296,6 +303,9 @@ def _compile_node(
             )
         else:
             children.append(_compile_node(child, child.template, child_id, imports))
+    if node.host is not None:
+        for compiled in children:
+            _inherit_host(compiled, node.host)
     out.update(
         kind="parallel" if node.parallel else "sequence",
         children=children,
@@ -308,6 +318,14 @@ def _compile_node(
             f"{len(children)} branches"
         )
     return out
+
+
+def _inherit_host(node: dict[str, Any], host: str) -> None:
+    """A list node's `host` is its commands' host, unless one names its own."""
+    if node.get("host") is None:
+        node["host"] = host
+        for child in node.get("children", []):
+            _inherit_host(child, host)
 
 
 def _mailbox_entries(entries: list[str | MailboxEntry]) -> list[dict[str, Any]]:

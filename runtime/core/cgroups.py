@@ -151,6 +151,21 @@ def leave(path: Path) -> bool:
     return True
 
 
+def release(pid: int) -> None:
+    """Move `pid`, a process this one started that must outlive the run this one is
+    part of (a host's link), out of the run's cgroup into the base that holds them all,
+    as a runner leaves its own at its end; nothing when this process is in no run's
+    cgroup. The run's end kills what its cgroup holds: this is not the run's."""
+    mount, own = _cgroup2_mount(), _own_cgroup()
+    if mount is None or own is None:
+        return
+    path = Path(os.path.normpath(mount + "/" + own.lstrip("/")))
+    if path.parent.name != BASE_NAME or not str(path).startswith(mount):
+        return
+    with contextlib.suppress(OSError):
+        _write(path.parent / "cgroup.procs", str(pid))
+
+
 def _write(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:

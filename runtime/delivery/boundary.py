@@ -20,15 +20,17 @@ nothing is pending, is decided from the inbox alone and never imports the engine
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from runtime.core import config
 from runtime.core.faults import pause_point
 from runtime.delivery.sessions import SessionInbox
-from runtime.store.layout import SessionPaths, session_paths
+from runtime.store.layout import SessionPaths, StateRoot, session_paths
 
 BOUNDARY_MODES = ("next-message", "next-tool-call")
 CONTEXT_BUDGET = 9000
@@ -91,6 +93,59 @@ def doorbell_unread(root: Any, session_id: str) -> list[dict[str, Any]]:
 
     states = DeliveryRunner(root).states(session_id)
     return [e for e in unread if not held_at_boundary(e, states.get(e["id"], {}))]
+
+
+def record_wake(paths: SessionPaths, unread: list[dict[str, Any]], via: str = "") -> None:
+    """Note that a harness's doorbell rang for these entries, or (`via`) that they started
+    a turn another way (`actors doctor delivery` judges D4 from it); never fails the hook."""
+    from runtime.core.ids import now_iso
+    from runtime.store.appends import append_jsonl
+    from runtime.store.journals import LOG
+
+    with contextlib.suppress(Exception):  # a damaged or refused log: the ring stands
+        append_jsonl(
+            paths.wakes,
+            {"ts": now_iso(), "ids": [e["id"] for e in unread], **({"via": via} if via else {})},
+            compactor=LOG,
+        )
+
+
+def take_over(root: StateRoot, session_id: str, hook: str) -> None:
+    """Record that the harness process running this hook (Claude Code, or pi through its
+    actors extension) serves `session_id` now (its running `actors mcp` acts for it from
+    the next call), and make it the successor of the session the same process served
+    before, if any; never fails the hook (`hook` names it in the failure line)."""
+    from runtime.delivery.harness_processes import record_harness_process
+
+    try:
+        previous = record_harness_process(root, session_id)
+    except Exception as exc:  # the session is registered: answer anyway
+        note_failure(hook, f"recording the harness process: {exc}")
+        return
+    if previous is None:
+        return
+    from runtime.delivery.engine import DeliveryRunner
+    from runtime.delivery.succession import succeed
+
+    try:
+        succeed(root, previous, session_id, DeliveryRunner(root))
+    except Exception as exc:  # the session starts anyway; the next start moves them
+        note_failure(hook, f"taking over {previous}: {exc}")
+
+
+def touch_wake(path: Path) -> None:
+    """Create the wake file a harness watches, never through a planted link,
+    symbolic or hard, and never waiting on a FIFO planted there (any of them is left
+    alone: a hook never fails a session start)."""
+    import os
+
+    from runtime.core.errors import ActorsError
+    from runtime.store.safe import open_regular
+
+    try:
+        os.close(open_regular(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND))
+    except (OSError, ActorsError):
+        pass
 
 
 def note_failure(hook: str, why: str) -> None:

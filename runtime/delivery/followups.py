@@ -331,13 +331,13 @@ def deliver(
     owner = str(run.get("owner_id"))
     delivery_id = envelope.get("idempotency_key") or envelope["id"]
     if owner.startswith("run:"):
-        return _to_parent_run(root, owner[4:], envelope, delivery_id)
+        return to_parent_run(root, owner[4:], envelope, delivery_id)
     from runtime.delivery.engine import submit  # deferred for start-up cost
 
     return submit(root, owner, envelope, delivery_id=delivery_id, mode=mode, budget_s=budget_s)
 
 
-def _to_parent_run(root: StateRoot, parent: str, envelope: Envelope, delivery_id: str) -> Handover:
+def to_parent_run(root: StateRoot, parent: str, envelope: Envelope, delivery_id: str) -> Handover:
     from runtime.core.errors import TRANSIENT, ActorsError, os_errno
     from runtime.messaging.boxes import run_mailbox
 

@@ -28,6 +28,7 @@ BUILTIN = {
     "codex": "adapters.codex.adapter:CodexAdapter",
     "pi": "adapters.pi.adapter:PiAdapter",
     "qwen_code": "adapters.qwen_input:QwenInputAdapter",
+    "pi_tui": "adapters.pi.tui:PiTuiAdapter",
     "claude_teams": "adapters.claude_code.teams:ClaudeTeamsAdapter",
 }
 

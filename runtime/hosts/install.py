@@ -197,4 +197,3 @@ def installed_path(name: str, stdout: bytes) -> str:
             hint=f"check {name}'s login prints nothing (a banner on stdout), then retry",
         )
     return path
-

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any, NamedTuple, cast
 
-from runtime.core import config
+from runtime.core import cgroups, config
 from runtime.core.errors import ActorsError
 from runtime.core.faults import pause_point
 from runtime.hosts.host import Host
@@ -147,12 +147,17 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
     # the host chose the key: only its digest names anything here (a delivery id is a
     # file name under the session, and `../..` in it must not become a path)
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    submit(
-        host.root,
-        placed["session"],
-        cast("Envelope", envelope),
-        delivery_id=f"{host.name}:{digest}",
-    )
+    delivery_id = f"{host.name}:{digest}"
+    if placed["session"].startswith("run:"):  # placed by a run's command: to its inbox
+        from runtime.delivery.followups import to_parent_run
+
+        handed = to_parent_run(
+            host.root, placed["session"][4:], cast("Envelope", envelope), delivery_id
+        )
+        if handed.get("state") == "failed":
+            raise ActorsError(f"could not hand {address}'s follow-up over: {handed.get('reason')}")
+    else:
+        submit(host.root, placed["session"], cast("Envelope", envelope), delivery_id=delivery_id)
     ended = None
     if envelope.get("type") in TERMINAL_TYPES:
         status = body.get("status") if isinstance(body, dict) else None
@@ -277,7 +282,7 @@ def start_link(root: StateRoot, name: str) -> None:
     from runtime.store.writes import ensure_dir
 
     ensure_dir(host.paths.dir)
-    subprocess.Popen(
+    link = subprocess.Popen(
         [sys.executable, "-m", "actors", "host", "link", name],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -285,3 +290,6 @@ def start_link(root: StateRoot, name: str) -> None:
         start_new_session=True,
         env={**os.environ, config.HOME.name: str(root.path)},
     )
+    # started by a run's command (a swarm's worker on the host): the link serves every
+    # run placed there, and must not die with that run's cgroup
+    cgroups.release(link.pid)

@@ -144,7 +144,12 @@ def end_placement(root: StateRoot, host: str, run_id: str, status: str) -> None:
     if record is None or record.get("state") == "ended":
         return
     record.update({"state": "ended", "status": status, "ended_at": now_iso()})
-    write_json_atomic(host_paths(root, host).placement(run_id), record)
+    paths = host_paths(root, host)
+    write_json_atomic(paths.placement(run_id), record)
+    if paths.doorbells.is_dir():  # a run's step waits on it (runtime.hosts.step)
+        from runtime.messaging.doorbells import ring
+
+        ring(paths.doorbells)
 
 
 def forget_host(root: StateRoot, name: str) -> None:

@@ -21,6 +21,7 @@ from runtime.core.ids import is_valid_id, now_iso
 from runtime.core.terminal import one_line
 from runtime.hosts.address import message_address
 from runtime.hosts.host import Host
+from runtime.hosts.outbox import Queued
 from runtime.hosts.records import (
     HostRecord,
     Placement,
@@ -44,6 +45,12 @@ SESSION_VERBS = frozenset({"kill", "cancel", "message", "status"})
 MAX_STDERR = 1 << 20
 """What is read of a host's stderr for a verb (its last lines say why it failed)."""
 REMOTE_VERBS = frozenset({"status", "result", "tail", "wait", "inspect"}) | CONTROL_VERBS
+
+
+STOPS = {"control.kill": "kill", "control.stop": "cancel"}
+"""A message that ends a remote run is the host's verb that ends it, so its placement
+here ends with it (the owner's own stop sends no follow-up home to end it): `actors
+message`, the MCP tools and the dashboard alike (runtime.hosts.verbs)."""
 
 
 class RemoteCall(NamedTuple):
@@ -258,16 +265,16 @@ def _placed_for(root: StateRoot, ref: RemoteRef, caller: str | None, force: bool
     return placed
 
 
-def send_message(root: StateRoot, call: RemoteMessage) -> int:
-    """`actors message run:<host>/<id>`: durable in the host's outbox here first, then
-    sent (runtime.hosts.outbox); a host that cannot be reached now gets it when the link
-    returns, and the sender is told so."""
+def queue_message(root: StateRoot, call: RemoteMessage, caller: str) -> tuple[Host, Queued]:
+    """The one path of a message to a remote run (`actors message`, the MCP tools, the
+    dashboard): checked as `caller`'s, durable in the host's outbox, then sent; the
+    host's link is started to carry it when the host cannot be reached now."""
     from runtime.hosts import outbox
 
     ref = remote_ref(call.address)
-    assert ref is not None
+    if ref is None:
+        raise BadInput(f"{call.address[:80]!r} is not a remote run's address", hint="run:HOST/ID")
     host = Host.load(root, ref.host)
-    caller = _principal(root, call.session)
     placed = _placed_for(root, ref, caller, call.force)
     if placed.get("state") == "ended":
         raise Conflict(
@@ -289,6 +296,21 @@ def send_message(root: StateRoot, call: RemoteMessage) -> int:
         from runtime.hosts.link import start_link
 
         start_link(root, host.name)
+    return host, now
+
+
+def send_message(root: StateRoot, call: RemoteMessage) -> int:
+    """`actors message run:<host>/<id>`: durable in the host's outbox here first, then
+    sent (runtime.hosts.outbox); a host that cannot be reached now gets it when the link
+    returns, and the sender is told so. `control.kill` and `control.stop` are the host's
+    kill and cancel (STOPS), as from the MCP tools and the dashboard."""
+    from runtime.hosts import outbox
+
+    stop = STOPS.get(call.type)
+    if stop is not None:
+        flags = ["--json"] if call.as_json else []
+        return forward(root, RemoteCall(stop, [*flags, call.address], call.force, call.session))
+    host, now = queue_message(root, call, _principal(root, call.session))
     said = outbox.outcome(host, now)
     if now["state"] == "refused":
         answer = now.get("answer") or {}
@@ -412,6 +434,8 @@ def placed_rows(root: StateRoot) -> list[dict[str, Any]]:
                     "address": address,
                     "host": record["name"],
                     "owner_id": placed["session"],
+                    # a run's command placed it (a swarm's worker): listed under that run
+                    "parent": placed["session"] if placed["session"].startswith("run:") else None,
                     "status": placed.get("status") or placed["state"],
                     "created_at": placed["placed_at"],
                     "command": placed.get("what"),

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from runtime.compiler.placeholders import render_argv
+from runtime.compiler.placeholders import render_argv, substitute_word
 from runtime.core import platform
 from runtime.core.errors import BadInput
 from runtime.runner.context import Outcome, RunContext, Status
@@ -43,7 +44,7 @@ from runtime.runner.output import (
 from runtime.store import safe
 from runtime.store.events import preview_fields, preview_text, record_event
 from runtime.store.layout import CapturePaths
-from runtime.store.writes import ensure_dir, patiently
+from runtime.store.writes import ensure_dir, patiently, write_json_atomic
 from runtime.views.counts import CANCEL_CODE, exit_code
 
 
@@ -74,6 +75,7 @@ class Leaf:
         "kind",
         "node",
         "out",
+        "request",
         "started",
     )  # fmt: skip
 
@@ -90,10 +92,13 @@ class Leaf:
         started: float,
         feeds: bool,
         ended: Exit,
+        request: Path | None = None,
     ) -> None:
         self.node, self.argv, self.kind, self.capture = node, argv, kind, capture
         self.out, self.err, self.common, self.attempt = out, err, common, attempt
         self.started, self.feeds, self.ended = started, feeds, ended
+        self.request = request
+        """A command on a host: its words, the step's stdin (`on_host`); None here."""
 
 
 def begin_leaf(
@@ -109,7 +114,10 @@ def begin_leaf(
     """Render the command, open its captures and journal `command.start`; an Outcome
     when the command cannot even be rendered (runtime.runner.command runs it)."""
     try:
-        argv = _resolve_command(render_argv(words, values if values is not None else ctx.values))
+        values = values if values is not None else ctx.values
+        argv = render_argv(words, values)
+        host = None if recover else host_of(node, values)
+        words_there, argv = argv, _resolve_command(argv) if host is None else on_host(host, argv)
     except BadInput as exc:  # e.g. an index past an array's end: this node fails, clearly
         record_event(
             ctx.paths.events, ctx.instance, "node.error", node=node["id"], reason=exc.message
@@ -119,6 +127,10 @@ def begin_leaf(
     capture = ctx.paths.capture(command_id)
     # a full disk makes the command wait to start, never fails the run (patiently)
     patiently(lambda: ensure_dir(capture.dir), f"create {capture.dir}")
+    request = None
+    if host is not None:  # the words go on the step's stdin, never in its command line
+        request = path = capture.host_step
+        patiently(lambda: write_json_atomic(path, {"argv": words_there}), f"write {path}")
     kind = node.get("output") or "stdout"
     out_cap = None if feeds and kind in ("stdout", "both") else LOG_CAP
     err_cap = None if feeds and kind in ("stderr", "both") else LOG_CAP
@@ -145,8 +157,9 @@ def begin_leaf(
     ctx.steps.started(node["id"], recover=recover)
     ctx.progress()
     return Leaf(
-        node, argv, kind, capture, out, err, common, attempt, time.monotonic(), feeds, Exit()
-    )
+        node, argv, kind, capture, out, err, common, attempt, time.monotonic(), feeds, Exit(),
+        request,
+    )  # fmt: skip
 
 
 def end_leaf(ctx: RunContext, leaf: Leaf) -> Outcome:
@@ -222,6 +235,32 @@ def kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def host_of(node: dict[str, Any], values: dict[str, Any]) -> str | None:
+    """The host a node's command runs on (its `host`, rendered: a name or a comma list,
+    of which a `repeat`'s instance K takes name K mod their number), or None: here."""
+    names = [n.strip() for n in substitute_word(node.get("host") or "", values).split(",")]
+    names = [n for n in names if n]
+    if not names:
+        return None
+    index = values.get("index", 0)
+    return names[(index if isinstance(index, int) else 0) % len(names)]
+
+
+def on_host(host: str, argv: list[str]) -> list[str]:
+    """The command run on `host` as a remote run of this one (`actors host step`, the
+    same path as `spawn --host`): it ends with the remote run, and stops it there when
+    stopped. A process boundary: the runner never imports the hosts room above it.
+    This is what the journal shows (masked); the process is started with only its part
+    before `--`, the words reaching it on stdin (Leaf.request), so no word of the
+    command, a secret least of all, is in a command line here or on the host."""
+    return [sys.executable, "-m", "actors", "host", "step", host, "--", *argv]
+
+
+def _started_argv(leaf: Leaf) -> list[str]:
+    """The argv a leaf's process is started with (a host step's words stay off it)."""
+    return leaf.argv if leaf.request is None else leaf.argv[: leaf.argv.index("--")]
 
 
 def _resolve_command(argv: list[str]) -> list[str]:
@@ -318,6 +357,7 @@ class Command:
         start ends at once (127 / 126), as a leaf that never ran."""
         leaf, ctx = self.leaf, self.ctx
         pipes = [os.pipe(), os.pipe()]
+        stdin = leaf.request or stdin
         try:
             stdin_fd = (
                 safe.open_file(stdin, os.O_RDONLY) if stdin else os.open(os.devnull, os.O_RDONLY)
@@ -336,7 +376,7 @@ class Command:
             # as subprocess does: a child starts with SIGPIPE and SIGXFSZ default
             self.pid = os.posix_spawn(
                 executable(leaf.argv[0], ctx.env),
-                leaf.argv,
+                _started_argv(leaf),
                 ctx.env,
                 file_actions=actions,
                 setpgroup=0,

@@ -163,4 +163,31 @@ def fold_run(root: StateRoot, paths: RunPaths, *, deliver: bool = True) -> dict[
             _sweep_dead_writers(paths.dir)
             if deliver:
                 report["followed_up"] = follow_up_terminal(root, paths, run) is not None
+    if paths.result.exists():
+        reap_placed(root, paths)
     return report
+
+
+def reap_placed(root: StateRoot, paths: RunPaths) -> None:
+    """The run has ended: if any of its commands started a run on a host (`actors host
+    step`), `actors host reap` kills there what of those is still out, detached (its own
+    session, started after the run's sweep: nothing of the run outlives it, and this
+    must). The runs on a host are the host's, so the runner (below the hosts room) only
+    starts the command that stops them."""
+    import subprocess
+    import sys
+
+    from runtime.core import cgroups, config
+
+    if not paths.placed_on_hosts.exists():
+        return
+    with contextlib.suppress(OSError):
+        reaper = subprocess.Popen(
+            [sys.executable, "-m", "actors", "host", "reap", f"run:{paths.run_id}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, config.HOME.name: str(root.path)},
+        )
+        cgroups.release(reaper.pid)  # folded by another run's guardian: not that run's

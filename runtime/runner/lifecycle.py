@@ -304,6 +304,10 @@ def end(paths: RunPaths, run: RunRecord, result: ResultRecord) -> None:
     except Exception as exc:
         log_exception(exc)  # runner.log; `actors reconcile` will deliver it
     sweep(paths, run)
+    if paths.placed_on_hosts.exists():  # out of its cgroup by now
+        from runtime.runner.fold import reap_placed  # deferred: few runs went to a host
+
+        reap_placed(StateRoot(paths.dir.parent.parent), paths)
 
 
 def _follow_up(paths: RunPaths, run: RunRecord, result: ResultRecord, skipped: str) -> None:

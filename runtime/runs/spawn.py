@@ -28,6 +28,7 @@ from runtime.core import config
 from runtime.core.bounded_json import INPUT_DEPTH, too_deep
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import (
+    is_valid_id,
     is_valid_name,
     new_id,
     now_iso,
@@ -163,6 +164,30 @@ def _check_text(values: dict[str, Any], root: dict[str, Any]) -> None:
     walk(root, "the template")
 
 
+def _check_hosts(root: StateRoot, node: dict[str, Any], values: dict[str, Any]) -> None:
+    """Every host a node names (`"host": "{hosts}"`) must be one of this root's (`actors
+    host add`), before anything starts: a swarm is not half started on hosts that exist.
+    A name that depends on what only the run knows (`{index}`...) is checked by the
+    command on its way to the host."""
+    values = {**(node.get("scope_defaults") or {}), **values, **(node.get("scope") or {})}
+    if node.get("host"):
+        try:
+            rendered = substitute_word(node["host"], values)
+        except BadInput:
+            rendered = ""
+        for name in filter(None, (n.strip() for n in rendered.split(","))):
+            label = node.get("label") or node["id"]
+            if not is_valid_id(name) or not root.host(name).record.exists():
+                raise BadInput(
+                    f"node {label} names host {name[:80]!r}, which is not a host of this "
+                    "machine",
+                    hint="see `actors host ls`; add it with `actors host add NAME "
+                    "ssh://[user@]host`",
+                )
+    for child in node.get("children", []):
+        _check_hosts(root, child, values)
+
+
 def _check_repeat_refs(words: list[str], in_repeat: bool) -> None:
     if in_repeat:
         return
@@ -251,6 +276,7 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     compiled = recipe.data
     paths = _free_run_paths(root, req, source, compiled)
     values = _checked_values(req, source, compiled, paths)
+    _check_hosts(root, compiled["root"], values)
     check_declared_secrets(values, req.secret_names)  # too short to mask: refused
     group, after = _waits(root, req, compiled, values)
     if compiled.get("precheck"):

@@ -302,6 +302,12 @@ class HostPaths(_NamedDir):
         return self._at / "link.log"
 
     @property
+    def doorbells(self) -> Path:
+        """Rung when a placement ends here: what a run's command on the host
+        (`actors host step`) waits on instead of asking the host."""
+        return self._at / "doorbells"
+
+    @property
     def outbox(self) -> Path:
         """Messages to runs on the host, durable here until the host accepted them."""
         return self._at / "outbox.jsonl"
@@ -401,6 +407,12 @@ class RunPaths(_Place):
         return self.dir / "token"
 
     @property
+    def placed_on_hosts(self) -> Path:
+        """Present once a command of the run started a run on a host (`actors host
+        step`): the run's end then stops what of those is still out there."""
+        return self.dir / "placed-on-hosts"
+
+    @property
     def captures(self) -> Path:
         return self.dir / "captures"
 
@@ -474,6 +486,12 @@ class CapturePaths(_Place):
     def both(self) -> Path:
         """stdout then stderr, for a node whose `output` is `both`."""
         return self.dir / "both.log"
+
+    @property
+    def host_step(self) -> Path:
+        """A command on a host: its words, the stdin of `actors host step` (0600), so
+        none of them is in a command line (runtime.runner.command.on_host)."""
+        return self.dir / "host-step.json"
 
 
 class SessionPaths(_Place):

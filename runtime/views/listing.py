@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from runtime.core.errors import BadInput
 from runtime.views.counts import FINAL_COUNTS, counts_of
@@ -67,6 +67,8 @@ class RunNode(TypedDict):
     degraded: bool
     started_at: str | None
     duration_ms: int | None
+    host: NotRequired[str | None]
+    """The host of a run placed there from here (runtime.hosts); None for a run here."""
     completed: int | None
     """This and the counters below are runtime.views.counts's: a live run's from its
     progress.json, a finished one's from its result; None when the run has none yet."""
@@ -140,6 +142,7 @@ def _node(run: Mapping[str, Any], kids: Mapping[str, list[Mapping[str, Any]]]) -
         "duration_ms": run.get("duration_ms"),
         **_counts(run),  # type: ignore[typeddict-item]
         "branches": dict(branches) if isinstance(branches, dict) else {},
+        "host": run.get("host"),
         "children": [_node(k, kids) for k in reversed(kids.get(str(run["run"]), []))],
     }
 

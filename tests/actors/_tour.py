@@ -235,6 +235,7 @@ def tour_world(base: Path, installed: bool = False) -> Iterator[Tour]:
     agent.chmod(0o700)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ACTORS_", "CLAUDE_"))}
     env.pop("CODEX_HOME", None)
+    env.pop("PI_CODING_AGENT_DIR", None)  # pi's config goes to the fresh HOME too
     env.update(
         ACTORS_HOME=str(base / "state"),
         ACTORS_KILL_GRACE="2",

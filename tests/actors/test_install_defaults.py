@@ -25,7 +25,7 @@ def user_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: StateRoot) 
     user = tmp_path / "home"
     user.mkdir()
     monkeypatch.setenv("HOME", str(user))
-    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME"):
+    for name in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "COPILOT_HOME", "PI_CODING_AGENT_DIR"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(user / ".config"))
     return user
@@ -37,6 +37,7 @@ WRITTEN = {
     "opencode": (".config/opencode/opencode.json",),
     "qwen-code": (".qwen/settings.json",),
     "copilot": (".copilot/hooks/actors.json",),
+    "pi": (".pi/agent/mcp.json", ".pi/agent/extensions/actors.js"),
 }
 
 

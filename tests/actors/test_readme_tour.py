@@ -438,8 +438,8 @@ def doctor(tour: Tour, results: list[Result]) -> None:
 
 
 def install_claude(tour: Tour, results: list[Result]) -> None:
-    """`MCP server, wake hooks, status line (user config; also codex, opencode)`: Claude
-    Code here, the other two in the next step."""
+    """`MCP server, wake hooks, status line (user config; also codex, opencode, pi)`:
+    Claude Code here, the other three in the next step."""
     (out,) = results
     ok(out)
     home = Path(tour.env["HOME"])
@@ -454,18 +454,22 @@ def install_claude(tour: Tour, results: list[Result]) -> None:
 
 
 def run_install_others(tour: Tour) -> list[Result]:
-    """The comment's `(also codex, opencode)`: the same command with those names."""
-    return [tour.actors("install", "codex"), tour.actors("install", "opencode")]
+    """The comment's `(also codex, opencode, pi)`: the same command with those names."""
+    return [tour.actors("install", name) for name in ("codex", "opencode", "pi")]
 
 
 def install_others(tour: Tour, results: list[Result]) -> None:
-    codex, opencode = results
+    codex, opencode, pi = results
     ok(codex)
     ok(opencode)
+    ok(pi)
     config = (Path(tour.env["HOME"]) / ".codex" / "config.toml").read_text()
     assert "[mcp_servers.actors]" in config, config
     opencode_config = Path(tour.env["XDG_CONFIG_HOME"]) / "opencode" / "opencode.json"
     assert "actors" in json.loads(opencode_config.read_text())["mcp"]
+    agent = Path(tour.env["HOME"]) / ".pi" / "agent"
+    assert "actors" in json.loads((agent / "mcp.json").read_text())["mcpServers"]
+    assert (agent / "extensions" / "actors.js").is_file()
 
 
 def register_opencode(tour: Tour, results: list[Result]) -> None:
@@ -625,7 +629,7 @@ STEPS = [
         "actors install claude-code",
         install_others,
         run_install_others,
-        name="also codex, opencode",
+        name="also codex, opencode, pi",
     ),
     Step(
         "actors session register --harness opencode --id oc -o url=http://127.0.0.1:4096"
@@ -642,6 +646,11 @@ SKIPPED: dict[str, str] = {
         "needs an sshd host (root, ip netns); walked against two real sshd hosts by "
         "tests/hosts/test_hosts.py (test_add_ls_rm_two_hosts, "
         "test_runs_on_two_hosts_come_back_once)"
+    ),
+    "actors spawn swarm -v workers=4 -v hosts=alpha,beta -v cmd='make test-shard-$1'": (
+        "needs two sshd hosts (root, ip netns); walked against two real sshd hosts by "
+        "tests/hosts/test_host_swarm.py (test_a_swarm_spreads_its_workers_over_two_hosts, "
+        "test_killing_the_swarm_kills_its_workers_on_their_hosts)"
     ),
 }
 """Tour lines not run here, each with the reason."""

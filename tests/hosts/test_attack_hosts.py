@@ -693,3 +693,60 @@ def test_the_host_accepts_a_key_once_and_nothing_but_keys(home: StateRoot) -> No
     journal = (home.run("idle").inbox).read_text().splitlines()
     assert sum('"idempotency_key":"K1"' in line.replace(": ", ":") for line in journal) == 1
     assert cli("kill", "run:idle", "--session", "via-x").returncode == 0
+
+
+def test_a_swarm_workers_secret_is_in_no_command_line_and_masked_there(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """A recipe node naming a host: its words reach `actors host step` on stdin and the
+    host on the ssh channel's stdin; the part of a word that is a secret is marked secret
+    there, so the worker's output is masked on the host (and so here)."""
+    from tests.conftest import make_fifo, read_fifo_line
+
+    host = ssh_hosts[1]
+    argv_log = tmp_path / "argv"
+    script = tmp_path / "recording-actors"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {argv_log}\nexec actors "$@"\n')
+    script.chmod(0o755)
+    tmp_path.chmod(0o755)
+    assert cli("host", "add", host.name, host.url, "--actors", str(script)).returncode == 0
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    recipe = tmp_path / "hidden.json"
+    recipe.write_text(
+        json.dumps(
+            {
+                "args": {"code": {"type": "string"}, "token": {"type": "string"}},
+                "template": [{"host": host.name, "template": "sh -c {code} w pre-{token}-post"}],
+            }
+        )
+    )
+    value = "s3cr3t-VALUE-42"
+    code = f'echo "$1"; echo up > {ready}; cat {gate}'
+    done = cli(
+        "spawn", str(recipe), "-v", f"code={code}", "-v", f"token={value}",
+        "--session", "coord", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)["run"]
+    try:
+        assert read_fifo_line(ready) == "up"
+        holding = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    words = (proc / "cmdline").read_bytes().split(b"\x00")
+                except OSError:
+                    continue
+                if any(value.encode() in w for w in words) and words[:3] != [
+                    b"sh", b"-c", code.encode()
+                ]:
+                    holding.append(words)
+        assert holding == []  # only the worker's own command holds it, on the host
+    finally:
+        with open(gate, "w") as w:
+            w.write("x\n")
+    waited = cli("wait", f"run:{run}", "--timeout", "120")
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert value not in argv_log.read_text()
+    shown = cli("result", f"run:{run}").stdout
+    assert "pre-***-post" in shown and value not in shown

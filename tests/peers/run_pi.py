@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,114 @@ def text_of(message: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     return "\n".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+
+
+TUI_FLAGS = (
+    "--offline",
+    "--no-skills",
+    "--no-context-files",
+    "--provider",
+    "fake",
+    "--model",
+    "echo",
+)
+"""An interactive pi as a user runs it (extensions load), offline, on the fake model."""
+
+
+@dataclass
+class PiTui:
+    """A user's interactive pi in a pane of a tmux server of its own, with the actors pi
+    extension and MCP entry `actors install pi --user` wrote."""
+
+    tmux: str
+    """The tmux server's socket name (`tmux -L`)."""
+    session: str
+    """The actors session the extension registered (`pi-<pi's session id>`)."""
+    base: Path
+
+    def type(self, text: str) -> None:
+        """Type `text` into pi's editor and submit it, as a user would."""
+        subprocess.run(["tmux", "-L", self.tmux, "send-keys", "-t", "pi", "-l", text], check=True)
+        subprocess.run(["tmux", "-L", self.tmux, "send-keys", "-t", "pi", "Enter"], check=True)
+
+
+def pi_min_version(major: int) -> None:
+    """Skip (or fail under ACTORS_REQUIRE_PEERS=1) unless the pinned pi is at least
+    `major`.x: the built-in MCP client and the trust-gated extension API are pi >= 0.99's."""
+    from tests.peers.conftest import peer_version
+
+    found = peer_version("pi")
+    if int(found.split(".")[0]) < major:
+        why = f"pi {found} is installed; this test needs pi >= {major} (run `make peers`)"
+        import pytest
+
+        if os.environ.get("ACTORS_REQUIRE_PEERS") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+
+
+def pi_user_env(base: Path, llm_port: int) -> dict[str, str]:
+    """The environment of a user's pi 1.x (throw-away HOME and agent dir under `base`,
+    offline, the fake model), after the real `actors install pi --user` ran in it."""
+    from tests.peers.conftest import actors_install
+
+    pi_min_version(1)
+    for name in ("home", "agent", "proj"):
+        (base / name).mkdir(parents=True, exist_ok=True)
+    write_models(base / "agent", llm_port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PI_", "TMUX"))}
+    env.update(
+        HOME=str(base / "home"),
+        PI_CODING_AGENT_DIR=str(base / "agent"),
+        PI_OFFLINE="1",
+        PI_SKIP_VERSION_CHECK="1",
+        PI_TELEMETRY="0",
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
+    )
+    actors_install("pi", env, base / "proj")
+    return env
+
+
+@contextlib.contextmanager
+def pi_tui(base: Path, llm_port: int, timeout: float = 60) -> Iterator[PiTui]:
+    """Yield an interactive pi 1.x in tmux, configured by the real `actors install pi
+    --user` into its throw-away agent dir, once its extension registered its session."""
+    from runtime.store.layout import StateRoot
+    from tests.conftest import wait_for_change
+
+    pi = peer_bin("pi")
+    env = pi_user_env(base, llm_port)
+    root = StateRoot.from_env()
+    before = set(_pi_sessions(root))
+    tmux = f"actors-pi-{os.getpid()}-{id(base) & 0xFFFF:x}"
+    # a tmux server of its own, started with `env`: its panes get exactly that environment
+    tmux_args = ["-f", "/dev/null", "new-session", "-d", "-s", "pi", "-x", "160", "-y", "50"]
+    subprocess.run(
+        ["tmux", "-L", tmux, *tmux_args, "-c", str(base / "proj"), str(pi), *TUI_FLAGS],
+        check=True,
+        env=env,
+    )
+    try:
+        root.path.mkdir(parents=True, exist_ok=True)
+        found: list[str] = []
+
+        def registered() -> bool:
+            found[:] = [s for s in _pi_sessions(root) if s not in before]
+            return bool(found)
+
+        wait_for_change(root.path, registered, timeout, "the pi extension registered a session")
+        yield PiTui(tmux, found[0], base)
+    finally:
+        subprocess.run(["tmux", "-L", tmux, "kill-server"], check=False, capture_output=True)
+
+
+def _pi_sessions(root: Any) -> list[str]:
+    """The actors sessions pi's extension registered (their records are written)."""
+    directory = root.path / "sessions"
+    if not directory.is_dir():
+        return []
+    return [
+        p.name
+        for p in directory.iterdir()
+        if (p / "session.json").exists() and p.name.startswith("pi-")
+    ]

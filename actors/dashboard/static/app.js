@@ -151,12 +151,20 @@ async function act(what, path, body, question, yes, no) {
   else notice(`${what}: ${res.data.status || res.data.state || "ok"}`);
 }
 
+// a run on a host (`run:<host>/<id>`, listed with its host): its own page and actions
+function remoteParts(address) { const m = /^run:([^/]+)\/(.+)$/.exec(address || ""); return m ? { host: m[1], id: m[2] } : null; }
+function runApi(run) {
+  const r = run.host ? remoteParts(run.run) : null;
+  return r ? `/api/hosts/${encodeURIComponent(r.host)}/runs/${encodeURIComponent(r.id)}` : `/api/runs/${run.run}`;
+}
+function runHref(run) { return (run.host ? "#/remote/" : "#/run/") + encodeURIComponent(run.run); }
+
 function stopButtons(run) {
-  if (!ACTIVE.has(run.status)) return [];
+  if (!ACTIVE.has(run.status) && !(run.host && run.status === "placed")) return [];
   return [
-    el("button", { class: "cancel", "data-action": "cancel", on: { click: () => act(`Cancel run ${run.run}`, `/api/runs/${run.run}/cancel`, {},
+    el("button", { class: "cancel", "data-action": "cancel", on: { click: () => act(`Cancel run ${run.run}`, `${runApi(run)}/cancel`, {},
       `Stop run ${run.run}? Its commands get SIGTERM, then SIGKILL after the grace period; it ends cancelled.`, "Cancel run", "Keep running") } }, "cancel"),
-    el("button", { class: "kill danger", "data-action": "kill", on: { click: () => act(`Kill run ${run.run}`, `/api/runs/${run.run}/kill`, {},
+    el("button", { class: "kill danger", "data-action": "kill", on: { click: () => act(`Kill run ${run.run}`, `${runApi(run)}/kill`, {},
       `Kill run ${run.run} now? Every process it has gets SIGKILL at once; it ends killed.`, "Kill run", "Keep running") } }, "kill"),
   ];
 }
@@ -194,16 +202,17 @@ function setFilters(f) {
 function runRow(run, depth) {
   const rows = [el("tr", { "data-run": run.run, "data-status": run.status, class: "depth-" + Math.min(depth, 6) },
     el("td", { class: "run" }, el("span", { class: "indent" }, depth ? "└ ".padStart(depth * 2 + 2, " ") : ""),
-      el("a", { href: "#/run/" + encodeURIComponent(run.run) }, run.run)),
+      el("a", { href: runHref(run) }, run.run)),
     el("td", {}, badge(run.status, run.code, run.degraded)),
     el("td", { class: "age", title: run.created_at || "" }, age(run.created_at)),
     el("td", { class: "duration" }, runTime(run)),
     el("td", { class: "what" }, run.what),
     el("td", { class: "progress" }, run.units ? marks(run.units) : "", " ", stepsText(run)),
+    el("td", { class: "host" }, run.host || ""),
     el("td", { class: "actions" }, stopButtons(run)))];
   for (const [label, st] of Object.entries(run.branches || {})) {
     rows.push(el("tr", { class: "branch", "data-branch": label },
-      el("td", { colspan: 7 }, el("span", { class: "indent" }, " ".repeat(depth * 2 + 4)), `branch ${label}: `, el("span", { class: "status s-" + st }, st))));
+      el("td", { colspan: 8 }, el("span", { class: "indent" }, " ".repeat(depth * 2 + 4)), `branch ${label}: `, el("span", { class: "status s-" + st }, st))));
   }
   for (const kid of run.children) rows.push(...runRow(kid, depth + 1));
   return rows;
@@ -226,7 +235,7 @@ async function showRuns() {
   const groups = d.groups.map((g) => el("section", { class: "group", "data-session": g.session },
     el("h2", {}, "session ", el("code", {}, g.session), " ", g.units ? marks(g.units) : ""),
     el("table", { class: "runs" },
-      el("thead", {}, el("tr", {}, ["run", "status", "age", "duration", "recipe", "steps", ""].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["run", "status", "age", "duration", "recipe", "steps", "host", ""].map((h) => el("th", {}, h)))),
       el("tbody", {}, g.runs.flatMap((r) => runRow(r, 0))))));
   const pager = el("div", { class: "bar pager" },
     el("button", { id: "prev", disabled: d.page <= 1, on: { click: () => setFilters({ ...f, page: d.page - 1 }) } }, "newer"),
@@ -395,6 +404,23 @@ async function showRun(id) {
   for (const p of view.querySelectorAll("pre.stderr")) p.scrollTop = p.scrollHeight;
 }
 
+// ---- a run on a host ------------------------------------------------------------------------
+async function showRemote(address) {
+  const r = remoteParts(address);
+  if (!r) return show(el("p", { class: "bad" }, "not a remote run's address"));
+  const res = await api(`/api/hosts/${encodeURIComponent(r.host)}/runs/${encodeURIComponent(r.id)}`);
+  if (!res.ok) return show(el("p", { class: "bad" }, (res.data.error || "error") + (res.data.hint ? " - " + res.data.hint : "")));
+  const d = res.data, s = d.status, out = d.result;
+  const run = { run: d.address, host: d.host, status: s.status };
+  show(
+    el("h2", {}, "run ", el("code", { id: "run-id" }, d.address), " ", el("span", { id: "run-status" }, badge(s.status, s.code, s.degraded))),
+    el("p", { class: "muted", id: "run-facts" }, `on host ${d.host} · ${s.recipe || s.command || "-"} · started ${age(s.created_at)} ago`),
+    el("div", { class: "bar" }, stopButtons(run), ACTIVE.has(s.status) ? messageButton(d.address) : null),
+    out ? section("result", kv({ status: out.status, code: out.code, reason: out.reason, started: out.started_at, ended: out.ended_at }),
+      out.output ? pre([out.output], "output") : null) : null,
+    section("status (as the host answers it)", kv(Object.fromEntries(Object.entries(s).filter(([, v]) => typeof v !== "object")))));
+}
+
 function msgTable(rows, keys) {
   if (!rows || !rows.length) return el("p", { class: "muted" }, "none");
   return el("table", {}, el("tr", {}, keys.map((k) => el("th", {}, k))),
@@ -454,6 +480,7 @@ function route() {
   let m;
   if ((m = h.match(/^\/run\/(.+)$/))) return { name: "run", id: decodeURIComponent(m[1]) };
   if ((m = h.match(/^\/room\/(.+)$/))) return { name: "room", id: decodeURIComponent(m[1]) };
+  if ((m = h.match(/^\/remote\/(.+)$/))) return { name: "remote", id: decodeURIComponent(m[1]) };
   if (h === "/sessions") return { name: "sessions" };
   return { name: "runs" };
 }
@@ -466,6 +493,7 @@ async function render() {
     for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("here", a.dataset.nav === r.name);
     if (r.name === "run") await showRun(r.id);
     else if (r.name === "room") await showRoom(r.id);
+    else if (r.name === "remote") await showRemote(r.id);
     else if (r.name === "sessions") await showSessions();
     else await showRuns();
   } finally {

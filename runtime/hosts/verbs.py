@@ -1,0 +1,120 @@
+"""A remote run's verbs for the MCP tools and the dashboard: `status`, `result`, `kill`,
+`cancel` and `message` given `run:<host>/<id>`, answered as one JSON object (the CLI's
+`forward` streams the host's output to its own terminal instead; a message goes through
+the host's outbox, as `actors message` sends it).
+
+The same rules as the CLI's: the placement must be this root's, only the placing
+session (or a forced call) controls the run, the host's own verb runs over the host's
+connection, and a kill or cancel the host did ends the placement here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runtime.core.errors import BadInput, Conflict, NotFound, Refused
+from runtime.core.terminal import one_line
+from runtime.hosts.host import Host
+from runtime.hosts.records import end_placement, placement
+from runtime.hosts.remote import CONTROL_VERBS, SESSION_VERBS, STOPS, RemoteRef, remote_ref
+from runtime.hosts.ssh import HostAnswer
+from runtime.store.layout import StateRoot
+
+VERBS = frozenset({"status", "result", "kill", "cancel"})
+"""The verbs answered by the host's own `VERB --json` (a message goes by the outbox)."""
+
+MAX_ANSWER = 4 << 20
+"""The most of a host's JSON answer that is read (a result's output preview is far less)."""
+
+
+def is_remote(address: str) -> bool:
+    """Whether `address` is a remote run's (`run:<host>/<id>`), without checking it."""
+    return address.startswith("run:") and "/" in address
+
+
+def remote_json(
+    root: StateRoot,
+    address: str,
+    verb: str,
+    *,
+    principal: str,
+    force: bool = False,
+) -> dict[str, Any]:
+    """The host's `actors VERB --json -- run:ID` for the run at `address`, as a dict
+    naming the run by its address here."""
+    from runtime.core.bounded_json import decode
+
+    ref = remote_ref(address)
+    if ref is None or verb not in VERBS:
+        raise BadInput(f"{address[:80]!r} is not a remote run's address", hint="run:HOST/ID")
+    host = Host.load(root, ref.host)
+    placed = placement(root, ref.host, ref.run)
+    if placed is None:
+        raise NotFound(
+            f"no run {ref.run} placed on host {ref.host} from here",
+            hint="the runs placed on hosts are listed with their host",
+        )
+    if verb in CONTROL_VERBS and placed["session"] != principal and not force:
+        raise Refused(
+            f"{ref} belongs to session {placed['session']}, not {principal}",
+            hint="act as that session, or force it",
+        )
+    mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
+    argv = [verb, *mark, "--json", "--", f"run:{ref.run}"]
+    done = host.run(argv, timeout=60)
+    if done.returncode != 0:
+        said = [one_line(line, 400) for line in done.stderr.splitlines() if line.strip()]
+        why = said[-1].removeprefix("actors: ") if said else f"exit status {done.returncode}"
+        raise Conflict(f"on host {host.name}: {why}", hint=f"actors status {ref}")
+    try:
+        found = decode(done.stdout, max_bytes=MAX_ANSWER) if done.stdout.strip() else {}
+    except ValueError as err:
+        found = err
+    if not isinstance(found, dict):
+        raise HostAnswer(
+            f"host {host.name}'s actors answered {verb} with what is not its JSON object",
+            hint="check the actors there (`actors host ls`)",
+        )
+    if verb in ("kill", "cancel"):
+        end_placement(root, ref.host, ref.run, "killed" if verb == "kill" else "cancelled")
+    return _named(found, ref)
+
+
+def remote_message(
+    root: StateRoot,
+    address: str,
+    kind: str,
+    body: Any,
+    *,
+    principal: str,
+    force: bool = False,
+    summary: str | None = None,
+) -> dict[str, Any]:
+    """A message to a remote run, through the host's outbox as `actors message` sends it
+    (queue_message: durable here, delivered once). `control.kill` and `control.stop` are
+    the host's kill and cancel (its end is then known here: an owner's stop sends no
+    follow-up home)."""
+    from runtime.hosts.outbox import outcome
+    from runtime.hosts.remote import RemoteMessage, queue_message
+
+    stop = STOPS.get(kind)
+    if stop is not None:
+        return remote_json(root, address, stop, principal=principal, force=force)
+    call = RemoteMessage(address, kind, body, summary, None, force, principal, True)
+    host, now = queue_message(root, call, principal)
+    if now["state"] == "refused":
+        answer = now.get("answer") or {}
+        why = one_line(str(answer.get("error") or "refused"), 400)
+        raise Conflict(f"on host {host.name}: {why}", hint=f"actors status {address}")
+    return outcome(host, now)
+
+
+def _named(found: dict[str, Any], ref: RemoteRef) -> dict[str, Any]:
+    """The host's answer with the run named by its address here, and its host."""
+    address = str(ref)
+    out = dict(found)
+    for key in ("run", "address"):
+        if key in out:
+            out[key] = address
+    out["host"] = ref.host
+    return out
