@@ -22,8 +22,10 @@ first), `processed_timeout` (s, default 3; 0 = do not wait).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any, ClassVar
@@ -129,8 +131,7 @@ class QwenInputAdapter(AdapterBase):
 def _append_own(path: Path, data: bytes) -> None:
     """One write, appended, to a file of this user's (created 0600 if missing), never
     through a symlink; another user's file raises PermissionError, nothing written."""
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)
+    fd = _open_regular(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         if os.fstat(fd).st_uid != os.geteuid():
             raise PermissionError(1, "owned by another user; nothing was written")
@@ -139,9 +140,26 @@ def _append_own(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def _open_regular(path: Path, flags: int) -> int:
+    """Open a regular file, never through a symlink and never waiting: a FIFO, device or
+    directory planted at the path (another user can plant one in /tmp) raises OSError
+    at once instead of blocking the delivery for ever."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
+            raise OSError(errno.EINVAL, "a FIFO, not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or directory)")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def _tail(path: Path) -> bytes:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = _open_regular(path, os.O_RDONLY)
     except FileNotFoundError:
         return b""
     try:
@@ -157,8 +175,12 @@ def _tail_has(path: Path, needle: str) -> bool:
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
+    try:
+        tail = _tail(path)
+    except OSError:  # not readable, or not a regular file: nothing confirmed from it
+        return []
     out = []
-    for raw in _tail(path).splitlines():
+    for raw in tail.splitlines():
         try:
             record = json.loads(raw)
         except ValueError:

@@ -54,6 +54,41 @@ def test_a_symlink_or_another_users_file_gets_nothing(tmp_path: Path) -> None:
         assert theirs.read_text() == ""
 
 
+def test_a_fifo_or_directory_at_either_path_never_blocks_the_delivery(tmp_path: Path) -> None:
+    """Another user can plant a FIFO where the input or events file goes (a path in
+    /tmp): the delivery fails at once, naming it, instead of hanging on the open. The
+    test runs in a thread, so a hanging open fails it instead of stalling the suite."""
+    import threading
+
+    fifo = tmp_path / "input.fifo"
+    os.mkfifo(fifo)
+    folder = tmp_path / "input.dir"
+    folder.mkdir()
+    answers: list[tuple[str, str | None]] = []
+    target = tmp_path / "ok.jsonl"
+
+    def deliver_all() -> None:
+        answers.append(_deliver(fifo, "Run done"))
+        answers.append(_deliver(folder, "Run done"))
+        events = QwenInputAdapter(
+            {}, {"input_file": str(target), "events_file": str(fifo), "confirm_timeout": "0.2"}
+        )
+        receipt = events.receive_message(
+            {"type": "run.done", "summary": "s"}, DeliveryContext(delivery_id="d-2")
+        )
+        answers.append((receipt.status, receipt.reason))
+
+    worker = threading.Thread(target=deliver_all, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert not worker.is_alive(), "a delivery blocked on a FIFO"
+    (on_fifo, on_dir, events_fifo) = answers
+    assert on_fifo[0] == "failed" and on_fifo[1] and "regular file" in on_fifo[1]
+    assert on_dir[0] == "failed" and on_dir[1]
+    # a FIFO as the events file confirms nothing; the line was written to the input file
+    assert events_fifo[0] == "accepted" and len(target.read_text().splitlines()) == 1
+
+
 def test_registration_refuses_a_missing_or_relative_input_file(home: StateRoot) -> None:
     for options in ([], ["-o", "input_file=relative.jsonl"], ["-o", "events=/x"]):
         done = cli("session", "register", "--harness", "qwen_code", "--id", "q", *options)
