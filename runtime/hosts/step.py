@@ -27,14 +27,13 @@ import contextlib
 import io
 import os
 import re
-import secrets
 import select
 import signal
-import string
 import sys
 from typing import IO
 
-from runtime.core.errors import ActorsError, BadInput
+from runtime.core.errors import ActorsError, BadInput, Conflict
+from runtime.core.ids import short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
 from runtime.hosts.records import end_placement, list_hosts, outstanding, placement
@@ -126,8 +125,7 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     parent = _parent(root)  # first: outside a run, nothing waits for a stdin
     host = Host.load(root, name)
     argv = read_step(source.read(MAX_STEP_BYTES + 1))
-    suffix = "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
-    run_id = f"{parent[:48]}-{suffix}"
+    run_id = f"{parent[:48]}-{short_suffix()}"
     template, values, secret_names = remote_template(argv, _secret_texts(root, parent))
     request = RemoteSpawn(
         host=name,
@@ -176,12 +174,20 @@ def _report(host: Host, run_id: str, status: str) -> int:
     return code
 
 
+LOST = "lost"
+"""A placement's status when the host does not know the run: it was placed here, but the
+placer died before the host started it (nothing there will ever send its end)."""
+
+
 def stop_remote(host: Host, run_id: str) -> bool:
     """Kill the run on its host (the host's own kill: its whole tree there); its
-    placement ends here. False when the host said no (it had ended: its end comes home)."""
+    placement ends here. A run the host does not know (never started there) ends as
+    `lost`. False when the host said no (it had ended: its end comes home)."""
     argv = ["kill", "--session", host.record["session"], f"run:{run_id}"]
     done = host.run(argv, timeout=60)
     if done.returncode != 0:
+        if any(line.startswith(f"actors: no run {run_id};") for line in done.stderr.splitlines()):
+            end_placement(host.root, host.name, run_id, LOST)
         return False
     end_placement(host.root, host.name, run_id, "killed")
     return True
@@ -189,7 +195,16 @@ def stop_remote(host: Host, run_id: str) -> bool:
 
 def stop_placed(root: StateRoot, parent: str) -> list[str]:
     """`actors host reap RUN`: kill on its host every run RUN placed there that is still
-    out. The ones that could not be killed (the host unreachable), with why."""
+    out. The ones that could not be killed (the host unreachable), with why. Only once
+    RUN has ended (its result.json): its end and the fold of its dead runner are the only
+    callers, both after it; before, it would kill a live run's workers under any session."""
+    from runtime.store.layout import check_id
+
+    if not root.run(check_id(parent, "run id")).result.exists():
+        raise Conflict(
+            f"run {parent} has not ended: its placed runs are its own",
+            hint=f"stop the run itself: actors kill run:{parent}",
+        )
     owner = f"run:{parent}"
     problems = []
     for record in list_hosts(root):
