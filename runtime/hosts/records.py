@@ -43,6 +43,7 @@ class Placement(TypedDict):
     what: NotRequired[str]
     """The recipe or template, for `ls`."""
     status: NotRequired[str]
+    """Once ended: the run's final status there, or `lost` (the host never started it)."""
     ended_at: NotRequired[str]
 
 
