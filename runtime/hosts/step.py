@@ -17,7 +17,7 @@ timeout), it kills the remote run on its host first.
 A kill gives no step time to do that (SIGKILL), so the run's end does it: once any of a
 run's commands went to a host (`placed-on-hosts` in its directory), its runner's end, or
 the fold of a runner that died, starts `actors host reap RUN`, which kills on its host
-every run placed by the run that is still out (`stop_placed`). A dropped link kills
+every run placed by the run that is still out (`reap`, once the run has ended). A dropped link kills
 nothing: the step waits on, the link reconnects, and the end comes home late.
 """
 
@@ -193,18 +193,24 @@ def stop_remote(host: Host, run_id: str) -> bool:
     return True
 
 
-def stop_placed(root: StateRoot, parent: str) -> list[str]:
-    """`actors host reap RUN`: kill on its host every run RUN placed there that is still
-    out. The ones that could not be killed (the host unreachable), with why. Only once
-    RUN has ended (its result.json): its end and the fold of its dead runner are the only
-    callers, both after it; before, it would kill a live run's workers under any session."""
+def reap(root: StateRoot, parent: str) -> list[str]:
+    """`actors host reap RUN`: `stop_placed`, only once RUN has ended (its result.json).
+    Its designed callers, the run's end and the fold of its dead runner, come after that;
+    before, anyone could kill a live run's workers through it, under any session (`kill`
+    and `cancel` check the caller owns the run, then call `stop_placed` themselves)."""
     from runtime.store.layout import check_id
 
     if not root.run(check_id(parent, "run id")).result.exists():
         raise Conflict(
-            f"run {parent} has not ended: its placed runs are its own",
+            f"run {parent} has not ended: the runs it placed on hosts are still its own",
             hint=f"stop the run itself: actors kill run:{parent}",
         )
+    return stop_placed(root, parent)
+
+
+def stop_placed(root: StateRoot, parent: str) -> list[str]:
+    """Kill on its host every run `parent` placed there that is still out. The ones that
+    could not be killed (the host unreachable), with why."""
     owner = f"run:{parent}"
     problems = []
     for record in list_hosts(root):
