@@ -36,7 +36,13 @@ from runtime.core.errors import ActorsError, BadInput, Conflict
 from runtime.core.ids import short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
-from runtime.hosts.records import end_placement, list_hosts, outstanding, placement
+from runtime.hosts.records import (
+    end_if_unknown,
+    end_placement,
+    list_hosts,
+    outstanding,
+    placement,
+)
 from runtime.store.layout import StateRoot
 
 EXIT_OF = {"done": 0, "killed": 137, "cancelled": 143}
@@ -174,11 +180,6 @@ def _report(host: Host, run_id: str, status: str) -> int:
     return code
 
 
-LOST = "lost"
-"""A placement's status when the host does not know the run: it was placed here, but the
-placer died before the host started it (nothing there will ever send its end)."""
-
-
 def stop_remote(host: Host, run_id: str) -> bool:
     """Kill the run on its host (the host's own kill: its whole tree there); its
     placement ends here. A run the host does not know (never started there) ends as
@@ -186,8 +187,7 @@ def stop_remote(host: Host, run_id: str) -> bool:
     argv = ["kill", "--session", host.record["session"], f"run:{run_id}"]
     done = host.run(argv, timeout=60)
     if done.returncode != 0:
-        if any(line.startswith(f"actors: no run {run_id};") for line in done.stderr.splitlines()):
-            end_placement(host.root, host.name, run_id, LOST)
+        end_if_unknown(host.root, host.name, run_id, done.stderr)
         return False
     end_placement(host.root, host.name, run_id, "killed")
     return True

@@ -135,6 +135,26 @@ def test_a_placement_the_host_never_started_ends_as_lost(
     assert removed.returncode == 0, removed.stderr
 
 
+@pytest.mark.parametrize("verb", ["kill", "cancel"])
+def test_a_spawn_the_host_never_started_ends_as_lost_when_stopped(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], verb: str
+) -> None:
+    """The same for `spawn --host` (its placer a session): `kill` or `cancel` of it says
+    what the host said (no such run) and the placement ends `lost`, so `host rm` goes."""
+    from runtime.hosts.records import outstanding, place, placement
+
+    host = ssh_hosts[1]
+    assert cli("host", "add", host.name, host.url).returncode == 0
+    place(ssh_home, host.name, "never-started", "coord")
+    stopped = cli(verb, f"run:{host.name}/never-started", "--session", "coord")
+    assert stopped.returncode == 2 and "no run never-started" in stopped.stderr, stopped.stderr
+    ended = placement(ssh_home, host.name, "never-started")
+    assert ended is not None and (ended["state"], ended.get("status")) == ("ended", "lost")
+    assert outstanding(ssh_home, host.name) == []
+    removed = cli("host", "rm", host.name)
+    assert removed.returncode == 0, removed.stderr
+
+
 def test_host_reap_leaves_a_live_swarms_worker_running(
     ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
 ) -> None:
