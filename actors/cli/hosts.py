@@ -116,11 +116,12 @@ def host_step(name: str) -> None:
 @host_group.command("reap", hidden=True)
 @click.argument("run")
 def host_reap(run: str) -> None:
-    """Kill on their hosts the runs RUN placed there that are still out (its end)."""
-    from runtime.hosts.step import stop_placed
+    """Kill on their hosts the runs RUN placed there that are still out (its end: refused
+    while RUN has not ended)."""
+    from runtime.hosts.step import reap
     from runtime.store.layout import parse_run_ref
 
-    for problem in stop_placed(_root(), parse_run_ref(run)):
+    for problem in reap(_root(), parse_run_ref(run)):
         click.echo(f"actors: could not stop {problem}", err=True)
 
 

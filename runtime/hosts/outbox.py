@@ -36,7 +36,7 @@ from runtime.core.faults import pause_point
 from runtime.core.ids import new_id, now_iso
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
-from runtime.hosts.ssh import SSH_FAILED, HostUnreachable, explain
+from runtime.hosts.ssh import SSH_FAILED, HostUnreachable, explain, no_ssh
 from runtime.store.layout import StateRoot
 
 MAX_ANSWER = 1 << 20
@@ -137,12 +137,27 @@ def send(host: Host, message: Queued) -> Queued:
 
     queue(host, message)
     with locked(host.paths.outbox_lock):
-        with contextlib.suppress(HostUnreachable):
+        try:
             flush_locked(host, own=message["key"])
+        except HostUnreachable:
+            pass  # stays queued: the sender is told so, the link carries it
+        except ActorsError as err:
+            _withdraw(host, message["key"], err)
+            raise
         mine = next((m for m in messages(host) if m["key"] == message["key"]), message)
         if mine["state"] == "queued":
             _mark(host, mine["key"], told="queued")
     return mine
+
+
+def _withdraw(host: Host, key: str, err: ActorsError) -> None:
+    """The caller is told its message failed (`err`): unless the host already took it,
+    it is refused here, so no later flush delivers what its sender was told did not go
+    (a resend would double it). Best effort: the error the caller sees is `err`."""
+    with contextlib.suppress(ActorsError, OSError):
+        mine = next((m for m in messages(host) if m["key"] == key), None)
+        if mine is not None and mine["state"] == "queued":
+            _mark(host, key, state="refused", answer={"key": key, "error": one_line(str(err), 300)})
 
 
 def flush(host: Host) -> None:
@@ -164,9 +179,13 @@ def flush_locked(host: Host, *, own: str | None) -> None:
     argv = host.command(["host", "deliver", "--session", host.record["session"]])
     wire = b"".join(json.dumps(_wire(m), separators=(",", ":")).encode() + b"\n" for m in queued)
     by_key = {m["key"]: m for m in queued}
-    with subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    ) as channel:
+    try:
+        channel = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+    except FileNotFoundError as exc:
+        raise no_ssh() from exc
+    with channel:
         assert channel.stdin is not None and channel.stdout is not None
         assert channel.stderr is not None
         timer = threading.Timer(FLUSH_TIMEOUT_S + len(queued), channel.kill)

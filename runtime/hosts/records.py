@@ -43,6 +43,7 @@ class Placement(TypedDict):
     what: NotRequired[str]
     """The recipe or template, for `ls`."""
     status: NotRequired[str]
+    """Once ended: the run's final status there, or `lost` (the host never started it)."""
     ended_at: NotRequired[str]
 
 
@@ -150,6 +151,22 @@ def end_placement(root: StateRoot, host: str, run_id: str, status: str) -> None:
         from runtime.messaging.doorbells import ring
 
         ring(paths.doorbells)
+
+
+LOST = "lost"
+"""A placement's status when its host does not know the run: it was placed here, but the
+placer died before the host started it (nothing there will ever send its end)."""
+
+
+def end_if_unknown(root: StateRoot, host: str, run_id: str, stderr: str) -> bool:
+    """A stop the host answered with its not-found line for `run_id` (`actors: no run
+    ID;`, runtime.views.status) ends the placement as `lost`: else it stays `placed` for
+    ever (the link reconnects for it, `host rm` refuses, `ls` shows it out)."""
+    said = f"actors: no run {run_id};"
+    if not any(line.startswith(said) for line in stderr.splitlines()):
+        return False
+    end_placement(root, host, run_id, LOST)
+    return True
 
 
 def forget_host(root: StateRoot, name: str) -> None:

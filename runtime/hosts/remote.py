@@ -25,6 +25,7 @@ from runtime.hosts.outbox import Queued
 from runtime.hosts.records import (
     HostRecord,
     Placement,
+    end_if_unknown,
     end_placement,
     forget_host,
     host_paths,
@@ -374,9 +375,12 @@ def forward(root: StateRoot, call: RemoteCall | RemoteMessage) -> int:
         raise explain(name, r["address"], r["port"], stderr)
     if stderr:
         sys.stderr.write(_remote_error(host, stderr) if code else stderr)
-    if code == 0 and verb in ("kill", "cancel"):
+    if verb in ("kill", "cancel"):
         for ref in refs:
-            end_placement(root, name, ref.run, "killed" if verb == "kill" else "cancelled")
+            if code == 0:
+                end_placement(root, name, ref.run, "killed" if verb == "kill" else "cancelled")
+            else:
+                end_if_unknown(root, name, ref.run, stderr)
     return code
 
 

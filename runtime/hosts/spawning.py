@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import string
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
 from runtime.core.errors import BadInput, Conflict
-from runtime.core.ids import is_valid_id
+from runtime.core.ids import is_valid_id, short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
 from runtime.hosts.records import host_paths, place, placement
@@ -112,7 +110,7 @@ def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
         run_id = check_id(req.as_.removeprefix("run:"), "run id")
     else:
         label = name if name and is_valid_id(name) and len(name) < 40 else "run"
-        run_id = f"{label}-" + "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
+        run_id = f"{label}-{short_suffix()}"
     if placement(root, host.name, run_id) is not None:
         raise Conflict(
             f"run {run_id} was already placed on {host.name}", hint="choose another --as"

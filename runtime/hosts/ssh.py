@@ -45,6 +45,11 @@ class HostAnswer(ActorsError):
     JSON (a different or a hostile actors there)."""
 
 
+def no_ssh() -> ResourceError:
+    """The one line for an `ssh` that is not on PATH (every start of ssh raises it)."""
+    return ResourceError("ssh is not installed", hint="install OpenSSH's client")
+
+
 def ssh_argv(paths: HostPaths, user: str, address: str, port: int) -> list[str]:
     """The ssh command line up to the remote command."""
     socket = str(paths.control_socket)
@@ -160,7 +165,7 @@ def run_remote(
     except subprocess.TimeoutExpired as err:
         raise HostUnreachable(f"host {name} did not answer within {timeout:.0f}s") from err
     except FileNotFoundError as err:
-        raise ResourceError("ssh is not installed", hint="install OpenSSH's client") from err
+        raise no_ssh() from err
     if done.returncode == SSH_FAILED:
         raise explain(name, address, port, done.stderr)
     return done

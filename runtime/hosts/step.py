@@ -17,7 +17,7 @@ timeout), it kills the remote run on its host first.
 A kill gives no step time to do that (SIGKILL), so the run's end does it: once any of a
 run's commands went to a host (`placed-on-hosts` in its directory), its runner's end, or
 the fold of a runner that died, starts `actors host reap RUN`, which kills on its host
-every run placed by the run that is still out (`stop_placed`). A dropped link kills
+every run placed by the run that is still out (`reap`, once the run has ended). A dropped link kills
 nothing: the step waits on, the link reconnects, and the end comes home late.
 """
 
@@ -27,17 +27,22 @@ import contextlib
 import io
 import os
 import re
-import secrets
 import select
 import signal
-import string
 import sys
 from typing import IO
 
-from runtime.core.errors import ActorsError, BadInput
+from runtime.core.errors import ActorsError, BadInput, Conflict
+from runtime.core.ids import short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
-from runtime.hosts.records import end_placement, list_hosts, outstanding, placement
+from runtime.hosts.records import (
+    end_if_unknown,
+    end_placement,
+    list_hosts,
+    outstanding,
+    placement,
+)
 from runtime.store.layout import StateRoot
 
 EXIT_OF = {"done": 0, "killed": 137, "cancelled": 143}
@@ -126,8 +131,7 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     parent = _parent(root)  # first: outside a run, nothing waits for a stdin
     host = Host.load(root, name)
     argv = read_step(source.read(MAX_STEP_BYTES + 1))
-    suffix = "".join(secrets.choice(string.ascii_lowercase) for _ in range(6))
-    run_id = f"{parent[:48]}-{suffix}"
+    run_id = f"{parent[:48]}-{short_suffix()}"
     template, values, secret_names = remote_template(argv, _secret_texts(root, parent))
     request = RemoteSpawn(
         host=name,
@@ -178,18 +182,35 @@ def _report(host: Host, run_id: str, status: str) -> int:
 
 def stop_remote(host: Host, run_id: str) -> bool:
     """Kill the run on its host (the host's own kill: its whole tree there); its
-    placement ends here. False when the host said no (it had ended: its end comes home)."""
+    placement ends here. A run the host does not know (never started there) ends as
+    `lost`. False when the host said no (it had ended: its end comes home)."""
     argv = ["kill", "--session", host.record["session"], f"run:{run_id}"]
     done = host.run(argv, timeout=60)
     if done.returncode != 0:
+        end_if_unknown(host.root, host.name, run_id, done.stderr)
         return False
     end_placement(host.root, host.name, run_id, "killed")
     return True
 
 
+def reap(root: StateRoot, parent: str) -> list[str]:
+    """`actors host reap RUN`: `stop_placed`, only once RUN has ended (its result.json).
+    Its designed callers, the run's end and the fold of its dead runner, come after that;
+    before, anyone could kill a live run's workers through it, under any session (`kill`
+    and `cancel` check the caller owns the run, then call `stop_placed` themselves)."""
+    from runtime.store.layout import check_id
+
+    if not root.run(check_id(parent, "run id")).result.exists():
+        raise Conflict(
+            f"run {parent} has not ended: the runs it placed on hosts are still its own",
+            hint=f"stop the run itself: actors kill run:{parent}",
+        )
+    return stop_placed(root, parent)
+
+
 def stop_placed(root: StateRoot, parent: str) -> list[str]:
-    """`actors host reap RUN`: kill on its host every run RUN placed there that is still
-    out. The ones that could not be killed (the host unreachable), with why."""
+    """Kill on its host every run `parent` placed there that is still out. The ones that
+    could not be killed (the host unreachable), with why."""
     owner = f"run:{parent}"
     problems = []
     for record in list_hosts(root):

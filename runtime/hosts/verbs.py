@@ -15,7 +15,7 @@ from typing import Any
 from runtime.core.errors import BadInput, Conflict, NotFound, Refused
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
-from runtime.hosts.records import end_placement, placement
+from runtime.hosts.records import end_if_unknown, end_placement, placement
 from runtime.hosts.remote import CONTROL_VERBS, SESSION_VERBS, STOPS, RemoteRef, remote_ref
 from runtime.hosts.ssh import HostAnswer
 from runtime.store.layout import StateRoot
@@ -63,6 +63,8 @@ def remote_json(
     argv = [verb, *mark, "--json", "--", f"run:{ref.run}"]
     done = host.run(argv, timeout=60)
     if done.returncode != 0:
+        if verb in ("kill", "cancel"):
+            end_if_unknown(root, ref.host, ref.run, done.stderr)
         said = [one_line(line, 400) for line in done.stderr.splitlines() if line.strip()]
         why = said[-1].removeprefix("actors: ") if said else f"exit status {done.returncode}"
         raise Conflict(f"on host {host.name}: {why}", hint=f"actors status {ref}")

@@ -162,10 +162,21 @@ def begin_leaf(
     )  # fmt: skip
 
 
+def _forget_request(leaf: Leaf) -> None:
+    """A command on a host's words (they may hold a secret) go once the step has them
+    open as its stdin, or once it will never start: no copy stays outside run.json."""
+    if leaf.request is not None:
+        try:
+            leaf.request.unlink(missing_ok=True)
+        except OSError:
+            pass  # a read-only captures dir: the run goes on; the file is 0600
+
+
 def end_leaf(ctx: RunContext, leaf: Leaf) -> Outcome:
     """Close the captures, journal `command.done` and return the node's outcome."""
     leaf.out.close()
     leaf.err.close()
+    _forget_request(leaf)  # a command stopped before it was started
     done = _command_done(
         ctx, leaf.argv, leaf.ended, leaf.common, leaf.attempt, leaf.started, (leaf.out, leaf.err)
     )
@@ -365,6 +376,8 @@ class Command:
         except OSError as exc:
             self._not_started(pipes, exc)
             return
+        finally:
+            _forget_request(leaf)
         actions = [
             (os.POSIX_SPAWN_DUP2, stdin_fd, 0),
             (os.POSIX_SPAWN_DUP2, pipes[0][1], 1),
