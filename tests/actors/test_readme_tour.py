@@ -199,10 +199,19 @@ def group_and_queue(tour: Tour, results: list[Result]) -> None:
     assert made.stdout == "group ci: parallel 2\n", made.stdout
     runs = [one_run_id(first, "ticker")]
     try:
-        for _ in range(2):
-            more = tour.actors("spawn", "ticker", "--group", "ci")
-            ok(more)
-            runs.append(one_run_id(more, "ticker"))
+        second = tour.actors("spawn", "ticker", "--group", "ci")
+        ok(second)
+        runs.append(one_run_id(second, "ticker"))
+        # spawn's "queued" is a forecast from the slots held now: once both hold theirs
+        # (a loaded machine may start their runners later than the next spawn)
+        from runtime.runner.slots import holders
+        from runtime.store.layout import StateRoot
+
+        group = StateRoot(tour.root).group("ci")
+        wait_for_change(group.dir, lambda: len(holders(group)) == 2, 30, "two slots held")
+        more = tour.actors("spawn", "ticker", "--group", "ci")
+        ok(more)
+        runs.append(one_run_id(more, "ticker"))
         assert "queued: waits for a slot of group ci" in more.stderr, more.stderr
         wait_for_change(
             tour.root / "runs",
