@@ -168,8 +168,9 @@ class ActorsTools:
 
     def _message(self, p: Any, session: str) -> tuple[str, Any]:
         from actors import api
+        from runtime.hosts.address import is_remote
 
-        if p.to.startswith("run:") and "/" in p.to:  # a run on a host (runtime.hosts)
+        if is_remote(p.to):  # a run on a host (runtime.hosts)
             from runtime.hosts.verbs import remote_message
 
             sent = remote_message(
@@ -194,9 +195,10 @@ class ActorsTools:
         from actors import api
         from runtime.compiler.redact import redact_deep, run_secrets
         from runtime.delivery.followups import result_line
+        from runtime.hosts.address import is_remote
         from runtime.views.status import find_run
 
-        if p.run.startswith("run:") and "/" in p.run:  # a run on a host: its host answers
+        if is_remote(p.run):  # a run on a host: its host answers
             return self._remote(p.run, "result", session)
         found = dict(api.result(p.run, home=self.home))
         paths, record = find_run(self.root, str(found["run"]))
@@ -211,10 +213,11 @@ class ActorsTools:
 
     def _status(self, p: Any, session: str) -> tuple[str, Any]:
         """What `actors status --json` shows (its secrets masked), compact."""
+        from runtime.hosts.address import is_remote
         from runtime.store.layout import parse_run_ref
         from runtime.views.status import find_run, shown_status
 
-        if p.run.startswith("run:") and "/" in p.run:
+        if is_remote(p.run):
             return self._remote(p.run, "status", session)
         data = _compact(dict(shown_status(*find_run(self.root, parse_run_ref(p.run)))))
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)[:8000]

@@ -92,12 +92,12 @@ def _remote(args: list[str]) -> bool:
     click's: actors.cli.runs.spawn_cmd)."""
     if not args or args[0] not in _REMOTE_VERBS:
         return False
-    if args[0] == "message":  # only its address: its type and body are text
-        from runtime.hosts.address import message_address
+    from runtime.hosts.address import is_remote, message_address
 
+    if args[0] == "message":  # only its address: its type and body are text
         index = message_address(args[1:])
-        return index is not None and args[1 + index].startswith("run:") and "/" in args[1 + index]
-    return any(a.startswith("run:") and "/" in a for a in args[1:])
+        return index is not None and is_remote(args[1 + index])
+    return any(is_remote(a) for a in args[1:])
 
 
 def _hook(args: list[str]) -> None:

@@ -19,6 +19,7 @@ from actors.dashboard.asgi import Request, send_error, send_json
 from actors.dashboard.live import Hub
 from runtime.core.bounded_json import decode_input
 from runtime.core.errors import BadInput, Refused
+from runtime.hosts.address import is_remote
 from runtime.runs.ownership import Principal, check_control
 from runtime.views.status import find_run
 
@@ -109,7 +110,7 @@ async def message(request: Request, hub: Hub) -> None:
     force = bool(data.get("force"))
 
     def act() -> Any:
-        if to.startswith("run:") and "/" in to:  # a run on a host: sent there
+        if is_remote(to):  # a run on a host: sent there
             return _message_remote(hub, to, kind, data.get("body"), principal, force)
         address = parse_address(full_address(to))
         if not force and address.kind in ("run", "room", "branch") and address.target:

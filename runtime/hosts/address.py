@@ -1,5 +1,6 @@
-"""Which argument of a verb is a run's address: what actors.cli reads on every call of
-`actors message` to tell a remote run from a local one, so it imports nothing."""
+"""Which argument of a verb is a run's address, and whether it is a remote run's: what
+actors.cli reads on every call of a run verb to tell a remote run from a local one, so it
+imports nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ from collections.abc import Sequence
 MESSAGE_VALUE_OPTIONS = frozenset({"--summary", "--reply-to", "--session"})
 """`actors message`'s options that take a value (actors.cli.commands.MESSAGE_ARGS,
 repeated here so this module imports nothing; a test holds them equal)."""
+
+
+def is_remote(address: str) -> bool:
+    """Whether `address` names a run on a host (`run:<host>/<id>`), before its parts are
+    checked (runtime.hosts.remote.remote_ref validates them): the one spelling of it."""
+    return address.startswith("run:") and "/" in address
 
 
 def message_address(args: Sequence[str]) -> int | None:

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from runtime.core.errors import BadInput, Conflict, NotFound, Refused
 from runtime.core.ids import is_valid_id, now_iso
 from runtime.core.terminal import one_line
-from runtime.hosts.address import message_address
+from runtime.hosts.address import is_remote, message_address
 from runtime.hosts.host import Host
 from runtime.hosts.outbox import Queued
 from runtime.hosts.records import (
@@ -88,7 +88,7 @@ class RemoteRef(NamedTuple):
 
 def remote_ref(text: str) -> RemoteRef | None:
     """`run:<host>/<id>` -> its parts (validated); None for any other address."""
-    if not text.startswith("run:") or "/" not in text:
+    if not is_remote(text):
         return None
     host, _, run = text[4:].partition("/")
     if not is_valid_id(host) or not is_valid_id(run):

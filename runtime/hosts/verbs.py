@@ -27,11 +27,6 @@ MAX_ANSWER = 4 << 20
 """The most of a host's JSON answer that is read (a result's output preview is far less)."""
 
 
-def is_remote(address: str) -> bool:
-    """Whether `address` is a remote run's (`run:<host>/<id>`), without checking it."""
-    return address.startswith("run:") and "/" in address
-
-
 def remote_json(
     root: StateRoot,
     address: str,
