@@ -162,6 +162,16 @@ def test_a_real_shell_pane_is_never_typed_into(
     server.tmux("send-keys", "-t", "t:0.0", "-l", f"touch {ready}")
     server.tmux("send-keys", "-t", "t:0.0", "Enter")
     wait_for_change(tmp_path, ready.exists, what="the shell's first line")
+    # `touch` made the file but may still be the pane's foreground for a moment: the
+    # shell itself is what this test types at (a command in a shell pane is a known
+    # window of the adapter's foreground check: docs/adapters.md, tmux)
+    wait_for_change(
+        tmp_path,
+        lambda: server.tmux("display-message", "-p", "-t", "t:0.0", "#{pane_current_command}")
+        .stdout.strip()
+        .endswith(shell),
+        what="the shell in the foreground again",
+    )
     envelope = {"summary": "$(touch PWNED)", "type": "note.x"}
     receipt = server.adapter().receive_message(envelope, _context())
     assert receipt.status == "failed" and receipt.retryable is False
