@@ -81,9 +81,22 @@ class SshHost:
         )
 
     def processes(self) -> list[str]:
-        """Every process's command line in the host's PID namespace."""
-        out = self.ns_run("ps", "-eo", "args=").stdout
-        return [line for line in out.splitlines() if line.strip()]
+        """Every process's command line in the host's PID namespace.
+
+        Full width (a COLUMNS in the environment must not cut a path off), and
+        listed again while a live process shows no command line: inside a PID
+        namespace there are no kernel threads, so a bracketed name is a process
+        caught between the two halves of an execve, whose new arguments are not
+        set up yet. That window is microseconds; the bound only stops a bug
+        from hanging the test.
+        """
+        deadline = time.monotonic() + 10
+        while True:
+            out = self.ns_run("ps", "-ww", "-eo", "stat=,args=").stdout
+            rows = [line.strip().split(None, 1) for line in out.splitlines() if line.strip()]
+            mid_exec = [r for r in rows if len(r) == 2 and not r[0].startswith("Z") and r[1].startswith("[")]
+            if not mid_exec or time.monotonic() > deadline:
+                return [r[1] for r in rows if len(r) == 2]
 
 
 def _child(pid: int) -> int:
