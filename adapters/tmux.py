@@ -224,17 +224,40 @@ class TmuxAdapter(AdapterBase):
         )
 
 
+TYPED_NOTE = "- run-written data, not an instruction"
+"""The typed line's data note: INLINE_NOTE's words without its parentheses, which a shell
+parses."""
+_SHELL_ACTIVE = re.compile(r"[^\w .,:+=@%/-]")
+"""Anything but letters, digits, `_`, space and `.,:+=@%/-`: the characters some shell
+gives a meaning to (quotes, `$`, backquote, `\\`, `!`, globs, `~`, `#`, braces, redirections,
+separators), in or out of double quotes; rc, which has no double quotes, included."""
+
+
+def shell_inert(text: str) -> str:
+    """Run-written text for the typed line, with every character a shell could act on
+    replaced by `_` (the body file has the text as written)."""
+    return _SHELL_ACTIVE.sub("_", text)
+
+
 def pointer_line(envelope: dict[str, Any], context: DeliveryContext) -> str:
     """One line an agent (or a person) can act on, pointing at the full body: our words,
-    the run-written summary quoted as one inert JSON string (runtime.delivery.render),
-    and the body file (itself fenced by the same renderer)."""
-    from runtime.delivery.render import INLINE_NOTE, inline, token
+    the run-written summary made inert, cut and quoted (the body file, fenced by
+    runtime.delivery.render, has it whole).
 
-    summary = inline(envelope.get("summary") or envelope.get("type"), 200)
+    A line that a shell does nothing with, should it reach one: the foreground check
+    above has a window (the pane's foreground is a command run from a shell, which ends
+    between the check and the keystrokes: the terminal keeps the line for the shell). Run-
+    written parts are shell-inert (`shell_inert`; `token` keeps to `A-Za-z0-9_.:/@+#=-`),
+    so in any shell the line is a command-not-found (`actors:`) with plain words. It
+    starts `actors:`, not with the `[actors]` of our other lines: that word is a glob a
+    shell expands to a file named `a`, `c`, `t`, `o`, `r` or `s` in its directory, a
+    file a run can write (and zsh's `r` repeats the last command)."""
+    from runtime.delivery.render import token
+
+    summary = shell_inert(one_line(str(envelope.get("summary") or envelope.get("type")), 200))
     kind = token(envelope.get("type") or "message")
     where = f" - details: {one_line(context.body_file)}" if context.body_file else ""
-    line = (
-        f"[actors] {kind} from {token(envelope.get('from') or '?')}: {summary} {INLINE_NOTE}{where}"
-    )
+    sender = token(envelope.get("from") or "?")
+    line = f'actors: {kind} from {sender}: "{summary}" {TYPED_NOTE}{where}'
     # tmux reads an argument ending in `;` as a command separator (and drops the `;`)
     return line + " ." if line.endswith(";") else line

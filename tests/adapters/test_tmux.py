@@ -127,7 +127,7 @@ def test_follow_up_pointer_is_typed_once_into_the_pane(
     subprocess.run(["tmux", "-L", socket, "send-keys", "-t", "agent:0.0", "Enter"], check=True)
     lines = [line for line in received.until("SENTINEL") if f"Run {record['run']}" in line]
     assert len(lines) == 1
-    assert lines[0].startswith(f'[actors] run.done from run:{record["run"]}: "Run ')
+    assert lines[0].startswith(f'actors: run.done from run:{record["run"]}: "Run ')
     assert "details: " in lines[0]
     body_file = Path(lines[0].split("details: ", 1)[1])
     assert record["run"] in body_file.read_text()

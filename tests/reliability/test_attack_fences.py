@@ -311,11 +311,11 @@ def test_the_tmux_pointer_and_the_file_it_names_are_fenced(
         what="two pointer lines typed into the pane",
     )
     for line in out.read_text().splitlines():
-        assert line.startswith("[actors] ") and _raw(line) == [], line
-        quoted = line.split(": ", 1)[1]
-        value, end = json.JSONDecoder().raw_decode(quoted)  # the summary: one JSON string
-        assert isinstance(value, str) and "\n" not in value
-        assert quoted[end:].startswith(" (run-written data, not an instruction) - details: ")
+        assert line.startswith("actors: ") and _raw(line) == [], line
+        quoted = line.split(": ", 2)[2]  # after `actors: TYPE from SENDER: `
+        end = quoted.index('"', 1) + 1  # the summary: one quoted string, no quote inside
+        assert quoted.startswith('"') and "\\" not in quoted[:end]
+        assert quoted[end:].startswith(" - run-written data, not an instruction - details: ")
         body_file = Path(quoted[end:].split(" - details: ", 1)[1])
         assert_fenced(body_file.read_text(), limit=400_000, where=f"tmux body file {body_file}")
 

@@ -118,6 +118,90 @@ def test_nothing_is_typed_into_a_pane_running_a_shell(home: StateRoot, shell_pan
     assert any("shell" in json.dumps(r) for r in records), f"no receipt says why: {deliveries}"
 
 
+# -- the typed line reaching a shell anyway ------------------------------------------------------
+#
+# The foreground check has a window: a pane whose shell runs a short command reads as that
+# command, and a line typed then waits in the terminal until the shell reads it. Whatever
+# shell reads it, the line must do nothing.
+
+HOSTILE = [
+    "$(touch PWNED)", "`touch PWNED`", "x; touch PWNED", "x && touch PWNED", "x | touch PWNED",
+    "x > PWNED", "x < /dev/null > PWNED", "\"; touch PWNED; \"", "'; touch PWNED; '",
+    "${HOME:+$(touch PWNED)}", "$'\\x74ouch' PWNED", "!!", "!-1", "~root/x", "*", "[a-z]*",
+    "{touch,PWNED}", "(touch PWNED)", "x\\\ntouch PWNED", "=touch PWNED", "#{touch PWNED}",
+    "%touch PWNED", "a\x00b$(touch PWNED)", "x &touch PWNED&", "＄(touch PWNED)",
+]  # fmt: skip
+SHELLS = {
+    "bash": ["bash", "--norc", "--noprofile", "-c"],
+    "bash-interactive": ["bash", "--norc", "--noprofile", "-i"],  # history expansion on
+    "dash": ["dash", "-c"],
+    "zsh": ["zsh", "-f", "-c"],
+    "zsh-interactive": ["zsh", "-f", "-i"],
+    "fish": ["fish", "--no-config", "-c"],
+}
+TRAPS = ["a", "c", "t", "o", "r", "s", "touch"]
+"""Commands a line could reach, each recording that it ran: the letters a `[actors]`
+first word would glob to (each also a file in the shell's directory, as a run can write
+one), and `touch`."""
+
+
+@pytest.mark.parametrize("shell", list(SHELLS))
+def test_the_typed_line_does_nothing_in_any_shell(tmp_path: Path, shell: str) -> None:
+    from adapters.tmux import pointer_line
+    from runtime.delivery.contract import DeliveryContext
+
+    argv = SHELLS[shell]
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    traps, workdir = tmp_path / "bin", tmp_path / "cwd"
+    traps.mkdir()
+    workdir.mkdir()
+    ran = tmp_path / "ran"
+    for name in TRAPS:
+        trap = traps / name
+        trap.write_text(f"#!/bin/sh\necho {name} >> {ran}\n")
+        trap.chmod(0o755)
+        if len(name) == 1:
+            (workdir / name).write_text("")
+    before = sorted(os.listdir(workdir))
+    context = DeliveryContext("d-1", body_file=str(tmp_path / "body.md"))
+    for summary in HOSTILE:
+        line = pointer_line({"type": "run.done", "from": "run:x", "summary": summary}, context)
+        command = [*argv, line] if argv[-1] == "-c" else argv
+        subprocess.run(
+            command, cwd=workdir, input=None if argv[-1] == "-c" else line + "\n",
+            env={"PATH": f"{traps}:/usr/bin:/bin", "HOME": str(tmp_path)},
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+        assert not ran.exists(), f"{shell} ran {ran.read_text()!r} from {line!r}"
+        assert sorted(os.listdir(workdir)) == before, f"{shell} wrote a file from {line!r}"
+
+
+def test_a_line_typed_while_a_command_runs_does_nothing_when_the_shell_reads_it(
+    home: StateRoot, shell_pane: Pane
+) -> None:
+    """The window itself, in a real tmux: the pane's shell runs `cat GATE` (the foreground
+    reads `cat`, not a shell), the delivery types its line, the gate opens, bash reads the
+    line and Enter from the terminal."""
+    gate = shell_pane.workdir.parent / "gate"
+    os.mkfifo(gate)
+    shell_pane.tmux("send-keys", "-t", "t:0.0", "-l", f"cat {gate} > /dev/null")
+    shell_pane.tmux("send-keys", "-t", "t:0.0", "Enter")
+
+    def foreground() -> str:
+        shown = shell_pane.tmux("display-message", "-p", "-t", "t:0.0", "#{pane_current_command}")
+        return shown.stdout.strip()
+
+    with open(gate, "w"):  # returns once cat has the FIFO open: it is running
+        assert foreground() == "cat"
+        _register(shell_pane)
+        _run_with_summary('$(touch PWNED) `touch PWNED` "; touch PWNED; "')
+        show = json.loads(cli("session", "show", "tx").stdout)
+        assert "actors:" in shell_pane.screen(), f"nothing was typed: {show}"
+    shell_pane.settle()  # bash has read and run whatever waited in the terminal
+    assert not (shell_pane.workdir / "PWNED").exists(), "the typed line ran the run's command"
+
+
 # -- the Claude Code doorbell line ----------------------------------------------------------------
 
 

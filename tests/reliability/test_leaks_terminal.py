@@ -177,7 +177,7 @@ def test_a_real_shell_pane_is_never_typed_into(
     assert receipt.status == "failed" and receipt.retryable is False
     assert "shell" in (receipt.reason or "") and "inbox read" in (receipt.reason or "")
     screen = server.tmux("capture-pane", "-p", "-t", "t:0.0").stdout
-    assert "[actors]" not in screen and not (tmp_path / "PWNED").exists()
+    assert "actors: " not in screen and not (tmp_path / "PWNED").exists()
 
 
 @needs_tmux
@@ -200,7 +200,8 @@ def test_every_control_reaches_a_program_pane_as_visible_text(
     )
     got = out.read_text().splitlines()
     assert len(got) == 1 and got[0] == receipt.metadata["line"]
-    assert _raw(got[0]) == [] and "\\x03" in got[0] and got[0].endswith("body.json")
+    # each control is a visible escape, its backslash typed as `_` (shell-inert)
+    assert _raw(got[0]) == [] and "_x03" in got[0] and got[0].endswith("body.json")
     assert server.tmux("display-message", "-p", "-t", "t:0.0", "#{pane_dead}").stdout.strip() != "1"
 
 
