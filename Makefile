@@ -36,9 +36,10 @@ system-deps:
 	@# tests/hosts run real OpenSSH servers, each in its own network, PID and mount namespaces
 	@test -x /usr/sbin/sshd || { echo "installing openssh-server (tests/hosts drive real sshd hosts)"; \
 		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq openssh-server >/dev/null; }
-	@# tests/hosts check the ssh command string reads the same under fish and csh logins
-	@test -x /usr/bin/fish -a -x /usr/bin/tcsh || { echo "installing fish and tcsh (tests/hosts read the remote command under every login shell)"; \
-		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq fish tcsh >/dev/null; }
+	@# tests/hosts check the ssh command string reads the same under fish and csh logins;
+	@# tests/reliability type the tmux adapter's line into zsh, fish and tcsh as well
+	@test -x /usr/bin/fish -a -x /usr/bin/tcsh -a -x /usr/bin/zsh || { echo "installing fish, tcsh and zsh (tests read a command under every login shell)"; \
+		$(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq fish tcsh zsh >/dev/null; }
 
 # Bytecode is compiled ahead: with PYTHONDONTWRITEBYTECODE set (as on this team's machines)
 # Python would otherwise recompile every module on every CLI call (~25 ms of `message`).

@@ -138,6 +138,7 @@ SHELLS = {
     "zsh": ["zsh", "-f", "-c"],
     "zsh-interactive": ["zsh", "-f", "-i"],
     "fish": ["fish", "--no-config", "-c"],
+    "tcsh": ["tcsh", "-f", "-c"],
 }
 TRAPS = ["a", "c", "t", "o", "r", "s", "touch"]
 """Commands a line could reach, each recording that it ran: the letters a `[actors]`
