@@ -36,6 +36,7 @@ PLANS = {
     "claude-code": "adapters.claude_code.install:plan",
     "codex": "adapters.codex.install:plan",
     "opencode": "adapters.opencode.install:plan",
+    "kilo": "adapters.opencode.install:plan_kilo",
     "qwen-code": "adapters.qwen:plan",
     "copilot": "adapters.copilot:plan",
     "pi": "adapters.pi.install:plan",

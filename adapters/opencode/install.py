@@ -1,6 +1,7 @@
 """`actors install opencode`: `mcp.actors` in the project's `opencode.json`, or the
 user's `$XDG_CONFIG_HOME/opencode/opencode.json` (default `~/.config`), and the plugin
-`plugins/actors-session.js` beside it (`.opencode/` in the project).
+`plugins/actors-session.js` beside it (`.opencode/` in the project). `actors install
+kilo` writes the same into Kilo Code's `kilo.json` and `kilo/plugins/` (`.kilo/`).
 
 OpenCode starts one MCP server per instance, before any session exists, and calls its
 tools with the arguments alone. The plugin hooks `tool.execute.before` (which OpenCode
@@ -83,19 +84,27 @@ export const ActorsSession = async ({ serverUrl }) => ({
 ours, so install replaces them and uninstall removes them."""
 
 
-def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
+def plan(scope: str, wake: str, command: list[str], *, product: str = "opencode") -> list[Edit]:
     """Our local MCP server entry, for `command` (how OpenCode starts us), and the
-    plugin; `wake` is Claude Code's."""
+    plugin; `wake` is Claude Code's. `product` names the config: `opencode`, or `kilo`
+    for Kilo Code (an OpenCode fork: the same config keys and plugin API, read from
+    `kilo.json` in `~/.config/kilo/` or the project, plugins from `.kilo/plugins/`)."""
     xdg = Path(config.path(config.XDG_CONFIG_HOME))
     if scope == "project":
-        target, plugins = Path.cwd() / "opencode.json", Path.cwd() / ".opencode" / "plugins"
+        target = Path.cwd() / f"{product}.json"
+        plugins = Path.cwd() / f".{product}" / "plugins"
     else:
-        target, plugins = xdg / "opencode" / "opencode.json", xdg / "opencode" / "plugins"
+        target, plugins = xdg / product / f"{product}.json", xdg / product / "plugins"
     local: dict[str, Any] = {"type": "local", "command": [*command, "mcp"], "enabled": True}
     return [
         json_edit(target, *mcp_entry("mcp", local), what="MCP server actors (mcp.actors)"),
         whole_file(plugins / "actors-session.js"),
     ]
+
+
+def plan_kilo(scope: str, wake: str, command: list[str]) -> list[Edit]:
+    """`actors install kilo`: OpenCode's plan in Kilo Code's config."""
+    return plan(scope, wake, command, product="kilo")
 
 
 def whole_file(path: Path) -> Edit:

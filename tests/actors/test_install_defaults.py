@@ -35,6 +35,7 @@ WRITTEN = {
     "claude-code": (".claude.json", ".claude/settings.json"),
     "codex": (".codex/config.toml",),
     "opencode": (".config/opencode/opencode.json",),
+    "kilo": (".config/kilo/kilo.json", ".config/kilo/plugins/actors-session.js"),
     "qwen-code": (".qwen/settings.json",),
     "copilot": (".copilot/hooks/actors.json",),
     "pi": (".pi/agent/mcp.json", ".pi/agent/extensions/actors.js"),

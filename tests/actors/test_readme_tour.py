@@ -447,8 +447,9 @@ def doctor(tour: Tour, results: list[Result]) -> None:
 
 
 def install_claude(tour: Tour, results: list[Result]) -> None:
-    """`MCP server, wake hooks, status line (user config; also codex, opencode, pi)`:
-    Claude Code here, the other three in the next step."""
+    """The README's comment, Claude Code here, the others in the next step:
+    `MCP server, wake hooks, status line (user config; also codex, opencode, kilo, pi, qwen-code, copilot)`
+    """
     (out,) = results
     ok(out)
     home = Path(tour.env["HOME"])
@@ -463,19 +464,24 @@ def install_claude(tour: Tour, results: list[Result]) -> None:
 
 
 def run_install_others(tour: Tour) -> list[Result]:
-    """The comment's `(also codex, opencode, pi)`: the same command with those names."""
-    return [tour.actors("install", name) for name in ("codex", "opencode", "pi")]
+    """The comment's `(also codex, opencode, kilo, pi, qwen-code, copilot)`: the same
+    command with those names."""
+    names = ("codex", "opencode", "kilo", "pi", "qwen-code", "copilot")
+    return [tour.actors("install", name) for name in names]
 
 
 def install_others(tour: Tour, results: list[Result]) -> None:
-    codex, opencode, pi = results
-    ok(codex)
-    ok(opencode)
-    ok(pi)
+    assert len(results) == 6, results
+    for out in results:
+        ok(out)
     config = (Path(tour.env["HOME"]) / ".codex" / "config.toml").read_text()
     assert "[mcp_servers.actors]" in config, config
     opencode_config = Path(tour.env["XDG_CONFIG_HOME"]) / "opencode" / "opencode.json"
     assert "actors" in json.loads(opencode_config.read_text())["mcp"]
+    kilo_config = Path(tour.env["XDG_CONFIG_HOME"]) / "kilo" / "kilo.json"
+    assert "actors" in json.loads(kilo_config.read_text())["mcp"]
+    assert "qwen-stop" in (Path(tour.env["HOME"]) / ".qwen" / "settings.json").read_text()
+    assert (Path(tour.env["HOME"]) / ".copilot" / "hooks" / "actors.json").is_file()
     agent = Path(tour.env["HOME"]) / ".pi" / "agent"
     assert "actors" in json.loads((agent / "mcp.json").read_text())["mcpServers"]
     assert (agent / "extensions" / "actors.js").is_file()
@@ -638,7 +644,7 @@ STEPS = [
         "actors install claude-code",
         install_others,
         run_install_others,
-        name="also codex, opencode, pi",
+        name="also codex, opencode, kilo, pi, qwen-code, copilot",
     ),
     Step(
         "actors session register --harness opencode --id oc -o url=http://127.0.0.1:4096"

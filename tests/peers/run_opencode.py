@@ -29,18 +29,20 @@ _LISTENING = re.compile(r"listening on (http://127\.0\.0\.1:\d+)")
 @dataclass(frozen=True)
 class Flavour:
     """Which OpenCode: its executable (and the pin dir that holds it), the prefix of its
-    environment variables, its directory under XDG_CONFIG_HOME and its server's default
-    HTTP Basic user."""
+    environment variables, its directory under XDG_CONFIG_HOME (also the `actors install`
+    harness name), its server's default HTTP Basic user and the plugin package it installs
+    into its config directory when a plugin is present."""
 
     bin: str
     env: str
     config_dir: str
     username: str
+    plugin_package: str
     pin: str = ""
 
 
-OPENCODE = Flavour("opencode", "OPENCODE", "opencode", "opencode")
-KILO = Flavour("kilo", "KILO", "kilo", "kilo", pin="more")
+OPENCODE = Flavour("opencode", "OPENCODE", "opencode", "opencode", "@opencode-ai/plugin")
+KILO = Flavour("kilo", "KILO", "kilo", "kilo", "@kilocode/plugin", pin="more")
 
 
 @dataclass
@@ -118,15 +120,16 @@ def _env(base: Path, llm_port: int, password: str, flavour: Flavour = OPENCODE) 
     return env
 
 
-def install_actors(env: dict[str, str], cwd: Path) -> None:
-    """The real `actors install opencode --user` into the throw-away XDG config."""
-    actors_install("opencode", env, cwd)
+def install_actors(env: dict[str, str], cwd: Path, flavour: Flavour = OPENCODE) -> None:
+    """The real `actors install opencode --user` (`kilo` for Kilo) into the throw-away
+    XDG config."""
+    actors_install(flavour.config_dir, env, cwd)
     # Offline only: with a plugin present OpenCode waits for its background `npm install
     # @opencode-ai/plugin` into the config dir (our plugin imports nothing), which never
     # ends without a registry; a lock file that lists it makes OpenCode skip the install.
-    config = Path(env["XDG_CONFIG_HOME"]) / "opencode"
+    config = Path(env["XDG_CONFIG_HOME"]) / flavour.config_dir
     (config / "node_modules").mkdir(parents=True, exist_ok=True)
-    lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+    lock = {"packages": {"": {"dependencies": {flavour.plugin_package: "*"}}}}
     (config / "package-lock.json").write_text(json.dumps(lock))
 
 
@@ -145,7 +148,7 @@ def start(
     executable = peer_bin(flavour.bin, flavour.pin)
     env = _env(base, llm_port, password, flavour)
     if install:
-        install_actors(env, base / "proj")
+        install_actors(env, base / "proj", flavour)
     process = subprocess.Popen(
         [
             str(executable),

@@ -16,7 +16,7 @@ import pytest
 
 import actors
 from runtime.delivery.engine import DeliveryRunner
-from runtime.delivery.sessions import SessionInbox
+from runtime.delivery.sessions import SessionInbox, load_session
 from runtime.store.layout import StateRoot, session_paths
 from tests.conftest import cli, finished
 from tests.peers.conftest import MORE, doctor_verdicts, followup, register_session
@@ -88,3 +88,31 @@ def test_doctor_proves_the_kilo_levels_live(
     assert [verdicts.get(f"D{n}") for n in range(1, 9)] == ["pass"] * 8, proc.stdout
     token = proc.stdout.split("token=", 1)[1].split()[0]
     assert any(token in p for p in fake_llm.prompts()), "the probe never reached the model"
+
+
+def test_the_mcp_loop_on_kilo_after_actors_install_kilo(
+    home: StateRoot, tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """Set up as docs/harnesses.md says: `actors install kilo --user` (the MCP entry in
+    kilo.json and the session plugin) before `kilo serve` starts, no `actors session
+    register`. The model spawns a run through our MCP tool; the MCP server registers the
+    calling Kilo session itself (its URL proven to be the Kilo that started it), and the
+    run's follow-up wakes that session. A server without a password: Kilo, unlike
+    OpenCode, keeps KILO_SERVER_PASSWORD from its MCP servers (docs/harnesses.md)."""
+    from tests.peers.test_mcp_opencode import call_tool
+
+    base = tmp_path / "kilo-mcp"
+    with opencode_server(base, fake_llm.port, "", install=True, flavour=KILO) as kilo:
+        ses = kilo.new_session()
+        seen = call_tool(kilo, fake_llm, ses, "spawn", {"template": "true", "as": "run:kilo-a"})
+        assert seen == "started run:kilo-a; its follow-up will arrive in this session (do not poll)"
+        status = actors.status("kilo-a")
+        assert status["owner_id"] == ses
+        record = load_session(home, ses)
+        assert record["harness"] == "opencode" and record["options"]["url"] == kilo.url
+        finished(status)
+        (state,) = DeliveryRunner(home).states(ses).values()
+        assert state["state"] == "delivered", state
+        assert sum("Run kilo-a" in t for t in kilo.user_texts(ses)) == 1
+        assert any("Run kilo-a" in p for p in fake_llm.prompts()), "the model never saw it"
+        assert call_tool(kilo, fake_llm, ses, "inbox_read", {}) == "0 unread follow-up(s)"
