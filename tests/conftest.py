@@ -23,6 +23,13 @@ os.environ.setdefault("ACTORS_LOCK_BOUND", "60")
 
 from runtime.store.layout import StateRoot  # (imported after the bound is set)
 
+# Ctrl-C reaches what the tests start: a suite started in the background by a
+# non-interactive shell (`.ci/run &`, nohup) inherits SIGINT ignored, and an ignored
+# signal stays ignored across exec, so every `actors` a test interrupts would go on.
+# A handled signal is reset to its default at exec: the children get Ctrl-C back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 REPO = Path(__file__).resolve().parent.parent
 PEERS = Path(os.environ.get("ACTORS_PEERS", REPO / ".peers"))
 """The real harnesses `make peers` installs (tests/peers); ACTORS_PEERS points elsewhere
