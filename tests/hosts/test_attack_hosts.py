@@ -103,11 +103,11 @@ def test_text_that_reads_force_forces_nothing(home: StateRoot, args: tuple[str, 
     place(home, "alpha", "mine", "coord")
     done = cli("message", "--session", "intruder", *args)
     assert done.returncode == 2, done.stderr
-    assert "belongs to session coord, not intruder" in done.stderr
+    assert "run:alpha/mine belongs to coord, not intruder; refusing to message it" in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     # the option itself still forces: past the check, queued for the (unreachable) host
     forced = cli("message", "--session", "intruder", "--force", "run:alpha/mine", "note")
-    assert "belongs to session" not in forced.stderr, forced.stderr
+    assert "belongs to" not in forced.stderr, forced.stderr
     assert forced.stdout == "queued for alpha (unreachable): delivered when the link returns\n"
     from tests.hosts.conftest import stop_links_and_masters
 
