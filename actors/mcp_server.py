@@ -172,9 +172,10 @@ class ActorsTools:
 
         if is_remote(p.to):  # a run on a host (runtime.hosts)
             from runtime.hosts.verbs import remote_message
+            from runtime.runs.ownership import Principal
 
             sent = remote_message(
-                self.root, p.to, p.type, p.body, principal=session, summary=p.summary
+                self.root, p.to, p.type, p.body, principal=Principal(session), summary=p.summary
             )
             return _text(sent), _scalars(sent)
 
@@ -226,8 +227,9 @@ class ActorsTools:
     def _remote(self, address: str, verb: str, session: str) -> tuple[str, Any]:
         """`status` / `result` of a run on a host, as its host answers them, compact."""
         from runtime.hosts.verbs import remote_json
+        from runtime.runs.ownership import Principal
 
-        data = _compact(remote_json(self.root, address, verb, principal=session))
+        data = _compact(remote_json(self.root, address, verb, principal=Principal(session)))
         for key in ("nodes", "output_file", "run_instance_id", "state_dir"):
             data.pop(key, None)
         text = json.dumps(data, separators=(",", ":"), ensure_ascii=False, default=str)[:8000]

@@ -31,13 +31,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from runtime.delivery.contract import (
-    AdapterBase,
-    AdapterError,
     Capabilities,
+    CheckedAdapter,
     DeliveryContext,
     Option,
     Receipt,
-    check_values,
     elapsed_ms,
     option_seconds,
     processed_timeout,
@@ -49,7 +47,8 @@ _SCAN_BYTES = 4 * 1024 * 1024
 """How much of the end of the input / events file is searched for a delivery id."""
 
 
-class QwenInputAdapter(AdapterBase):
+class QwenInputAdapter(CheckedAdapter):
+    HARNESS = "qwen_code"
     capabilities = Capabilities(
         wake_mode="JSONL submit command appended to Qwen Code's --input-file",
         level="D7",
@@ -67,22 +66,13 @@ class QwenInputAdapter(AdapterBase):
         Option("processed_timeout", "seconds to watch the turn finish (default 3)", "seconds"),
     )
 
-    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.options = self.check_options(options)
-
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
-        for key in ("input_file", "events_file"):
-            value = options.get(key)
-            if value is not None and not os.path.isabs(value):
-                raise AdapterError(f"qwen_code {key} must be an absolute path, got {value!r}")
-        if not options.get("input_file"):
-            raise AdapterError(
-                "qwen_code needs -o input_file=/abs/path (start Qwen Code with"
-                " `qwen --input-file /abs/path`)"
-            )
-        check_values("qwen_code", QwenInputAdapter.OPTIONS, options)
-        return options
+    @classmethod
+    def check_rules(cls, options: dict[str, str]) -> None:
+        cls.absolute(options, "input_file")
+        cls.absolute(options, "events_file")
+        cls.needs(
+            options, "input_file", "/abs/path (start Qwen Code with `qwen --input-file /abs/path`)"
+        )
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         started = time.monotonic()

@@ -26,13 +26,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from runtime.core.terminal import one_line
 from runtime.delivery.contract import (
     NO_CHECK,
-    AdapterBase,
     AdapterError,
     Capabilities,
+    CheckedAdapter,
     DeliveryContext,
     Option,
     Receipt,
-    check_values,
 )
 
 if TYPE_CHECKING:
@@ -57,7 +56,8 @@ def executing_program(command: str) -> str | None:
     return name if name in SHELLS else None
 
 
-class TmuxAdapter(AdapterBase):
+class TmuxAdapter(CheckedAdapter):
+    HARNESS = "tmux"
     capabilities = Capabilities(
         wake_mode="pty keystrokes into a tmux pane",
         level="D4",
@@ -72,17 +72,11 @@ class TmuxAdapter(AdapterBase):
         Option("confirm_timeout", "seconds to see the line in the pane (default 2)", "seconds"),
     )
 
-    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.options = self.check_options(options)
-
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
-        if not options.get("target"):
-            raise AdapterError("tmux needs -o target=SESSION:WINDOW.PANE (or a %pane id)")
+    @classmethod
+    def check_rules(cls, options: dict[str, str]) -> None:
+        cls.needs(options, "target", "SESSION:WINDOW.PANE (or a %pane id)")
         if shutil.which("tmux") is None:
             raise AdapterError("tmux is not installed on this machine")
-        check_values("tmux", TmuxAdapter.OPTIONS, options)
-        return options
 
     @classmethod
     def pin_options(cls, options: dict[str, str]) -> dict[str, str]:

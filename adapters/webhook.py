@@ -19,13 +19,12 @@ from typing import Any, ClassVar
 from urllib.parse import urlparse
 
 from runtime.delivery.contract import (
-    AdapterBase,
     AdapterError,
     Capabilities,
+    CheckedAdapter,
     DeliveryContext,
     Option,
     Receipt,
-    check_values,
 )
 
 REPLAY_WINDOW_S = 300
@@ -63,7 +62,8 @@ def verify(
     return hmac.compare_digest(expected, fields.get("v1", ""))
 
 
-class WebhookAdapter(AdapterBase):
+class WebhookAdapter(CheckedAdapter):
+    HARNESS = "webhook"
     capabilities = Capabilities(
         wake_mode="HTTP POST per delivery",
         level="D3",
@@ -76,17 +76,11 @@ class WebhookAdapter(AdapterBase):
         Option("timeout", "seconds per request (default 5)", "seconds"),
     )
 
-    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.options = self.check_options(options)
-
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
-        url = options.get("url", "")
-        parsed = urlparse(url)
+    @classmethod
+    def check_rules(cls, options: dict[str, str]) -> None:
+        parsed = urlparse(options.get("url", ""))
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise AdapterError("webhook needs -o url=http(s)://host[:port]/path")
-        check_values("webhook", WebhookAdapter.OPTIONS, options)
-        return options
 
     def receive_message(self, envelope: dict[str, Any], context: DeliveryContext) -> Receipt:
         import httpx

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from runtime.runs.spawn import SpawnOptions
     from runtime.store.layout import StateRoot
     from runtime.store.records import RunRecord
 
 
-def parse_values(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
+def parse_values(pairs: Sequence[str]) -> dict[str, Any]:
     """`-v KEY=VALUE` pairs as a mapping; a name given twice is refused (an array takes
     a JSON array or a comma list in one value, so a repeat is a mistake, not a choice)."""
     from runtime.core.errors import BadInput
@@ -43,37 +44,22 @@ def split_pair(pair: str) -> tuple[str, str]:
     return name, value
 
 
-def start_run(
-    recipe: str | None = None,
-    *,
-    recipe_file: str | None = None,
-    template: str | None = None,
-    as_: str | None = None,
-    values: list[str] | tuple[str, ...] = (),
-    secrets: list[str] | tuple[str, ...] = (),
-    session: str | None = None,
-    waiter: bool = False,
-    group: str | None = None,
-    after: list[str] | tuple[str, ...] = (),
-) -> RunRecord:
+def start_run(options: SpawnOptions, *, waiter: bool = False) -> RunRecord:
     """Start the detached run `actors spawn` names; returns its record. `waiter`: the
     caller will block on the result (`spawn --wait`), so no follow-up is owed to it."""
-    from runtime.core.errors import BadInput
     from runtime.runs.spawn import SpawnRequest, spawn as spawn_run
 
-    if recipe and recipe_file:
-        raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
     record = spawn_run(
         SpawnRequest(
-            recipe=recipe or recipe_file,
-            template=template,
-            run_id=as_,
-            values=parse_values(values),
-            session=session,
-            secret_names=list(secrets),
+            recipe=options.one_recipe(),
+            template=options.template,
+            run_id=options.as_,
+            values=parse_values(options.values),
+            session=options.session,
+            secret_names=list(options.secrets),
             waiter=waiter,
-            group=group,
-            after=list(after),
+            group=options.group,
+            after=list(options.after),
         )
     )
     if os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET"):  # run by a Claude Code session
@@ -84,9 +70,13 @@ def start_run(
     return record
 
 
-def spawn(*, as_json: bool = False, **request: Any) -> None:
-    """The body of `actors spawn` without `--wait`: start the run, print its address."""
-    spawn_report(start_run(**request), as_json)
+def spawn(*, as_json: bool = False, **options: Any) -> None:
+    """The body of `actors spawn` without `--wait`: start the run, print its address.
+    Its options are SpawnOptions's fields as keywords, as the hand parser
+    (actors.cli._fast, SPAWN_ARGS) names them; the click command passes its record's."""
+    from runtime.runs.spawn import SpawnOptions
+
+    spawn_report(start_run(SpawnOptions(**options)), as_json)
 
 
 def spawn_report(record: RunRecord, as_json: bool) -> None:

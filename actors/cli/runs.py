@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from actors.cli.completion import live_run_ids, recipe_names, run_ids, value_nam
 from runtime.store.layout import StateRoot, parse_run_ref
 from runtime.views.counts import steps_line
 from runtime.views.status import TERMINAL, read_progress
+
+if TYPE_CHECKING:
+    from runtime.runs.spawn import SpawnOptions
 
 WAIT_TIMEOUT_EXIT = 75
 """`wait --timeout` expired with the run still active (EX_TEMPFAIL: try again later)."""
@@ -200,62 +203,34 @@ def spawn_cmd(
       actors spawn --host alpha -t 'make test'
     """
     from actors.cli._lifecycle import spawn, start_run
+    from runtime.runs.spawn import SpawnOptions
 
+    options = SpawnOptions(
+        recipe, recipe_file, template, as_, values, secrets, group, after, session
+    )
     if host is not None:
-        _spawn_on_host(
-            host, recipe, recipe_file, template, as_, values, secrets, group, after, session,
-            wait=wait, as_json=as_json,
-        )  # fmt: skip
-
-    request: dict[str, Any] = {
-        "recipe_file": recipe_file,
-        "template": template,
-        "as_": as_,
-        "values": values,
-        "secrets": secrets,
-        "session": session,
-        "group": group,
-        "after": after,
-    }
+        _spawn_on_host(host, options, wait=wait, as_json=as_json)
     if not wait:
-        spawn(recipe=recipe, as_json=as_json, **request)
+        spawn(as_json=as_json, **options._asdict())
         return
-    record = start_run(recipe, waiter=True, **request)
+    record = start_run(options, waiter=True)
     _wait_and_report([record["run"]], None, as_json, hold=True)
 
 
-def _spawn_on_host(
-    host: str,
-    recipe: str | None,
-    recipe_file: str | None,
-    template: str | None,
-    as_: str | None,
-    values: tuple[str, ...],
-    secrets: tuple[str, ...],
-    group: str | None,
-    after: tuple[str, ...],
-    session: str | None,
-    *,
-    wait: bool,
-    as_json: bool,
-) -> None:
+def _spawn_on_host(host: str, options: SpawnOptions, *, wait: bool, as_json: bool) -> None:
     """`spawn --host`: the options exactly as click parsed them, sent to the host as one
     request on the channel's stdin (runtime.hosts.spawning), never as a command line."""
     from actors.cli._lifecycle import parse_values
     from runtime.core.errors import BadInput
-    from runtime.hosts.spawning import RemoteSpawn, spawn_remote
+    from runtime.hosts.spawning import spawn_remote
 
     if wait:
         raise BadInput(
             "spawn --host does not take --wait",
             hint="spawn it, then wait for its address: actors wait run:HOST/ID",
         )
-    parse_values(values)  # KEY=VALUE, each once: refused here, before anything is placed
-    request = RemoteSpawn(
-        host, recipe, recipe_file, template, as_, values, secrets, group, after, session,
-        as_json,
-    )  # fmt: skip
-    sys.exit(spawn_remote(_root(), request))
+    parse_values(options.values)  # KEY=VALUE, each once: refused here, before anything is placed
+    sys.exit(spawn_remote(_root(), host, options, as_json=as_json))
 
 
 @click.command("ls")

@@ -3,14 +3,15 @@
 The same runtime functions `actors cancel`, `actors kill` and `actors message` call
 (runtime.runs.control, runtime.routing.router.send), under the same principal: the
 session the dashboard was started as (`--session`, else $ACTORS_SESSION, else the
-user). Another session's run is refused as the CLI refuses it; the page then asks a
-second time and, if the operator confirms, sends `force` (the CLI's `--force`). The
-ownership check is the CLI's own (`check_control`), run first only to tell the page that
-a second confirmation would help, rather than a plain error.
+user). Another session's run is refused as the CLI refuses it, by the one ownership
+check of every run, local or on a host (runtime.runs.ownership); its refusal (NotOwner)
+becomes the page's question instead of a plain error: asked a second time, and if the
+operator confirms, the action is sent with `force` (the CLI's `--force`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -18,10 +19,9 @@ import trio
 from actors.dashboard.asgi import Request, send_error, send_json
 from actors.dashboard.live import Hub
 from runtime.core.bounded_json import decode_input
-from runtime.core.errors import BadInput, Refused
+from runtime.core.errors import BadInput
 from runtime.hosts.address import is_remote
-from runtime.runs.ownership import Principal, check_control
-from runtime.views.status import find_run
+from runtime.runs.ownership import NotOwner, Principal
 
 
 def _payload(raw: bytes) -> dict[str, Any]:
@@ -32,16 +32,6 @@ def _payload(raw: bytes) -> dict[str, Any]:
     if not isinstance(force, bool):
         raise BadInput("force must be true or false")
     return data
-
-
-def _owned_elsewhere(hub: Hub, run_id: str, principal: Principal, action: str) -> str | None:
-    """The owner of `run_id` when `principal` may not `action` it without force."""
-    _paths, run = find_run(hub.root, run_id)
-    try:
-        check_control(run, principal, force=False, action=action, root=hub.root)
-    except Refused:
-        return str(run.get("owner_id"))
-    return None
 
 
 async def stop(request: Request, hub: Hub, run_id: str, action: str) -> None:
@@ -56,26 +46,19 @@ async def stop(request: Request, hub: Hub, run_id: str, action: str) -> None:
         raise BadInput("grace must be a number of seconds from 0 to 3600")
 
     def act() -> Any:
-        if not force:
-            owner = _owned_elsewhere(hub, run_id, principal, action)
-            if owner is not None:
-                return owner
         if action == "kill":
             return kill(hub.root, run_id, principal, force=force)
         return cancel(hub.root, run_id, principal, force=force, grace=float(grace))
 
-    outcome = await trio.to_thread.run_sync(act)
-    if isinstance(outcome, str):
-        await _needs_force(request, run_id, outcome, principal, action)
-        return
-    await send_json(request.send, {"ok": True, "run": run_id, "status": outcome.get("status")})
+    outcome = await _asking_force(request, run_id, principal, action, act)
+    if outcome is not None:
+        await send_json(request.send, {"ok": True, "run": run_id, "status": outcome.get("status")})
 
 
 async def stop_remote(request: Request, hub: Hub, host: str, run_id: str, action: str) -> None:
     """POST /api/hosts/<host>/runs/<id>/kill|cancel {"force": bool}: the host's own kill
     or cancel of a run placed there from here (runtime.hosts.verbs), the placing
     session's unless forced."""
-    from runtime.hosts.records import placement
     from runtime.hosts.verbs import remote_json
 
     data = _payload(await request.body())
@@ -84,23 +67,17 @@ async def stop_remote(request: Request, hub: Hub, host: str, run_id: str, action
     address = f"run:{host}/{run_id}"
 
     def act() -> Any:
-        placed = placement(hub.root, host, run_id)
-        if not force and placed is not None and placed["session"] != principal.id:
-            return placed["session"]
-        return remote_json(hub.root, address, action, principal=principal.id, force=force)
+        return remote_json(hub.root, address, action, principal=principal, force=force)
 
-    outcome = await trio.to_thread.run_sync(act)
-    if isinstance(outcome, str):
-        await _needs_force(request, address, outcome, principal, action)
-        return
-    await send_json(request.send, {"ok": True, "run": address, "status": outcome.get("status")})
+    outcome = await _asking_force(request, address, principal, action, act)
+    if outcome is not None:
+        await send_json(request.send, {"ok": True, "run": address, "status": outcome.get("status")})
 
 
 async def message(request: Request, hub: Hub) -> None:
     """POST /api/message {"to", "type", "body", "force"}: `actors message` (JSON body,
     or text sent as a string, as `actors message` takes a body that is not JSON)."""
-    from runtime.messaging.addresses import parse_address
-    from runtime.routing.router import full_address, send
+    from runtime.routing.router import send
 
     data = _payload(await request.body())
     to, kind = data.get("to"), data.get("type")
@@ -112,45 +89,37 @@ async def message(request: Request, hub: Hub) -> None:
     def act() -> Any:
         if is_remote(to):  # a run on a host: sent there
             return _message_remote(hub, to, kind, data.get("body"), principal, force)
-        address = parse_address(full_address(to))
-        if not force and address.kind in ("run", "room", "branch") and address.target:
-            owner = _owned_elsewhere(hub, address.target, principal, "message")
-            if owner is not None:
-                return owner
         return send(hub.root, to, kind, data.get("body"), principal, force=force)
 
-    outcome = await trio.to_thread.run_sync(act)
-    if isinstance(outcome, str):
-        await _needs_force(request, to, outcome, principal, "message")
-        return
-    await send_json(request.send, {"ok": True, **outcome})
+    outcome = await _asking_force(request, to, principal, "message", act)
+    if outcome is not None:
+        await send_json(request.send, {"ok": True, **outcome})
 
 
 def _message_remote(
     hub: Hub, to: str, kind: str, body: Any, principal: Principal, force: bool
 ) -> Any:
-    """A message to `run:<host>/<id>`: the placing session's owner answer (the page then
-    asks to force it), or the host's answer."""
-    from runtime.hosts.records import placement
-    from runtime.hosts.remote import remote_ref
+    """A message to `run:<host>/<id>`: the host's answer."""
     from runtime.hosts.verbs import remote_message
 
-    ref = remote_ref(to)
-    placed = placement(hub.root, ref.host, ref.run) if ref is not None else None
-    if not force and placed is not None and placed["session"] != principal.id:
-        return placed["session"]
-    sent = remote_message(hub.root, to, kind, body, principal=principal.id, force=force)
+    sent = remote_message(hub.root, to, kind, body, principal=principal, force=force)
     return {"id": sent.get("id"), "state": sent.get("state") or sent.get("status"), **sent}
 
 
-async def _needs_force(
-    request: Request, target: str, owner: str, principal: Principal, action: str
-) -> None:
-    await send_error(
-        request.send,
-        409,
-        f"{target} belongs to {owner}, not {principal.id}",
-        hint=f"confirm again to {action} it anyway (the CLI's --force)",
-        needs_force=True,
-        owner=owner,
-    )
+async def _asking_force(
+    request: Request, target: str, principal: Principal, action: str, act: Callable[[], Any]
+) -> Any:
+    """`act()`'s outcome; None when it was refused as another's (NotOwner) and the page
+    was answered 409 `needs_force`, to ask the operator to confirm again."""
+    try:
+        return await trio.to_thread.run_sync(act)
+    except NotOwner as refused:
+        await send_error(
+            request.send,
+            409,
+            f"{target} belongs to {refused.owner}, not {principal.id}",
+            hint=f"confirm again to {action} it anyway (the CLI's --force)",
+            needs_force=True,
+            owner=refused.owner,
+        )
+        return None

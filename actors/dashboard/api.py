@@ -76,11 +76,12 @@ async def remote_detail(request: Request, hub: Hub, host: str, run_id: str) -> N
     from runtime.views.status import TERMINAL
 
     address, me = f"run:{host}/{run_id}", request.extra["principal"]
+    principal = request.extra["principal_record"]
 
     def read() -> dict[str, Any]:
-        status = remote_json(hub.root, address, "status", principal=me)
+        status = remote_json(hub.root, address, "status", principal=principal)
         ended = status.get("status") in TERMINAL
-        result = remote_json(hub.root, address, "result", principal=me) if ended else None
+        result = remote_json(hub.root, address, "result", principal=principal) if ended else None
         return {"address": address, "host": host, "status": status, "result": result, "me": me}
 
     await send_json(request.send, await trio.to_thread.run_sync(read))

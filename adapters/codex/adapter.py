@@ -35,14 +35,13 @@ from typing import Any, ClassVar, TypeVar
 
 from runtime.delivery.contract import (
     NO_CHECK,
-    AdapterBase,
     AdapterError,
     Capabilities,
+    CheckedAdapter,
     DeliveryContext,
     Option,
     Receipt,
     Refused,
-    check_values,
     connect_error,
     elapsed_ms,
     option_seconds,
@@ -56,7 +55,8 @@ _FOREIGN = "nothing was sent"
 """The mark of adapters.codex.rpc's refusal of a socket another user holds: final too."""
 
 
-class CodexAdapter(AdapterBase):
+class CodexAdapter(CheckedAdapter):
+    HARNESS = "codex"
     capabilities = Capabilities(
         wake_mode="JSON-RPC turn/start into the live thread via its app-server",
         level="D7",
@@ -80,11 +80,11 @@ class CodexAdapter(AdapterBase):
     )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.options = self.check_options(options)
+        super().__init__(session, options)
         self.thread = self.options["thread"]
 
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
+    @classmethod
+    def check_rules(cls, options: dict[str, str]) -> None:
         given = [k for k in ("socket", "url", "command") if options.get(k)]
         if len(given) != 1:
             raise AdapterError(
@@ -93,10 +93,7 @@ class CodexAdapter(AdapterBase):
             )
         if options.get("url") and not options["url"].startswith("ws://"):
             raise AdapterError("codex url must be ws://HOST:PORT")
-        if not options.get("thread"):
-            raise AdapterError("codex needs -o thread=<thread id> (the live thread's id)")
-        check_values("codex", CodexAdapter.OPTIONS, options)
-        return options
+        cls.needs(options, "thread", "<thread id> (the live thread's id)")
 
     @staticmethod
     def check_reachable(options: dict[str, str]) -> None:

@@ -44,14 +44,13 @@ from typing import Any, ClassVar
 
 from runtime.delivery.contract import (
     NO_CHECK,
-    AdapterBase,
     AdapterError,
     Capabilities,
+    CheckedAdapter,
     DeliveryContext,
     Option,
     Receipt,
     Refused,
-    check_values,
     elapsed_ms,
     option_seconds,
     processed_timeout,
@@ -77,7 +76,8 @@ def ascending_message_id() -> str:
     return f"msg_{stamp:012x}{tail}"
 
 
-class OpenCodeAdapter(AdapterBase):
+class OpenCodeAdapter(CheckedAdapter):
+    HARNESS = "opencode"
     capabilities = Capabilities(
         wake_mode="HTTP prompt_async into the live OpenCode session",
         level="D7",
@@ -98,11 +98,11 @@ class OpenCodeAdapter(AdapterBase):
     )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.options = self.check_options(options)
+        super().__init__(session, options)
         self.session_id = self.options["session"]
 
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
+    @classmethod
+    def check_rules(cls, options: dict[str, str]) -> None:
         if not options.get("url", "").startswith(("http://", "https://")):
             raise AdapterError(
                 "opencode needs -o url=http://HOST:PORT (the opencode serve address)"
@@ -114,8 +114,6 @@ class OpenCodeAdapter(AdapterBase):
             raise AdapterError(
                 "opencode model must be provider/model, e.g. -o model=anthropic/claude"
             )
-        check_values("opencode", OpenCodeAdapter.OPTIONS, options)
-        return options
 
     @classmethod
     def check_reachable(cls, options: dict[str, str]) -> None:

@@ -57,14 +57,13 @@ from typing import Any, ClassVar
 from runtime.core.bounded_json import decode
 from runtime.delivery.contract import (
     NO_CHECK,
-    AdapterBase,
     AdapterError,
     Capabilities,
+    CheckedAdapter,
     DeliveryContext,
     Option,
     Receipt,
     Refused,
-    check_values,
     connect_error,
     option_seconds,
     processed_timeout,
@@ -207,7 +206,8 @@ def _stop_reason(event: Event) -> str | None:
     return None
 
 
-class PiAdapter(AdapterBase):
+class PiAdapter(CheckedAdapter):
+    HARNESS = "pi"
     capabilities = Capabilities(
         wake_mode="user message over pi RPC (prompt, or steer/follow-up while busy) via pi_host",
         level="D7",
@@ -224,28 +224,22 @@ class PiAdapter(AdapterBase):
     )
 
     def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
-        self.options = self.check_options(options)
+        super().__init__(session, options)
         self.socket = self.options["socket"]
         self.confirm_timeout = option_seconds(self.options, "confirm_timeout", 5)
         self.processed_timeout = processed_timeout(self.options)
 
-    @staticmethod
-    def check_options(options: dict[str, str]) -> dict[str, str]:
-        path = options.get("socket", "")
-        if not path:
-            raise AdapterError(
-                "pi needs -o socket=PATH, the socket of"
-                " `actors-pi-host --socket PATH -- pi ...`"
-            )
-        if not os.path.isabs(path):
-            raise AdapterError(f"pi socket must be an absolute path (got {path!r})")
+    @classmethod
+    def check_rules(cls, options: dict[str, str]) -> None:
+        path = cls.needs(
+            options, "socket", "PATH, the socket of `actors-pi-host --socket PATH -- pi ...`"
+        )
+        cls.absolute(options, "socket")
         if len(os.fsencode(path)) > SUN_PATH_MAX:
             raise AdapterError(
                 f"pi socket path is longer than {SUN_PATH_MAX} bytes (a Unix socket limit);"
                 " use a shorter one"
             )
-        check_values("pi", PiAdapter.OPTIONS, options)
-        return options
 
     @staticmethod
     def check_reachable(options: dict[str, str]) -> None:

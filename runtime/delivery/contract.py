@@ -20,6 +20,7 @@ nothing: the receipt says whether and when to try again.
 
 from __future__ import annotations
 
+import os
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -181,6 +182,47 @@ class AdapterBase(Adapter):
         """The doctor's own judgement: from the stages the receipt confirmed for an
         adapter that injects the body, else the plain judgement of a durable inbox."""
         probe.judge_generic(cls.capabilities)
+
+
+class CheckedAdapter(AdapterBase):
+    """An adapter whose options are checked whenever it is made, not only at
+    registration: a session recorded by hand or by an older version fails its delivery
+    with the line registration would have given. Its `check_options` is its own rules
+    between keys (`check_rules`), then every value against its OPTIONS (check_values)."""
+
+    HARNESS: ClassVar[str]
+    """Its name in every line it says (`actors session register --harness NAME`)."""
+
+    def __init__(self, session: dict[str, Any], options: dict[str, str]) -> None:
+        super().__init__(session, self.check_options(options))
+
+    @classmethod
+    def check_options(cls, options: dict[str, str]) -> dict[str, str]:
+        cls.check_rules(options)
+        check_values(cls.HARNESS, cls.OPTIONS or (), options)
+        return options
+
+    @classmethod
+    def check_rules(cls, options: dict[str, str]) -> None:
+        """The rules between its keys (a key it needs, a path that must be absolute):
+        raise AdapterError naming the fix."""
+
+    @classmethod
+    def needs(cls, options: dict[str, str], key: str, shape: str) -> str:
+        """Option `key`'s value; without one, AdapterError: `HARNESS needs -o KEY=SHAPE`
+        (`shape` shows the value and where it comes from)."""
+        value = options.get(key)
+        if not value:
+            raise AdapterError(f"{cls.HARNESS} needs -o {key}={shape}")
+        return value
+
+    @classmethod
+    def absolute(cls, options: dict[str, str], key: str) -> None:
+        """Option `key`, when given, must be an absolute path: the delivering process
+        (a runner, elsewhere) does not share the registering one's directory."""
+        value = options.get(key)
+        if value is not None and not os.path.isabs(value):
+            raise AdapterError(f"{cls.HARNESS} {key} must be an absolute path (got {value!r})")
 
 
 def common_options(cls: type[Adapter]) -> tuple[Option, ...]:

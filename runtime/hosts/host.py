@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Sequence
+from typing import Any
 
+from runtime.core.terminal import one_line
 from runtime.hosts.records import HostRecord, host_paths, load_host
-from runtime.hosts.ssh import posix_command, remote_command, run_remote, ssh_argv
+from runtime.hosts.ssh import HostAnswer, posix_command, remote_command, run_remote, ssh_argv
 from runtime.store.layout import HostPaths, StateRoot
 
 
@@ -49,6 +51,40 @@ class Host:
             timeout=timeout,
         )
 
+    def said(self, stderr: str) -> str:
+        """What a failed verb there prints here: the last lines of the host's stderr,
+        each said to come from the host (error_lines)."""
+        lines = error_lines(stderr)[-3:]
+        return "".join(f"actors: on host {self.name}: {line}\n" for line in lines)
+
+    def answer(
+        self,
+        verb: str,
+        stdout: str,
+        *,
+        max_bytes: int,
+        hint: str = "check the actors there (`actors host ls`)",
+    ) -> dict[str, Any]:
+        """The host's `actors VERB --json` answer: one bounded JSON object ({} for no
+        output), or HostAnswer's one line saying the host's actors answered something
+        else (a different or hostile actors there; never a traceback)."""
+        from runtime.core.bounded_json import decode
+
+        if not stdout.strip():
+            return {}
+        try:
+            found = decode(stdout, max_bytes=max_bytes)
+        except ValueError as err:
+            found = err
+        if isinstance(found, dict):
+            return found
+        why = f"{found}" if isinstance(found, ValueError) else f"a JSON {type(found).__name__}"
+        raise HostAnswer(
+            f"host {self.name}'s actors answered {verb} with what is not its JSON object: "
+            f"{one_line(why, 120)}",
+            hint=hint,
+        )
+
     def log(self, text: str) -> None:
         """One event in `hosts/<name>/link.log` (what the link and the outbox did that no
         one waits to hear), best effort."""
@@ -74,3 +110,11 @@ class Host:
             check=False,
             stdin=subprocess.DEVNULL,
         )
+
+
+def error_lines(stderr: str) -> list[str]:
+    """What a host's actors said on stderr, a line each: control characters escaped,
+    bounded, its own `actors: ` prefix off (the caller says where it came from)."""
+    return [
+        one_line(line, 400).removeprefix("actors: ") for line in stderr.splitlines() if line.strip()
+    ]

@@ -7,13 +7,17 @@ import contextlib
 import os
 import re
 import sys
-from typing import NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
 from runtime.core.ids import now_iso
 from runtime.store.layout import HostPaths, StateRoot, check_id
 from runtime.store.reads import read_json
 from runtime.store.writes import ensure_dir, write_json_atomic
+
+if TYPE_CHECKING:
+    from runtime.hosts.address import RemoteRef
+    from runtime.runs.ownership import Principal
 
 
 class HostRecord(TypedDict):
@@ -119,6 +123,27 @@ def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = 
 def placement(root: StateRoot, host: str, run_id: str) -> Placement | None:
     found = read_json(host_paths(root, host).placement(run_id))
     return cast("Placement", found) if isinstance(found, dict) else None
+
+
+def owned_placement(
+    root: StateRoot, ref: RemoteRef, principal: Principal | None, *, force: bool, action: str
+) -> Placement:
+    """The placement of `ref` (NotFound when it was not placed from here). With a
+    `principal` (a verb that acts on the run), refused unless it controls the run or
+    forces it: the ownership rule of every run (runtime.runs.ownership), the owner being
+    the session that placed it."""
+    from runtime.runs.ownership import check_owner
+
+    placed = placement(root, ref.host, ref.run)
+    if placed is None:
+        raise NotFound(
+            f"no run {ref.run} placed on host {ref.host} from here",
+            hint=f"actors ls shows the runs placed on hosts; {ref.host}'s own are its business",
+        )
+    if principal is not None:
+        owner = placed["session"]
+        check_owner(root, principal, owner, target=str(ref), action=action, force=force)
+    return placed
 
 
 def placements(root: StateRoot, host: str) -> list[Placement]:

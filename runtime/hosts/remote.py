@@ -16,27 +16,27 @@ import subprocess
 import sys
 from typing import Any, NamedTuple
 
-from runtime.core.errors import BadInput, Conflict, NotFound, Refused
-from runtime.core.ids import is_valid_id, now_iso
+from runtime.core.errors import BadInput, Conflict, NotFound
+from runtime.core.ids import now_iso
 from runtime.core.terminal import one_line
-from runtime.hosts.address import is_remote, message_address
+from runtime.hosts.address import RemoteRef, message_address, remote_ref
 from runtime.hosts.host import Host
 from runtime.hosts.outbox import Queued
 from runtime.hosts.records import (
     HostRecord,
-    Placement,
     end_if_unknown,
     end_placement,
     forget_host,
     host_paths,
     list_hosts,
     outstanding,
+    owned_placement,
     parse_url,
-    placement,
     placements,
     save_host,
 )
-from runtime.hosts.ssh import SSH_FAILED, HostAnswer, HostUnreachable, close_master, explain
+from runtime.hosts.ssh import SSH_FAILED, HostUnreachable, close_master, explain
+from runtime.runs.ownership import Principal, current_principal
 from runtime.store.layout import StateRoot, check_id
 
 CONTROL_VERBS = frozenset({"kill", "cancel", "message"})
@@ -76,27 +76,6 @@ class RemoteMessage(NamedTuple):
     force: bool
     session: str | None
     as_json: bool
-
-
-class RemoteRef(NamedTuple):
-    host: str
-    run: str
-
-    def __str__(self) -> str:
-        return f"run:{self.host}/{self.run}"
-
-
-def remote_ref(text: str) -> RemoteRef | None:
-    """`run:<host>/<id>` -> its parts (validated); None for any other address."""
-    if not is_remote(text):
-        return None
-    host, _, run = text[4:].partition("/")
-    if not is_valid_id(host) or not is_valid_id(run):
-        raise BadInput(
-            f"invalid address {text[:80]!r}",
-            hint="a run is run:ID, a remote run run:HOST/ID (a host from `actors host ls`)",
-        )
-    return RemoteRef(host, run)
 
 
 # -- hosts ------------------------------------------------------------------------------
@@ -215,58 +194,7 @@ def remove_host(root: StateRoot, name: str, *, force: bool) -> None:
 # -- runs -------------------------------------------------------------------------------
 
 
-def _principal(root: StateRoot, session: str | None) -> str:
-    from runtime.runs.ownership import current_principal
-
-    return current_principal(root, session).id
-
-
-def _answer(host: Host, stdout: str) -> dict[str, Any]:
-    """The host's `spawn --json` answer: one bounded JSON object, or one line saying the
-    host's actors answered something else (never a traceback)."""
-    from runtime.core.bounded_json import decode
-
-    if not stdout.strip():
-        return {}
-    try:
-        found = decode(stdout, max_bytes=1 << 20)
-    except ValueError as err:
-        found = err
-    if isinstance(found, dict):
-        return found
-    why = f"{found}" if isinstance(found, ValueError) else f"a JSON {type(found).__name__}"
-    raise HostAnswer(
-        f"host {host.name}'s actors answered spawn with what is not its JSON: {one_line(why, 120)}",
-        hint=f"check the actors there (`actors host ls`); if it started a run, "
-        f"`ssh` to {host.name} and `actors ls` there",
-    )
-
-
-def _remote_error(host: Host, stderr: str) -> str:
-    """The remote's error line(s), said to come from the host, control characters escaped."""
-    lines = [one_line(line, 400) for line in stderr.splitlines() if line.strip()][-3:]
-    return "".join(
-        f"actors: on host {host.name}: {line.removeprefix('actors: ')}\n" for line in lines
-    )
-
-
-def _placed_for(root: StateRoot, ref: RemoteRef, caller: str | None, force: bool) -> Placement:
-    """The placement of `ref`; refused unless `caller` (when given) owns it or --force."""
-    placed = placement(root, ref.host, ref.run)
-    if placed is None:
-        raise NotFound(
-            f"no run {ref.run} placed on host {ref.host} from here",
-            hint=f"actors ls shows the runs placed on hosts; {ref.host}'s own are its business",
-        )
-    if caller is not None and placed["session"] != caller and not force:
-        raise Refused(
-            f"{ref} belongs to session {placed['session']}, not {caller}",
-            hint="act as that session (--session), or --force",
-        )
-    return placed
-
-
-def queue_message(root: StateRoot, call: RemoteMessage, caller: str) -> tuple[Host, Queued]:
+def queue_message(root: StateRoot, call: RemoteMessage, caller: Principal) -> tuple[Host, Queued]:
     """The one path of a message to a remote run (`actors message`, the MCP tools, the
     dashboard): checked as `caller`'s, durable in the host's outbox, then sent; the
     host's link is started to carry it when the host cannot be reached now."""
@@ -276,7 +204,7 @@ def queue_message(root: StateRoot, call: RemoteMessage, caller: str) -> tuple[Ho
     if ref is None:
         raise BadInput(f"{call.address[:80]!r} is not a remote run's address", hint="run:HOST/ID")
     host = Host.load(root, ref.host)
-    placed = _placed_for(root, ref, caller, call.force)
+    placed = owned_placement(root, ref, caller, force=call.force, action="message")
     if placed.get("state") == "ended":
         raise Conflict(
             f"{ref} has ended ({placed.get('status') or 'ended'}); nothing reads its mailbox "
@@ -285,7 +213,7 @@ def queue_message(root: StateRoot, call: RemoteMessage, caller: str) -> tuple[Ho
         )
     message = outbox.new_message(
         ref.run,
-        caller,
+        caller.id,
         call.type,
         call.body,
         summary=call.summary,
@@ -311,7 +239,7 @@ def send_message(root: StateRoot, call: RemoteMessage) -> int:
     if stop is not None:
         flags = ["--json"] if call.as_json else []
         return forward(root, RemoteCall(stop, [*flags, call.address], call.force, call.session))
-    host, now = queue_message(root, call, _principal(root, call.session))
+    host, now = queue_message(root, call, current_principal(root, call.session))
     said = outbox.outcome(host, now)
     if now["state"] == "refused":
         answer = now.get("answer") or {}
@@ -363,9 +291,9 @@ def forward(root: StateRoot, call: RemoteCall | RemoteMessage) -> int:
         )
     name = refs[0].host
     host = Host.load(root, name)
-    caller = _principal(root, session) if verb in CONTROL_VERBS else None
+    caller = current_principal(root, session) if verb in CONTROL_VERBS else None
     for ref in refs:
-        _placed_for(root, ref, caller, force)
+        owned_placement(root, ref, caller, force=force, action=verb)
     # right after the verb: after the arguments it could land behind a `--` (a body
     # that starts with '-'), where it would be read as more arguments
     mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
@@ -374,7 +302,7 @@ def forward(root: StateRoot, call: RemoteCall | RemoteMessage) -> int:
         r = host.record
         raise explain(name, r["address"], r["port"], stderr)
     if stderr:
-        sys.stderr.write(_remote_error(host, stderr) if code else stderr)
+        sys.stderr.write(host.said(stderr) if code else stderr)
     if verb in ("kill", "cancel"):
         for ref in refs:
             if code == 0:

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from runtime.core.errors import BadInput, Conflict
 from runtime.core.ids import is_valid_id, short_suffix
@@ -24,24 +24,11 @@ from runtime.hosts.host import Host
 from runtime.hosts.records import host_paths, place, placement
 from runtime.store.layout import StateRoot, check_id
 
+if TYPE_CHECKING:
+    from runtime.runs.spawn import SpawnOptions
+
 MAX_REQUEST_BYTES = 4 << 20
 """The longest request the host reads (a recipe is at most MAX_RECIPE_BYTES of it)."""
-
-
-class RemoteSpawn(NamedTuple):
-    """`spawn --host` as click parsed it (actors.cli.runs.spawn_cmd)."""
-
-    host: str
-    recipe: str | None = None
-    recipe_file: str | None = None
-    template: str | None = None
-    as_: str | None = None
-    values: tuple[str, ...] = ()
-    secrets: tuple[str, ...] = ()
-    group: str | None = None
-    after: tuple[str, ...] = ()
-    session: str | None = None
-    as_json: bool = False
 
 
 class SpawnWire(TypedDict):
@@ -93,17 +80,18 @@ def _is_file_ref(recipe: str) -> bool:
     return os.sep in recipe or recipe.endswith(".json")
 
 
-def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
+def spawn_remote(
+    root: StateRoot, host_name: str, req: SpawnOptions, *, as_json: bool = False
+) -> int:
     """Placed here first, then started there under that id; prints its address."""
+    from runtime.hosts.address import RemoteRef
     from runtime.hosts.link import start_link
-    from runtime.hosts.remote import RemoteRef, _answer, _principal, _remote_error
+    from runtime.runs.ownership import current_principal
 
-    if req.recipe and req.recipe_file:
-        raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
-    if ((req.recipe or req.recipe_file) is None) == (req.template is None):
+    if (req.one_recipe() is None) == (req.template is None):
         raise BadInput("give a recipe (name or file) or --template, not both or neither")
-    host = Host.load(root, req.host)
-    owner = _principal(root, req.session)
+    host = Host.load(root, host_name)
+    owner = current_principal(root, req.session).id
     file = req.recipe_file or (req.recipe if req.recipe and _is_file_ref(req.recipe) else None)
     name, raw = _sent_recipe(file) if file is not None else (req.recipe, None)
     if req.as_ is not None:
@@ -132,15 +120,21 @@ def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
         done = host.run(["host", "spawn"], input=json.dumps(wire), timeout=120)
         if done.returncode != 0:
             unplace.unlink(missing_ok=True)
-            sys.stderr.write(_remote_error(host, done.stderr))
+            sys.stderr.write(host.said(done.stderr))
             return done.returncode
-        started = _answer(host, done.stdout)
+        started = host.answer(
+            "spawn",
+            done.stdout,
+            max_bytes=1 << 20,
+            hint=f"check the actors there (`actors host ls`); if it started a run, "
+            f"`ssh` to {host.name} and `actors ls` there",
+        )
     except BaseException:
         unplace.unlink(missing_ok=True)
         raise
     start_link(root, host.name)
     address = str(RemoteRef(host.name, run_id))
-    if req.as_json:
+    if as_json:
         print(
             json.dumps({**started, "run": run_id, "host": host.name, "address": address}, indent=2)
         )

@@ -124,8 +124,9 @@ def remote_template(argv: list[str], hidden: list[str]) -> tuple[str, list[str],
 def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     """Place the command read on `source` (stdin) on host `name` as a run of this run,
     wait for its end here, and exit with its status; killed there first when stopped."""
-    from runtime.hosts.spawning import RemoteSpawn, spawn_remote
+    from runtime.hosts.spawning import spawn_remote
     from runtime.messaging.doorbells import doorbell
+    from runtime.runs.spawn import SpawnOptions
     from runtime.store.writes import ensure_dir, write_bytes_atomic
 
     parent = _parent(root)  # first: outside a run, nothing waits for a stdin
@@ -133,8 +134,7 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     argv = read_step(source.read(MAX_STEP_BYTES + 1))
     run_id = f"{parent[:48]}-{short_suffix()}"
     template, values, secret_names = remote_template(argv, _secret_texts(root, parent))
-    request = RemoteSpawn(
-        host=name,
+    request = SpawnOptions(
         template=template,
         as_=f"run:{run_id}",
         values=tuple(values),
@@ -149,7 +149,7 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     ensure_dir(host.paths.doorbells)
     with doorbell(host.paths.doorbells) as bell:  # open first: an early end still rings
         with contextlib.redirect_stdout(io.StringIO()):  # its address is not our output
-            code = spawn_remote(root, request)
+            code = spawn_remote(root, name, request)
         if code != 0:
             return code
         while (placed := placement(root, name, run_id)) is not None and placed["state"] != "ended":

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.core.errors import BadInput, Conflict, NotFound, Refused
+from runtime.core.errors import BadInput, Conflict
 from runtime.core.terminal import one_line
-from runtime.hosts.host import Host
-from runtime.hosts.records import end_if_unknown, end_placement, placement
-from runtime.hosts.remote import CONTROL_VERBS, SESSION_VERBS, STOPS, RemoteRef, remote_ref
-from runtime.hosts.ssh import HostAnswer
+from runtime.hosts.address import RemoteRef, remote_ref
+from runtime.hosts.host import Host, error_lines
+from runtime.hosts.records import end_if_unknown, end_placement, owned_placement
+from runtime.hosts.remote import CONTROL_VERBS, SESSION_VERBS, STOPS
+from runtime.runs.ownership import Principal
 from runtime.store.layout import StateRoot
 
 VERBS = frozenset({"status", "result", "kill", "cancel"})
@@ -32,46 +33,27 @@ def remote_json(
     address: str,
     verb: str,
     *,
-    principal: str,
+    principal: Principal,
     force: bool = False,
 ) -> dict[str, Any]:
     """The host's `actors VERB --json -- run:ID` for the run at `address`, as a dict
     naming the run by its address here."""
-    from runtime.core.bounded_json import decode
-
     ref = remote_ref(address)
     if ref is None or verb not in VERBS:
         raise BadInput(f"{address[:80]!r} is not a remote run's address", hint="run:HOST/ID")
     host = Host.load(root, ref.host)
-    placed = placement(root, ref.host, ref.run)
-    if placed is None:
-        raise NotFound(
-            f"no run {ref.run} placed on host {ref.host} from here",
-            hint="the runs placed on hosts are listed with their host",
-        )
-    if verb in CONTROL_VERBS and placed["session"] != principal and not force:
-        raise Refused(
-            f"{ref} belongs to session {placed['session']}, not {principal}",
-            hint="act as that session, or force it",
-        )
+    acting = principal if verb in CONTROL_VERBS else None
+    owned_placement(root, ref, acting, force=force, action=verb)
     mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
     argv = [verb, *mark, "--json", "--", f"run:{ref.run}"]
     done = host.run(argv, timeout=60)
     if done.returncode != 0:
         if verb in ("kill", "cancel"):
             end_if_unknown(root, ref.host, ref.run, done.stderr)
-        said = [one_line(line, 400) for line in done.stderr.splitlines() if line.strip()]
-        why = said[-1].removeprefix("actors: ") if said else f"exit status {done.returncode}"
+        said = error_lines(done.stderr)
+        why = said[-1] if said else f"exit status {done.returncode}"
         raise Conflict(f"on host {host.name}: {why}", hint=f"actors status {ref}")
-    try:
-        found = decode(done.stdout, max_bytes=MAX_ANSWER) if done.stdout.strip() else {}
-    except ValueError as err:
-        found = err
-    if not isinstance(found, dict):
-        raise HostAnswer(
-            f"host {host.name}'s actors answered {verb} with what is not its JSON object",
-            hint="check the actors there (`actors host ls`)",
-        )
+    found = host.answer(verb, done.stdout, max_bytes=MAX_ANSWER)
     if verb in ("kill", "cancel"):
         end_placement(root, ref.host, ref.run, "killed" if verb == "kill" else "cancelled")
     return _named(found, ref)
@@ -83,7 +65,7 @@ def remote_message(
     kind: str,
     body: Any,
     *,
-    principal: str,
+    principal: Principal,
     force: bool = False,
     summary: str | None = None,
 ) -> dict[str, Any]:
@@ -97,7 +79,7 @@ def remote_message(
     stop = STOPS.get(kind)
     if stop is not None:
         return remote_json(root, address, stop, principal=principal, force=force)
-    call = RemoteMessage(address, kind, body, summary, None, force, principal, True)
+    call = RemoteMessage(address, kind, body, summary, None, force, principal.id, True)
     host, now = queue_message(root, call, principal)
     if now["state"] == "refused":
         answer = now.get("answer") or {}

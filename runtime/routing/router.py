@@ -104,9 +104,9 @@ def send(
         reply_to=reply_to,
         idempotency_key=idempotency_key,
     )
-    if force and kind in ("control.stop", "control.kill") and _forced(run, principal, root):
+    forced = check_control(run, principal, force=force, action="message", root=root)
+    if forced and kind in ("control.stop", "control.kill"):
         envelope["forced"] = True  # the runner keeps it with the stop (its owner is told)
-    check_control(run, principal, force=force, action="message", root=root)
     if address.kind == "room":
         from runtime.routing.rooms import post_room  # deferred: rooms are the rare case
 
@@ -146,17 +146,6 @@ def send(
         "sent" if fifo and _fast_path(box, paths.control_fifo, entry["id"], envelope) else "queued"
     )
     return {"to": to, "type": kind, "id": entry["id"], "state": state, "route": "run"}
-
-
-def _forced(run: RunRecord, principal: Principal, root: StateRoot) -> bool:
-    """Whether only --force lets `principal` stop this run (it is another session's)."""
-    from runtime.core.errors import Refused
-
-    try:
-        check_control(run, principal, force=False, action="message", root=root)
-    except Refused:
-        return True
-    return False
 
 
 def _fast_path(box: Mailbox, fifo: Path, entry_id: str, envelope: Envelope) -> bool:

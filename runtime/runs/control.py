@@ -73,14 +73,9 @@ def _target(root: StateRoot, run_id: str, principal: Principal, force: bool, act
                 hint=f"pass --force to {action} it anyway",
             ) from None
         run = None
-    forced = False
-    if run is not None:
-        try:
-            check_control(run, principal, force=False, action=action, root=root)
-        except Refused:
-            if not force:
-                raise
-            forced = True
+    forced = run is not None and check_control(
+        run, principal, force=force, action=action, root=root
+    )
     recorded = run.get("cgroup") if run is not None else None
     groups = [
         g

@@ -89,19 +89,58 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
     return Principal(chosen)
 
 
+class NotOwner(Refused):
+    """Refused because what is acted on is another principal's: `owner` names it, so a
+    caller that can ask again (the dashboard's second confirmation) knows whose it is."""
+
+    def __init__(self, target: str, owner: object, principal: Principal, action: str) -> None:
+        super().__init__(
+            f"{target} belongs to {owner}, not {principal.id}; refusing to {action} it",
+            hint="pass --force to act on another session's run",
+        )
+        self.owner = str(owner)
+
+
+def controls(
+    root: StateRoot, principal: Principal, owner: object, *, run: str | None = None
+) -> bool:
+    """Whether `principal` controls what `owner` owns without --force: it is the owner,
+    a session that went on from the owner (succession), or the run `run` itself acting
+    through its token. The one rule for every run, local or placed on a host (a remote
+    run is never a principal here, so its caller passes no `run`)."""
+    if principal.id == owner or (run is not None and principal.id == f"run:{run}"):
+        return True
+    return isinstance(owner, str) and _succeeded(root, principal, owner)
+
+
+def check_owner(
+    root: StateRoot,
+    principal: Principal,
+    owner: object,
+    *,
+    target: str,
+    action: str,
+    force: bool,
+    run: str | None = None,
+) -> bool:
+    """Raise NotOwner unless `principal` controls `target` (see `controls`) or forces it;
+    True when it is --force that lets it through (the owner is then told of a stop)."""
+    if controls(root, principal, owner, run=run):
+        return False
+    if not force:
+        raise NotOwner(target, owner, principal, action)
+    return True
+
+
 def check_control(
     run: RunRecord, principal: Principal, *, force: bool, action: str, root: StateRoot
-) -> None:
-    """Raise Refused unless `principal` may `action` this run."""
-    owner = run.get("owner_id")
+) -> bool:
+    """Raise NotOwner unless `principal` may `action` this run; True when only --force
+    allowed it (check_owner)."""
     run_id = run.get("run")
-    if force or principal.id == owner or principal.id == f"run:{run_id}":
-        return
-    if isinstance(owner, str) and _succeeded(root, principal, owner):
-        return
-    raise Refused(
-        f"run {run_id} belongs to {owner}, not {principal.id}; refusing to {action} it",
-        hint="pass --force to act on another session's run",
+    owner = run.get("owner_id")
+    return check_owner(
+        root, principal, owner, target=f"run {run_id}", action=action, force=force, run=run_id
     )
 
 

@@ -10,8 +10,9 @@ in a new session (it leads its own process group) and is never waited on by the 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from runtime.compiler.library import RecipeSource, compile_source, find_recipe, inline_recipe
 from runtime.compiler.placeholders import (
@@ -42,6 +43,31 @@ from runtime.store.writes import write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.store.records import RunRecord
+
+
+class SpawnOptions(NamedTuple):
+    """`actors spawn`'s options as its command parsed them (values still KEY=VALUE
+    text): the one record of what was asked, handed as it is to a start here
+    (actors.cli._lifecycle.start_run, which makes it a SpawnRequest) or on a host
+    (runtime.hosts.spawning.spawn_remote, which sends it there)."""
+
+    recipe: str | None = None
+    """RECIPE: a name, or a path to a file."""
+    recipe_file: str | None = None
+    """--recipe FILE."""
+    template: str | None = None
+    as_: str | None = None
+    values: Sequence[str] = ()
+    secrets: Sequence[str] = ()
+    group: str | None = None
+    after: Sequence[str] = ()
+    session: str | None = None
+
+    def one_recipe(self) -> str | None:
+        """The recipe, named once: RECIPE or --recipe FILE (BadInput for both)."""
+        if self.recipe and self.recipe_file:
+            raise BadInput("give the recipe once: either RECIPE or --recipe FILE")
+        return self.recipe or self.recipe_file
 
 
 class SpawnRequest:

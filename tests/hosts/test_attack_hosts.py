@@ -103,15 +103,40 @@ def test_text_that_reads_force_forces_nothing(home: StateRoot, args: tuple[str, 
     place(home, "alpha", "mine", "coord")
     done = cli("message", "--session", "intruder", *args)
     assert done.returncode == 2, done.stderr
-    assert "belongs to session coord, not intruder" in done.stderr
+    assert "run:alpha/mine belongs to coord, not intruder; refusing to message it" in done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     # the option itself still forces: past the check, queued for the (unreachable) host
     forced = cli("message", "--session", "intruder", "--force", "run:alpha/mine", "note")
-    assert "belongs to session" not in forced.stderr, forced.stderr
+    assert "belongs to" not in forced.stderr, forced.stderr
     assert forced.stdout == "queued for alpha (unreachable): delivered when the link returns\n"
     from tests.hosts.conftest import stop_links_and_masters
 
     stop_links_and_masters(home)  # the link it started to carry the message
+
+
+def test_a_placed_run_goes_on_with_its_session_after_clear(home: StateRoot, tmp_path: Path) -> None:
+    """A placed run's owner is checked by the one rule of every run: the session that
+    went on from the placing one (Claude Code's `/clear`, proven by the harness process)
+    controls it as it controls its local runs; any other session is refused, in the
+    local refusal's words."""
+    from runtime.hosts.records import place
+    from tests.actors.test_succession import NEW, OLD, OTHER, session_start
+
+    session_start(OLD, "startup", tmp_path)
+    _fake_host(home, "alpha")
+    place(home, "alpha", "placed", OLD)
+    session_start(NEW, "clear", tmp_path)
+    sent = cli("message", "--session", NEW, "run:alpha/placed", "note")
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout == "queued for alpha (unreachable): delivered when the link returns\n"
+    stranger = cli("message", "--session", OTHER, "run:alpha/placed", "note")
+    assert stranger.returncode == 2 and stranger.stderr == (
+        f"actors: run:alpha/placed belongs to {OLD}, not {OTHER}; refusing to message it; "
+        "pass --force to act on another session's run\n"
+    )
+    from tests.hosts.conftest import stop_links_and_masters
+
+    stop_links_and_masters(home)  # the link the message started
 
 
 HOSTILE_ARGV = ["a b", "it's", 'q"d', "back\\slash\\", "new\nline", "!1 $HOME `id` $(id)", "", "-"]

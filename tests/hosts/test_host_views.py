@@ -54,7 +54,7 @@ async def test_mcp_status_result_message_and_kill_of_a_remote_run(
         assert "hello-from-alpha" in result.structured_content["output"]
         # another session's run: refused, as locally
         refused = await mcp.call_tool("message", {"to": theirs, "type": "control.kill"})
-        assert refused.is_error and "belongs to session someone-else" in refused.content[0].text
+        assert refused.is_error and "belongs to someone-else" in refused.content[0].text
         assert any("sleep 31342" in p for p in host.processes())
         unknown = await mcp.call_tool("status", {"run": "run:alpha/nope"})
         assert unknown.is_error and "no run nope placed on host alpha" in unknown.content[0].text

@@ -128,7 +128,7 @@ def test_kill_on_a_host_leaves_nothing_there(ssh_home: StateRoot, ssh_hosts: lis
     assert read_fifo_line(ready) == "up"  # running there
     assert any("sleep 31337" in p for p in host.processes())
     other = cli("kill", address, "--session", "someone-else")
-    assert other.returncode == 2 and "belongs to session coord" in other.stderr
+    assert other.returncode == 2 and "belongs to coord" in other.stderr
     killed = cli("kill", address, "--session", "coord")
     assert killed.returncode == 0, killed.stderr
     assert not any("sleep 31337" in p for p in host.processes())
@@ -349,7 +349,7 @@ def test_message_to_a_remote_run_lands_in_its_mailbox_there(
         assert dashed.returncode == 0, dashed.stderr
         assert json.dumps(body) in inbox.read_text()
     refused = cli("message", address, "job.item", "x", "--session", "intruder")
-    assert refused.returncode == 2 and "belongs to session coord" in refused.stderr
+    assert refused.returncode == 2 and "belongs to coord" in refused.stderr
     wrong = cli("message", address, "not.accepted", "x", "--session", "coord")
     assert wrong.returncode == 2 and wrong.stderr.startswith("actors: on host alpha: ")
     assert cli("kill", address, "--session", "coord").returncode == 0

@@ -12,88 +12,43 @@ the real `actors install copilot --user` writes `~/.copilot/hooks/actors.json` w
 from __future__ import annotations
 
 import json
-import os
-import shlex
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 from tests.peers.conftest import MORE, actors_install, peer_bin
+from tests.peers.hooked import HookedHarness
 
 MODEL = "gpt-4.1"
 
-_RECORDER = (
-    "import sys; data = sys.stdin.read(); open(sys.argv[1], 'a').write(data.strip() + chr(10))"
-)
 
+class Copilot(HookedHarness):
+    """A Copilot CLI setup; its recorder keeps the agentStop hook's inputs."""
 
-@dataclass
-class Copilot:
-    """A Copilot CLI setup: its HOME, project dir and where agentStop inputs are kept."""
-
-    base: Path
-    llm_port: int
-    actors_home: Path
-    session: str
-
-    @property
-    def stop_log(self) -> Path:
-        return self.base / "agent-stop.jsonl"
-
-    def stop_inputs(self) -> list[dict[str, Any]]:
-        if not self.stop_log.exists():
-            return []
-        return [json.loads(line) for line in self.stop_log.read_text().splitlines()]
+    HOOK_LOG: ClassVar[str] = "agent-stop.jsonl"
+    OWN_VARIABLES: ClassVar[tuple[str, ...]] = ("COPILOT_", "GH_", "GITHUB_", "OPENAI_")
 
     def setup(self) -> Copilot:
         peer_bin("copilot", MORE)  # skip (or fail under ACTORS_REQUIRE_PEERS) before any work
-        hooks_dir, proj = self.base / "home" / ".copilot" / "hooks", self.base / "proj"
-        hooks_dir.mkdir(parents=True, exist_ok=True)
-        proj.mkdir(parents=True, exist_ok=True)
-        python = shlex.quote(sys.executable)
-        recorder = f"{python} -c {shlex.quote(_RECORDER)} {shlex.quote(str(self.stop_log))}"
         hooks = {
             "version": 1,
-            "hooks": {"agentStop": [{"type": "command", "bash": recorder}]},
+            "hooks": {"agentStop": [{"type": "command", "bash": self.recorder()}]},
         }
+        hooks_dir = self.make_dirs(".copilot/hooks")
         (hooks_dir / "recorder.json").write_text(json.dumps(hooks, indent=2))
-        actors_install("copilot", self.env(), proj)
+        actors_install("copilot", self.env(), self.proj)
         return self
 
     def env(self) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("COPILOT_", "GH_", "GITHUB_", "OPENAI_"))
-        }
-        env.update(
-            HOME=str(self.base / "home"),
+        return self.harness_env(
             COPILOT_OFFLINE="true",
             COPILOT_PROVIDER_BASE_URL=f"http://127.0.0.1:{self.llm_port}/v1",
             COPILOT_PROVIDER_API_KEY="dummy-offline-key",
             COPILOT_MODEL=MODEL,
             COPILOT_AUTO_UPDATE="false",
-            ACTORS_HOME=str(self.actors_home),
-            ACTORS_SESSION=self.session,
-            NO_COLOR="1",
         )
-        return env
 
     def run(self, prompt: str, timeout: float = 120) -> str:
         """One headless turn (`copilot -p PROMPT -s`) in a new session; what it printed
         (the agent's responses only)."""
-        copilot = peer_bin("copilot", MORE)
-        done = subprocess.run(
-            [str(copilot), "-p", prompt, "-s", "--allow-all-tools", "--disable-client-telemetry"],
-            cwd=self.base / "proj",
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
-        return done.stdout
+        copilot = str(peer_bin("copilot", MORE))
+        flags = ["-s", "--allow-all-tools", "--disable-client-telemetry"]
+        return self.turn([copilot, "-p", prompt, *flags], timeout)

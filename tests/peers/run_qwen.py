@@ -18,93 +18,52 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.peers.conftest import MORE, actors_install, peer_bin
+from tests.peers.hooked import HookedHarness
 
 MODEL = "echo"
 
-_RECORDER = (
-    "import sys; data = sys.stdin.read(); open(sys.argv[1], 'a').write(data.strip() + chr(10))"
-)
 
+class Qwen(HookedHarness):
+    """A Qwen Code setup; its recorder keeps the Stop hook's inputs."""
 
-@dataclass
-class Qwen:
-    """A Qwen Code setup: its HOME, project dir and where Stop inputs are kept."""
-
-    base: Path
-    llm_port: int
-    actors_home: Path
-    session: str
-
-    @property
-    def stop_log(self) -> Path:
-        return self.base / "stop.jsonl"
-
-    def stop_inputs(self) -> list[dict[str, Any]]:
-        if not self.stop_log.exists():
-            return []
-        return [json.loads(line) for line in self.stop_log.read_text().splitlines()]
+    HOOK_LOG: ClassVar[str] = "stop.jsonl"
+    OWN_VARIABLES: ClassVar[tuple[str, ...]] = (
+        "OPENAI_", "QWEN_", "DASHSCOPE_", "GEMINI_", "GOOGLE_",
+    )  # fmt: skip
 
     def setup(self) -> Qwen:
         peer_bin("qwen", MORE)  # skip (or fail under ACTORS_REQUIRE_PEERS) before any work
-        home, proj = self.base / "home", self.base / "proj"
-        (home / ".qwen").mkdir(parents=True, exist_ok=True)
-        proj.mkdir(parents=True, exist_ok=True)
-        python = shlex.quote(sys.executable)
-        recorder = f"{python} -c {shlex.quote(_RECORDER)} {shlex.quote(str(self.stop_log))}"
         settings: dict[str, Any] = {
             "general": {"enableAutoUpdate": False},
             "privacy": {"usageStatisticsEnabled": False},
             "telemetry": {"enabled": False},
             "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
             "security": {"auth": {"selectedType": "openai"}},
-            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": recorder}]}]},
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": self.recorder()}]}]},
         }
-        (home / ".qwen" / "settings.json").write_text(json.dumps(settings, indent=2))
-        actors_install("qwen-code", self.env(), proj)
+        (self.make_dirs(".qwen") / "settings.json").write_text(json.dumps(settings, indent=2))
+        actors_install("qwen-code", self.env(), self.proj)
         return self
 
     def env(self) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("OPENAI_", "QWEN_", "DASHSCOPE_", "GEMINI_", "GOOGLE_"))
-        }
-        env.update(
-            HOME=str(self.base / "home"),
+        return self.harness_env(
             OPENAI_API_KEY="dummy-offline-key",
             OPENAI_BASE_URL=f"http://127.0.0.1:{self.llm_port}/v1",
             OPENAI_MODEL=MODEL,
-            ACTORS_HOME=str(self.actors_home),
-            ACTORS_SESSION=self.session,
-            NO_COLOR="1",
         )
-        return env
 
     def run(self, prompt: str, timeout: float = 120) -> dict[str, Any]:
         """One headless turn (`qwen -p PROMPT -o json`) in a new session; its final
         `result` record."""
-        qwen = peer_bin("qwen", MORE)
-        done = subprocess.run(
-            [str(qwen), "-p", prompt, "-o", "json"],
-            cwd=self.base / "proj",
-            env=self.env(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)
-        records = json.loads(done.stdout)
-        (result,) = [r for r in records if r.get("type") == "result"]
+        out = self.turn([str(peer_bin("qwen", MORE)), "-p", prompt, "-o", "json"], timeout)
+        (result,) = [r for r in json.loads(out) if r.get("type") == "result"]
         return dict(result)
 
 
@@ -113,7 +72,6 @@ def qwen_tui(qwen: Qwen) -> Iterator[QwenTui]:
     """The interactive Qwen Code (its TUI, in a tmux pane on a private server) started
     with `--input-file` and `--json-file`, as a user would start it for actors to wake;
     yields once Qwen wrote its `session_start` event. The tmux server is killed after."""
-    proj = qwen.base / "proj"
     tui = QwenTui(
         input_file=qwen.base / "input.jsonl",
         events_file=qwen.base / "events.jsonl",
@@ -133,7 +91,7 @@ def qwen_tui(qwen: Qwen) -> Iterator[QwenTui]:
     )
     subprocess.run(
         ["tmux", "-L", tui.tmux_socket, "new-session", "-d", "-s", "qwen", "-x", "120",
-         "-y", "40", "-c", str(proj), command],
+         "-y", "40", "-c", str(qwen.proj), command],
         check=True,
         env={k: v for k, v in os.environ.items() if not k.startswith("TMUX")},
     )  # fmt: skip

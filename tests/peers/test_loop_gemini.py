@@ -70,7 +70,7 @@ def test_spawn_follow_up_at_turn_end_then_message_a_live_run(
     assert "started run:gem1" in seen, seen
     assert actors.status("gem1")["owner_id"] == SESSION
     assert actors.status("gem1")["status"] == "running"
-    assert [i["stop_hook_active"] for i in gemini.after_agent_inputs()] == [False]
+    assert [i["stop_hook_active"] for i in gemini.hook_inputs()] == [False]
     assert len(fake_llm.requests) == 2  # the call, then the ACK after its response
 
     # While Gemini is idle (no process), the run gets its message and ends.
@@ -87,7 +87,7 @@ def test_spawn_follow_up_at_turn_end_then_message_a_live_run(
     assert "TOKEN-T2" in prompts[0] and "gem1" not in prompts[0]
     assert "gem1" in prompts[1], prompts[1]
     assert "TOKEN-T1" in json.dumps(fake_llm.requests[-1]["body"])  # the resumed session
-    assert [i["stop_hook_active"] for i in gemini.after_agent_inputs()] == [False, False, True]
+    assert [i["stop_hook_active"] for i in gemini.hook_inputs()] == [False, False, True]
     assert cli("inbox", "read", "--session", SESSION).stdout == "0 unread follow-up(s)\n"
 
     # Turn 3: the model looks at the ended run and messages the live player through MCP,

@@ -9,18 +9,17 @@ OpenAI Chat Completions), on the Stop inputs Qwen gave its hooks, and on our jou
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import actors
 from adapters.qwen_input import QwenInputAdapter
 from runtime.delivery.contract import DeliveryContext
 from runtime.delivery.engine import DeliveryRunner
-from runtime.store.layout import StateRoot, session_paths
+from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.peers.conftest import MORE, doctor_verdicts, followup, register_session
 from tests.peers.fake_llm import FakeLLM, last_user_text
+from tests.peers.hooked import hand_over_once
 from tests.peers.run_qwen import Qwen, qwen_tui
 
 SESSION = "qwen-main"
@@ -28,56 +27,17 @@ TUI_SETUP = "interactive: qwen --input-file F --json-file E"
 """How the Qwen Code row of docs/adapters.md's level table was reached."""
 
 
-def _handed_over(home: StateRoot, ident: str) -> list[dict[str, Any]]:
-    path = session_paths(home, SESSION).deliveries
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    return [
-        r
-        for r in records
-        if r["id"] == ident and r["event"] == "delivered" and r.get("harness") == "qwen_code"
-    ]
-
-
 def test_pending_follow_up_is_the_next_prompt_exactly_once(
     home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    done = cli("session", "register", "--harness", "file", "--id", SESSION)
-    assert done.returncode == 0, done.stderr
-    envelope = {
-        "type": "run.done",
-        "from": "run:qwen",
-        "summary": "Run TOKEN-QWENFOLLOW done",
-        "body": {"status": "done"},
-    }
-    DeliveryRunner(home).submit(SESSION, envelope, delivery_id="d-qwen")
-    qwen = Qwen(tmp_path / "qwen", fake_llm.port, home.path, SESSION).setup()
-
-    result = qwen.run("hello TOKEN-FIRST")
-
-    prompts = [last_user_text(r["body"]) for r in fake_llm.requests]
-    assert len(prompts) == 2, prompts
-    assert "TOKEN-FIRST" in prompts[0] and "TOKEN-QWENFOLLOW" not in prompts[0]
-    assert "TOKEN-QWENFOLLOW" in prompts[1] and "d-qwen" in prompts[1]
-    assert all(r["path"] == "/v1/chat/completions" for r in fake_llm.requests)
-    assert "ACK" in result["result"] and "TOKEN-QWENFOLLOW" in result["result"], result
-    # Qwen's own record of the hook calls: the turn's end, then the continuation's end
-    # (stop_hook_active), where our hook found nothing and let the agent stop.
-    inputs = qwen.stop_inputs()
-    assert [i["stop_hook_active"] for i in inputs] == [False, True], inputs
-    assert inputs[0]["last_assistant_message"] == "ACK TOKEN-FIRST"
-    (record,) = _handed_over(home, "d-qwen")
-    assert record["metadata"]["boundary"] == "Stop"
-    assert cli("inbox", "read", "--session", SESSION).stdout == "0 unread follow-up(s)\n"
-
-    # A later turn: nothing pending, so one model request and no follow-up in it.
-    before = len(fake_llm.requests)
-    again = qwen.run("later TOKEN-SECOND")
-    assert again["result"] == "ACK TOKEN-SECOND", again
-    (request,) = fake_llm.requests[before:]
-    assert "TOKEN-SECOND" in last_user_text(request["body"])
-    assert "TOKEN-QWENFOLLOW" not in json.dumps(request["body"])
-    assert [i["stop_hook_active"] for i in qwen.stop_inputs()] == [False, True, False]
-    assert len(_handed_over(home, "d-qwen")) == 1
+    qwen = Qwen(tmp_path / "qwen", fake_llm.port, home.path, SESSION)
+    seen = hand_over_once(
+        home, fake_llm, qwen, harness="qwen_code", boundary="Stop", token="TOKEN-QWENFOLLOW"
+    )
+    assert all(r["path"] == "/v1/chat/completions" for r in seen.requests)
+    assert "ACK" in seen.first["result"] and "TOKEN-QWENFOLLOW" in seen.first["result"], seen
+    assert seen.inputs[0]["last_assistant_message"] == "ACK TOKEN-FIRST"
+    assert seen.later["result"] == "ACK TOKEN-SECOND", seen.later
 
 
 def test_a_run_follow_up_wakes_the_idle_interactive_qwen(
