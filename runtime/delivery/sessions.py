@@ -24,7 +24,7 @@ from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.layout import SessionPaths, StateRoot, session_key, session_paths
 from runtime.store.reads import read_json
 from runtime.store.trust import trusted_dir
-from runtime.store.writes import DiskWriteError, ensure_dir, write_json_atomic
+from runtime.store.writes import DiskWriteError, disk_error, ensure_dir, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.delivery.records import SessionEntry
@@ -89,7 +89,7 @@ def update_session(
     paths = session_paths(root, owner)
     made = [d for d in (root.sessions, paths.dir) if not os.path.lexists(d)]
     try:
-        fd = _lock_record(paths, wait_s)
+        place, fd = _lock_record(paths, wait_s)
     except BaseException:
         _unmake(made)  # a lock file left there is someone else's: then not empty
         raise
@@ -104,26 +104,40 @@ def update_session(
         written = True
         return record
     finally:
-        if made and not written:  # the lock file first, while still held
-            with contextlib.suppress(OSError, ActorsError):
-                safe.unlink(paths.record_lock)
-            _unmake(made)
+        if made and not written:  # the lock file goes first, while still held
+            with contextlib.suppress(OSError):  # (through the descriptor: none is free now)
+                os.unlink(paths.record_lock.name, dir_fd=place)
         os.close(fd)  # the lock goes with the descriptor
+        os.close(place)
+        if made and not written:
+            _unmake(made)
 
 
-def _lock_record(paths: SessionPaths, wait_s: float | None) -> int:
-    """A descriptor holding `.session.lock`, the file now at its path (`lock_current`:
-    a holder that made the directory and then wrote nothing removes the lock file and
-    the directory again, and a waiter that got the removed file's lock tries again)."""
+def _lock_record(paths: SessionPaths, wait_s: float | None) -> tuple[int, int]:
+    """Descriptors of the session's directory and of its `.session.lock`, locked: the
+    lock file now at its path (`lock_current`: a holder that made the directory and then
+    wrote nothing removes the lock file and the directory again, and a waiter that got
+    the removed file's lock tries again). The directory's is kept to remove the lock
+    file with when no descriptor is left (out of them, the update failed)."""
     from runtime.store.appends import lock_current
 
     for _ in range(8):
         ensure_dir(paths.dir)
         try:
-            return lock_current(paths.record_lock, wait_s=wait_s)
+            place = safe.open_dir(paths.dir)
+        except FileNotFoundError:
+            continue  # removed again by a holder that wrote nothing
+        except OSError as exc:
+            raise disk_error("open", paths.dir, exc) from exc
+        try:
+            return place, lock_current(paths.record_lock, wait_s=wait_s)
         except DiskWriteError:
+            os.close(place)
             if os.path.lexists(paths.dir):
                 raise
+        except BaseException:
+            os.close(place)
+            raise
     raise DiskWriteError(f"{paths.dir} was removed while waiting for its lock; try again")
 
 
