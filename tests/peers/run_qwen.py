@@ -19,12 +19,12 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import wait_for_change
 from tests.peers.conftest import MORE, actors_install, peer_bin
 
 MODEL = "echo"
@@ -138,11 +138,15 @@ def qwen_tui(qwen: Qwen) -> Iterator[QwenTui]:
         env={k: v for k, v in os.environ.items() if not k.startswith("TMUX")},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while b'"session_start"' not in _read(tui.events_file):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"qwen never started: {tui.screen()}")
-            time.sleep(0.05)
+        try:  # woken by each write to the events file (inotify), not by a timer
+            wait_for_change(
+                tui.events_file.parent,
+                lambda: b'"session_start"' in _read(tui.events_file),
+                timeout=60,
+                what="qwen's session_start event",
+            )
+        except TimeoutError:
+            raise TimeoutError(f"qwen never started: {tui.screen()}") from None
         yield tui
     finally:
         subprocess.run(["tmux", "-L", tui.tmux_socket, "kill-server"], check=False)
