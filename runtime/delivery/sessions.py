@@ -188,6 +188,7 @@ def register_session(
         "created_at": now_iso(),
         "last_seen": now_iso(),
     }
+
     def change(current: dict[str, Any]) -> dict[str, Any] | None:
         return None if keep is not None and keep(current) else record
 
