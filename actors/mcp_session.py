@@ -170,16 +170,19 @@ def _register(root: StateRoot, ident: str, harness: str, options: dict[str, str]
     OpenCode on another port, a Codex thread under another app-server)."""
     from runtime.delivery.sessions import load_session, register_session
 
-    record = load_session(root, ident)
-    if record.get("registered") and record.get("registered_by") != REGISTERED_BY:
-        return ident
-    if (
-        record.get("registered")
-        and record.get("harness") == harness
-        and record.get("options") == options
-    ):
-        return ident
-    register_session(root, ident, harness, options, reach=False, registered_by=REGISTERED_BY)
+    def kept(record: dict[str, Any]) -> bool:
+        if record.get("registered") and record.get("registered_by") != REGISTERED_BY:
+            return True
+        return bool(
+            record.get("registered")
+            and record.get("harness") == harness
+            and record.get("options") == options
+        )
+
+    if not kept(load_session(root, ident)):  # decided again under the record's lock
+        register_session(
+            root, ident, harness, options, reach=False, keep=kept, registered_by=REGISTERED_BY
+        )
     return ident
 
 

@@ -111,7 +111,7 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int, messaging: str | None)
     first prompt records its permission mode) and is woken by the messaging socket, or
     with `messaging` set to doorbell by its file watcher; after each wake its turn ends
     and the inbox is read, so the next run's follow-up finds it idle again."""
-    from runtime.delivery.sessions import SessionInbox, load_session, save_session
+    from runtime.delivery.sessions import SessionInbox, update_session
     from runtime.store.layout import StateRoot, session_paths
     from tests.peers.conftest import peer_bin
     from tests.peers.run_claude import claude_session
@@ -121,9 +121,12 @@ def _claude_samples(base: Path, llm: FakeLLM, count: int, messaging: str | None)
         claude.send_user("hello TOKEN-WARM")
         session = str(claude.next_result(timeout=90)["session_id"])
         if messaging:  # what `-o messaging=...` sets, keeping what the hooks recorded
-            record = load_session(root, session)
-            record["options"]["messaging"] = messaging
-            save_session(root, record)
+
+            def keep_hooks(record: dict[str, Any]) -> dict[str, Any]:
+                record["options"]["messaging"] = messaging
+                return record
+
+            update_session(root, session, keep_hooks)
         out = []
         for _ in range(count + 1):
             mark = claude.mark()

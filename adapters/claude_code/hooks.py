@@ -68,7 +68,10 @@ def session_start(data: dict[str, Any], wake: str) -> None:
     if not is_valid_id(session_id):
         return
     root = StateRoot.from_env()
-    _register(root, session_id, data)
+    try:
+        _register(root, session_id, data)
+    except TimeoutError as exc:  # its lock held past the hook wait: the record stays as it was
+        note_failure("session-start", f"registering the session: {exc}")
     take_over(root, session_id, "session-start")
     paths = session_paths(root, session_id)
     ensure_dir(paths.dir)
@@ -107,35 +110,42 @@ def session_start(data: dict[str, Any], wake: str) -> None:
 
 
 def _register(root: StateRoot, session_id: str, data: dict[str, Any]) -> None:
-    """The session's record, as Claude Code started it (again)."""
+    """The session's record, as Claude Code started it (again): one locked update
+    (runtime.delivery.sessions.update_session), waiting at most the hook lock wait."""
     from runtime.core.ids import now_iso
-    from runtime.delivery.sessions import load_session, save_session
+    from runtime.delivery.sessions import update_session
 
-    record = load_session(root, session_id)
-    record.update(
-        id=session_id,
-        harness=HARNESS,
-        registered=True,
-        last_seen=now_iso(),
-        cwd=data.get("cwd"),
-        transcript_path=data.get("transcript_path"),
-    )
-    record.pop("successor", None)  # running again: its own follow-ups come to it
-    options = record.setdefault("options", {})
-    # This Claude process's socket, or none: a path recorded by an earlier process may be
-    # another session's by now (Claude would drop our frame there, unseen).
-    for key in ("messaging_socket", "messaging_token", "permission_mode", "headless"):
-        options.pop(key, None)  # the mode is recorded again at the first prompt
+    found: dict[str, str] = {}  # what this process knows, found before the lock is taken
     if _headless():  # its Stop hook hands follow-ups over (adapters/claude_code/stop.py)
-        options["headless"] = "true"
+        found["headless"] = "true"
     socket = os.environ.get("CLAUDE_CODE_MESSAGING_SOCKET")  # Claude Code >= 2.1.224
     if socket and os.path.isabs(socket):  # relative, it would name a socket per sender's cwd
-        options["messaging_socket"] = socket
+        found["messaging_socket"] = socket
         if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
-            options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
-    _set_inbound(options, data)
-    record.setdefault("created_at", now_iso())
-    save_session(root, record)
+            found["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
+    inbound = _inbound(data)
+
+    def change(record: dict[str, Any]) -> dict[str, Any]:
+        record.update(
+            id=session_id,
+            harness=HARNESS,
+            registered=True,
+            last_seen=now_iso(),
+            cwd=data.get("cwd"),
+            transcript_path=data.get("transcript_path"),
+        )
+        record.pop("successor", None)  # running again: its own follow-ups come to it
+        options = record.setdefault("options", {})
+        # This Claude process's socket, or none: a path recorded by an earlier process may
+        # be another session's by now (Claude would drop our frame there, unseen).
+        for key in ("messaging_socket", "messaging_token", "permission_mode", "headless"):
+            options.pop(key, None)  # the mode is recorded again at the first prompt
+        options.update(found)
+        _set_inbound(options, inbound)
+        record.setdefault("created_at", now_iso())
+        return record
+
+    update_session(root, session_id, change, wait_s=config.seconds(config.HOOK_LOCK_WAIT))
 
 
 def _headless() -> bool:
@@ -144,12 +154,15 @@ def _headless() -> bool:
     return headless()
 
 
-def _set_inbound(options: dict[str, Any], data: dict[str, Any]) -> None:
+def _inbound(data: dict[str, Any]) -> str | None:
     """The session's effective `crossSessionInbound` (adapters/claude_code/gate.py)."""
     from adapters.claude_code.gate import config_dir, inbound_setting
 
     cwd = data.get("cwd")
-    inbound = inbound_setting(config_dir(), Path(cwd) if isinstance(cwd, str) else None)
+    return inbound_setting(config_dir(), Path(cwd) if isinstance(cwd, str) else None)
+
+
+def _set_inbound(options: dict[str, Any], inbound: str | None) -> None:
     if inbound is None:
         options.pop("inbound", None)
     else:
@@ -160,9 +173,11 @@ def note_permission_mode(data: dict[str, Any]) -> None:
     """Record the session's permission mode (UserPromptSubmit and PreToolUse input carry
     it; SessionStart's does not) and its inbound setting again, when either changed: the
     adapter sends through the messaging socket only where Claude would deliver it
-    (adapters/claude_code/gate.py). Never fails the hook."""
+    (adapters/claude_code/gate.py). Decided from the record as read first (the common
+    case: nothing changed, no lock), then written in one locked update that decides
+    again. Never fails the hook."""
     from runtime.core.ids import is_valid_id
-    from runtime.delivery.sessions import load_session, save_session
+    from runtime.delivery.sessions import load_session, update_session
 
     mode = data.get("permission_mode")
     session_id = str(data.get("session_id") or "")
@@ -170,15 +185,21 @@ def note_permission_mode(data: dict[str, Any]) -> None:
         return
     root = StateRoot.from_env()
     try:
-        record = load_session(root, session_id)
-        if not record.get("registered") or record.get("harness") != HARNESS:
-            return
-        options = record.setdefault("options", {})
-        before = (options.get("permission_mode"), options.get("inbound"))
-        options["permission_mode"] = mode[:64]
-        _set_inbound(options, data)
-        if (options.get("permission_mode"), options.get("inbound")) != before:
-            save_session(root, record)
+        inbound = _inbound(data)
+
+        def change(record: dict[str, Any]) -> dict[str, Any] | None:
+            if not record.get("registered") or record.get("harness") != HARNESS:
+                return None
+            options = record.setdefault("options", {})
+            before = (options.get("permission_mode"), options.get("inbound"))
+            options["permission_mode"] = mode[:64]
+            _set_inbound(options, inbound)
+            changed = (options.get("permission_mode"), options.get("inbound")) != before
+            return record if changed else None
+
+        if change(load_session(root, session_id)) is not None:
+            wait = config.seconds(config.HOOK_LOCK_WAIT)
+            update_session(root, session_id, change, wait_s=wait)
     except Exception as exc:  # the prompt goes on; the doorbell is the fallback
         note_failure("permission-mode", f"recording the permission mode: {exc}")
 
@@ -285,18 +306,23 @@ def record_spawner_socket(root: StateRoot, owner: str) -> None:
         return  # relative, it would name a different socket in each sender's directory
     if os.environ.get("CLAUDE_CODE_SESSION_ID") != owner:
         return
-    from runtime.delivery.sessions import load_session, save_session
+    from runtime.delivery.sessions import load_session, update_session
 
-    with contextlib.suppress(OSError, ActorsError, ValueError):
-        record = load_session(root, owner)
+    token = os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN")
+
+    def change(record: dict[str, Any]) -> dict[str, Any] | None:
         options = record.get("options") or {}
         if record.get("harness") != HARNESS or not record.get("registered"):
-            return
+            return None
         if options.get("messaging_socket") == socket:
-            return
+            return None
         options["messaging_socket"] = socket
         options.pop("messaging_token", None)
-        if os.environ.get("CLAUDE_CODE_MESSAGING_TOKEN"):
-            options["messaging_token"] = os.environ["CLAUDE_CODE_MESSAGING_TOKEN"]
+        if token:
+            options["messaging_token"] = token
         record["options"] = options
-        save_session(root, record)
+        return record
+
+    with contextlib.suppress(OSError, ActorsError, ValueError):
+        if change(load_session(root, owner)) is not None:  # decided again under the lock
+            update_session(root, owner, change, wait_s=config.seconds(config.HOOK_LOCK_WAIT))

@@ -68,18 +68,23 @@ def session_start(data: dict[str, Any]) -> None:
 
 def _register(root: StateRoot, ident: str, data: dict[str, Any]) -> None:
     """The session's record, as pi started it (again)."""
+    from runtime.core import config
     from runtime.core.ids import now_iso
-    from runtime.delivery.sessions import load_session, save_session
+    from runtime.delivery.sessions import update_session
 
-    record = load_session(root, ident)
-    record.update(id=ident, harness=HARNESS, registered=True, last_seen=now_iso())
+    found: dict[str, str | None] = {}
     for key in ("cwd", "session_file"):
         value = data.get(key)
-        record[key] = value if isinstance(value, str) and len(value) <= 4096 else None
-    record.setdefault("options", {})
-    record.pop("successor", None)  # running again: its own follow-ups come to it
-    record.setdefault("created_at", now_iso())
-    save_session(root, record)
+        found[key] = value if isinstance(value, str) and len(value) <= 4096 else None
+
+    def change(record: dict[str, Any]) -> dict[str, Any]:
+        record.update(id=ident, harness=HARNESS, registered=True, last_seen=now_iso(), **found)
+        record.setdefault("options", {})
+        record.pop("successor", None)  # running again: its own follow-ups come to it
+        record.setdefault("created_at", now_iso())
+        return record
+
+    update_session(root, ident, change, wait_s=config.seconds(config.HOOK_LOCK_WAIT))
 
 
 def pick_wake(entry: dict[str, Any], state: dict[str, Any]) -> bool:

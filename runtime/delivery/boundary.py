@@ -128,7 +128,8 @@ def take_over(root: StateRoot, session_id: str, hook: str) -> None:
     from runtime.delivery.succession import succeed
 
     try:
-        succeed(root, previous, session_id, DeliveryRunner(root))
+        wait = config.seconds(config.HOOK_LOCK_WAIT)
+        succeed(root, previous, session_id, DeliveryRunner(root), wait_s=wait)
     except Exception as exc:  # the session starts anyway; the next start moves them
         note_failure(hook, f"taking over {previous}: {exc}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from runtime.store.appends import append_jsonl, encode_line
 from runtime.store.layout import SessionPaths, StateRoot, session_key, session_paths
 from runtime.store.reads import read_json
 from runtime.store.trust import trusted_dir
-from runtime.store.writes import ensure_dir, write_json_atomic
+from runtime.store.writes import DiskWriteError, disk_error, ensure_dir, write_json_atomic
 
 if TYPE_CHECKING:
     from runtime.delivery.records import SessionEntry
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
 
 def _read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """A session.json of the shape `save_session` writes, else (None, why it is unusable)."""
+    """A session.json of the shape `update_session` writes, else (None, why it is unusable)."""
     try:
         record = read_json(path)
     except StateDamaged as exc:
@@ -60,20 +61,92 @@ def load_session(root: StateRoot, owner: str) -> dict[str, Any]:
     return fallback
 
 
-def save_session(root: StateRoot, record: dict[str, Any]) -> dict[str, Any]:
-    """Write session.json; a session whose record cannot be written (a full disk) leaves
-    no directory behind: what this call created is removed again, if still empty."""
-    paths = session_paths(root, record["id"])
+SessionChange = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+"""What `update_session` applies: the current record (as `load_session` returns it) in,
+the record to write out, or None to leave session.json as it is."""
+
+
+def update_session(
+    root: StateRoot, owner: str, change: SessionChange, *, wait_s: float | None = None
+) -> dict[str, Any]:
+    """The one read-modify-write of session.json: under the session's `.session.lock`
+    the record is read, `change` decides, and what it returns is written atomically;
+    returns the record as it now is. Several processes update one record (the harness
+    hooks of one session, `actors session register`, `actors mcp`, a spawn recording
+    its socket): without the lock, one writing between another's read and write would
+    have its update overwritten.
+
+    The lock is the innermost of a session's locks: it may be taken while holding
+    `.deliver.lock` or `.inbox.lock`, and nothing else is taken while it is held, so
+    `change` must not take a lock (nor do slow work: compute what it needs first). With
+    `wait_s` (a hook's ACTORS_HOOK_LOCK_WAIT), a lock held longer raises LockBusy and
+    nothing is written; without it the wait is `locked`'s (blocking, or the test bound).
+
+    A record that is damaged reads as the unregistered fallback; what `change` makes of
+    it replaces the bytes (without the fallback's `damaged` note). A session this call
+    would have created but did not write (`change` returned None, or the write failed:
+    a full disk) leaves no directory behind."""
+    paths = session_paths(root, owner)
     made = [d for d in (root.sessions, paths.dir) if not os.path.lexists(d)]
-    ensure_dir(paths.dir)
     try:
-        write_json_atomic(paths.record, record)
+        place, fd = _lock_record(paths, wait_s)
     except BaseException:
-        for directory in reversed(made):
-            with contextlib.suppress(OSError):  # not empty: someone else uses it now
-                safe.rmdir(directory)
+        _unmake(made)  # a lock file left there is someone else's: then not empty
         raise
-    return record
+    written = False
+    try:
+        current = load_session(root, owner)
+        record = change(current)
+        if record is None:
+            return current
+        record = {k: v for k, v in record.items() if k != "damaged"}
+        write_json_atomic(paths.record, record)
+        written = True
+        return record
+    finally:
+        if made and not written:  # the lock file goes first, while still held
+            with contextlib.suppress(OSError):  # (through the descriptor: none is free now)
+                os.unlink(paths.record_lock.name, dir_fd=place)
+        os.close(fd)  # the lock goes with the descriptor
+        os.close(place)
+        if made and not written:
+            _unmake(made)
+
+
+def _lock_record(paths: SessionPaths, wait_s: float | None) -> tuple[int, int]:
+    """Descriptors of the session's directory and of its `.session.lock`, locked: the
+    lock file now at its path (`lock_current`: a holder that made the directory and then
+    wrote nothing removes the lock file and the directory again, and a waiter that got
+    the removed file's lock tries again). The directory's is kept to remove the lock
+    file with when no descriptor is left (out of them, the update failed)."""
+    from runtime.store.appends import lock_current
+
+    for _ in range(8):
+        ensure_dir(paths.dir)
+        try:
+            place = safe.open_dir(paths.dir)
+        except FileNotFoundError:
+            continue  # removed again by a holder that wrote nothing
+        except OSError as exc:
+            raise disk_error("open", paths.dir, exc) from exc
+        try:
+            return place, lock_current(paths.record_lock, wait_s=wait_s)
+        except DiskWriteError:
+            os.close(place)
+            if os.path.lexists(paths.dir):
+                raise
+        except BaseException:
+            os.close(place)
+            raise
+    raise DiskWriteError(f"{paths.dir} was removed while waiting for its lock; try again")
+
+
+def _unmake(made: list[Path]) -> None:
+    """Remove the directories `update_session` created for a session it wrote nothing
+    to, unless someone else uses them now (not empty)."""
+    for directory in reversed(made):
+        with contextlib.suppress(OSError, ActorsError):  # not empty: someone else uses it now
+            safe.rmdir(directory)
 
 
 def register_session(
@@ -83,12 +156,15 @@ def register_session(
     options: dict[str, str],
     *,
     reach: bool = True,
+    keep: Callable[[dict[str, Any]], bool] | None = None,
     **extra: str,
 ) -> dict[str, Any]:
     """The one way a session is registered (`actors session register`, and `actors mcp`
     registering the Codex thread or OpenCode session that called it): the options are
     checked against what the adapter declares (and, with `reach`, the target must answer)
-    before session.json is written. Raises BadInput (one line) and writes nothing."""
+    before session.json is written, replacing the record in one locked update
+    (`update_session`), unless `keep` holds for the record found there then. Raises
+    BadInput (one line) and writes nothing."""
     from runtime.delivery.contract import AdapterError
     from runtime.delivery.registry import check_registration
 
@@ -112,7 +188,11 @@ def register_session(
         "created_at": now_iso(),
         "last_seen": now_iso(),
     }
-    return save_session(root, record)
+
+    def change(current: dict[str, Any]) -> dict[str, Any] | None:
+        return None if keep is not None and keep(current) else record
+
+    return update_session(root, ident, change)
 
 
 def list_sessions(root: StateRoot) -> list[dict[str, Any]]:

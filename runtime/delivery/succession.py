@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import ActorsError
 from runtime.core.ids import is_valid_id
-from runtime.delivery.sessions import SessionInbox, load_session, save_session
+from runtime.delivery.sessions import SessionInbox, load_session, update_session
 from runtime.store.appends import locked
 from runtime.store.layout import StateRoot, session_paths
 from runtime.store.writes import ensure_dir
@@ -79,26 +79,37 @@ def lineage(root: StateRoot, session: str) -> set[str]:
     return found
 
 
-def succeed(root: StateRoot, old: str, new: str, runner: DeliveryRunner) -> list[str]:
+def succeed(
+    root: StateRoot, old: str, new: str, runner: DeliveryRunner, *, wait_s: float | None = None
+) -> list[str]:
     """`new` now serves the harness process that served `old` (the SessionStart hook, after
     it saved `new`'s record): link the two and move `old`'s unread follow-ups to `new`'s
-    live end (journaled through `runner`). Returns the delivery ids moved."""
+    live end (journaled through `runner`). Returns the delivery ids moved. Each record is
+    changed in one locked update, waiting at most `wait_s` for its lock (a hook's wait)."""
     if old == new:
         return []
-    record = load_session(root, new)
-    earlier = [p for p in record.get("predecessors") or [] if isinstance(p, str)]
-    if old not in earlier:
+
+    def link_back(record: dict[str, Any]) -> dict[str, Any] | None:
+        earlier = [p for p in record.get("predecessors") or [] if isinstance(p, str)]
+        if old in earlier:
+            return None
         record["predecessors"] = [*earlier, old][-MAX_CHAIN:]
-        save_session(root, record)
+        return record
+
+    def link_on(record: dict[str, Any]) -> dict[str, Any] | None:
+        if record.get("successor") == new:
+            return None
+        record["successor"] = new
+        return record
+
+    update_session(root, new, link_back, wait_s=wait_s)
     old_paths = session_paths(root, old)
     ensure_dir(old_paths.dir)
     # under the old inbox's lock: an append to the old session either comes before (and
-    # is moved below) or sees the successor and forwards itself (runtime.delivery.engine)
-    with locked(old_paths.inbox_lock):
-        previous = load_session(root, old)
-        if previous.get("successor") != new:
-            previous["successor"] = new
-            save_session(root, previous)
+    # is moved below) or sees the successor and forwards itself (runtime.delivery.engine);
+    # the record's lock is taken inside it (the innermost lock: update_session)
+    with locked(old_paths.inbox_lock, timeout_s=wait_s):
+        update_session(root, old, link_on, wait_s=wait_s)
     return forward(root, old, runner)
 
 

@@ -522,6 +522,13 @@ class SessionPaths(_Place):
         return self.dir / ".deliver.lock"
 
     @property
+    def record_lock(self) -> Path:
+        """Held around each read-modify-write of session.json (runtime.delivery.sessions
+        `update_session`); the innermost lock: taken after `.deliver.lock` and
+        `.inbox.lock`, never before them."""
+        return self.dir / ".session.lock"
+
+    @property
     def deliveries(self) -> Path:
         return self.dir / "deliveries.jsonl"
 

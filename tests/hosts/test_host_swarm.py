@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
+from runtime.hosts.remote import placed_rows
 from runtime.messaging.boxes import run_mailbox
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, make_fifo, read_fifo_line
+from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change
 from tests.hosts.netns import SshHost
 from tests.hosts.test_hosts import add, followups, spawn
 
@@ -169,10 +169,10 @@ def test_the_link_a_worker_started_outlives_the_swarm(
     gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
     started = started_swarm("workers=1", "hosts=alpha", f"cmd=echo up > {ready}; cat {gate}")
     assert read_fifo_line(ready) == "up"
-    deadline = time.monotonic() + 30
-    while not (links := link_pids(ssh_home)) and time.monotonic() < deadline:
-        time.sleep(0.05)  # the step starts the link just after the run started there
-    [link] = links
+    # the step starts the link just after the run started there; woken by the link's
+    # first file (its flock on hosts/alpha/link.lock), re-checked every 200 ms besides
+    wait_for_change(ssh_home.hosts, lambda: link_pids(ssh_home), what="the host's link")
+    [link] = link_pids(ssh_home)
     mine = spawn(host, "-t", "sleep 31346")  # the user's own run: the same link serves it
     with open(gate, "w") as w:
         w.write("go\n")
@@ -196,10 +196,14 @@ def test_control_kill_of_the_swarm_reaps_its_workers_there(
     assert [read_fifo_line(r) for r in ready] == ["up", "up"]
     assert cli("message", f"run:{run}", "control.kill", "--session", "coord").returncode == 0
     assert cli("wait", f"run:{run}", "--timeout", "60").returncode != 0
-    deadline = time.monotonic() + 60
-    while {r["status"] for r in placed(ssh_home).values()} != {"killed"}:
-        assert time.monotonic() < deadline, placed(ssh_home)
-        time.sleep(0.1)  # the reap is detached from the swarm's end: its outcome is awaited
+    # the reap is detached from the swarm's end: its outcome is awaited, woken by each
+    # placement record it ends (hosts/<name>/placements/<run>.json, written atomically)
+    wait_for_change(
+        ssh_home.hosts,
+        lambda: {r["status"] for r in placed_rows(ssh_home)} == {"killed"},
+        timeout=60,
+        what="the reap to end both placements as killed",
+    )
     for host in ssh_hosts:
         assert not any("sleep 31347" in p for p in host.processes())
 

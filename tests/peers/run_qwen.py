@@ -18,12 +18,12 @@ import json
 import os
 import shlex
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tests.conftest import wait_for_change
 from tests.peers.conftest import MORE, actors_install, peer_bin
 from tests.peers.hooked import HookedHarness
 
@@ -96,11 +96,15 @@ def qwen_tui(qwen: Qwen) -> Iterator[QwenTui]:
         env={k: v for k, v in os.environ.items() if not k.startswith("TMUX")},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while b'"session_start"' not in _read(tui.events_file):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"qwen never started: {tui.screen()}")
-            time.sleep(0.05)
+        try:  # woken by each write to the events file (inotify), not by a timer
+            wait_for_change(
+                tui.events_file.parent,
+                lambda: b'"session_start"' in _read(tui.events_file),
+                timeout=60,
+                what="qwen's session_start event",
+            )
+        except TimeoutError:
+            raise TimeoutError(f"qwen never started: {tui.screen()}") from None
         yield tui
     finally:
         subprocess.run(["tmux", "-L", tui.tmux_socket, "kill-server"], check=False)

@@ -348,6 +348,7 @@ ROOT_PATHS = [
     f"sessions/{SESSION}/bodies",
     f"sessions/{SESSION}/.inbox.lock",
     f"sessions/{SESSION}/.deliver.lock",
+    f"sessions/{SESSION}/.session.lock",
 ]
 ROOT_STAGES = ["spawn", "finish", "archive", "prune", "session", "reconcile"]
 
@@ -379,6 +380,7 @@ def _root_stage(world: World, stage: str, path: str, kind: str) -> None:
         world.op(["session", "show", SESSION])
         world.op(["inbox", "read", "--session", SESSION])
         world.op(["flush", "--session", SESSION])
+        world.op(["session", "register", "--harness", "file", "--id", SESSION])
     elif stage == "reconcile":
         if world.run_dir.is_dir():  # not when runs/ itself is the planted link
             (world.run_dir / "followup.json").unlink(missing_ok=True)
@@ -437,6 +439,8 @@ def test_hand_found_run_paths(
         ("preserved", "prune", "dir"),
         (f"sessions/{SESSION}/.inbox.lock", "session", "file"),
         (f"sessions/{SESSION}/.inbox.lock", "finish", "file"),
+        (f"sessions/{SESSION}/.session.lock", "session", "file"),
+        (f"sessions/{SESSION}/.session.lock", "session", "dir"),
         ("tmp", "spawn", "dir"),
         ("cache", "spawn", "dir"),
     ],
