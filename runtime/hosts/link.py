@@ -158,11 +158,20 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
             raise ActorsError(f"could not hand {address}'s follow-up over: {handed.get('reason')}")
     else:
         submit(host.root, placed["session"], cast("Envelope", envelope), delivery_id=delivery_id)
-    ended = None
-    if envelope.get("type") in TERMINAL_TYPES:
-        status = body.get("status") if isinstance(body, dict) else None
-        ended = (run_id, str(status or envelope["type"]))
+    kind = envelope.get("type")
+    ended = (run_id, final_status(kind, body)) if kind in TERMINAL_TYPES else None
     return Accepted(str(entry.get("id")), ended)
+
+
+def final_status(kind: str, body: object) -> str:
+    """A run's end as the host tells it, as this root keeps it (the placement's status:
+    `ls`, the dashboard, a step's exit status): the body's status when it is a run's final
+    status, else the one the follow-up's type says. The host wrote it: huge text, control
+    characters, a dict or `placed` never become a status here."""
+    from runtime.views.status import TERMINAL
+
+    status = body.get("status") if isinstance(body, dict) else None
+    return status if isinstance(status, str) and status in TERMINAL else kind.removeprefix("run.")
 
 
 MAX_LINE = 4 << 20

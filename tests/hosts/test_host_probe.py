@@ -1,0 +1,196 @@
+"""A second outside probe of hosts over SSH: a damaged outbox, what a host says of a
+run's end, a connection cut after the host started a run, a remote verb that hangs, two
+`host add` of one name at once, and answers too large to hold. Each was found breaking
+a promise of docs/hosts.md; the hosts are the real sshd hosts of tests/hosts/netns.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.store.layout import StateRoot
+from tests.conftest import cli, make_fifo, read_fifo_line
+from tests.hosts.netns import SshHost
+
+
+def _fake_host(home: StateRoot, name: str = "evil") -> None:
+    """A host record as `host add` leaves it, for a host nothing listens at."""
+    from runtime.hosts.records import save_host
+
+    record = {
+        "name": name, "url": "ssh://127.0.0.1:1", "user": "", "address": "127.0.0.1",
+        "port": 1, "actors": "actors", "version": "0", "session": "via-x", "added_at": "",
+    }  # fmt: skip
+    save_host(home, record)  # type: ignore[arg-type]
+
+
+# -- what this root keeps of a host --------------------------------------------------------
+
+
+def test_a_damaged_outbox_is_skipped_not_a_traceback(home: StateRoot) -> None:
+    """Lines of the host's outbox that are not a whole message (a field missing, one of
+    the wrong type, a list, a torn tail) are skipped: `message` still queues its own and
+    says so in one line (exit 0), never an internal error."""
+    from runtime.hosts.host import Host
+    from runtime.hosts.outbox import pending
+    from runtime.hosts.records import place
+
+    _fake_host(home)
+    place(home, "evil", "run-x", "coord")
+    home.host("evil").outbox.write_text(
+        '{"key":"k1","run":"run-x"}\n'
+        "[1,2]\n"
+        '{"key":"k2","run":"run-x","state":"queued"}\n'
+        '{"key":"k3","run":7,"state":"queued","type":"note","body":1,"summary":null,'
+        '"reply_to":null,"force":false,"sender":"coord","queued_at":""}\n'
+        '{"key":"k4","run":"run-x","state":"queued","type":"note","body":1,"summ'
+    )
+    done = cli("message", "run:evil/run-x", "note", "hi", "--session", "coord")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("queued for evil (unreachable)"), done.stdout
+    assert "internal error" not in done.stderr
+    [mine] = pending(Host.load(home, "evil"))
+    assert mine["body"] == "hi"
+
+
+@pytest.mark.parametrize(
+    ("said", "kind", "shown"),
+    [
+        ("\x1b]0;pwned\x07done" + "A" * 5000, "run.done", "done"),
+        ({"x": [1] * 10}, "run.failed", "failed"),
+        ("placed", "run.done", "done"),
+        (None, "run.exited", "exited"),
+        ("killed", "run.failed", "killed"),
+    ],
+)
+def test_a_runs_end_as_the_host_says_it_is_a_status(
+    home: StateRoot, said: object, kind: str, shown: str
+) -> None:
+    """The status a host sends with a run's terminal follow-up becomes the placement's
+    status here (`ls`, the dashboard, a step's exit status): only a run's final status
+    is taken, anything else (huge, control characters, not text, `placed`) is the one
+    its follow-up's type says."""
+    from runtime.hosts.host import Host
+    from runtime.hosts.link import accept
+    from runtime.hosts.records import end_placement, placement
+
+    _fake_host(home)
+    place_and_end = accept  # the link's own path: accept, then end the placement
+    from runtime.hosts.records import place
+
+    place(home, "evil", "run-y", "coord")
+    envelope = {"from": "run:run-y", "type": kind, "body": {"status": said}}
+    accepted = place_and_end(Host.load(home, "evil"), {"id": "e1", "envelope": envelope})
+    assert accepted.ended is not None
+    end_placement(home, "evil", *accepted.ended)
+    found = placement(home, "evil", "run-y")
+    assert found is not None and found["state"] == "ended" and found["status"] == shown
+    [row] = json.loads(cli("ls", "--json").stdout)
+    assert row["status"] == shown
+
+
+# -- a hostile or broken remote `actors`, over a real sshd host ------------------------------
+
+PROBE = """#!/bin/sh
+# the host's actors, except where {mode} names a verb to answer otherwise
+mode=$(cat {mode})
+verb=$1
+[ "$1" = host ] && verb="host-$2"
+case "$mode:$verb" in
+  cut:host-spawn)
+    actors "$@" >/dev/null
+    # the run is started there: now the connection dies before its answer comes back
+    p=$$
+    while [ "$(cat /proc/$p/comm)" != sshd ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done
+    kill -KILL "$p"; exit 0 ;;
+  hang:status|hang:result|hang:kill) echo $$ > {hung}; exec sleep 31999 ;;
+  huge:--version|huge:status) echo 'actors, version 0'; exec head -c 400000000 /dev/zero ;;
+esac
+exec actors "$@"
+"""
+
+
+def _probe_script(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """The script (visible inside the hosts' namespaces), its mode file and a FIFO it
+    writes to once it hangs."""
+    mode = tmp_path / "mode"
+    mode.write_text("pass")
+    hung = make_fifo(tmp_path / "hung")
+    script = tmp_path / "probe-actors"
+    script.write_text(PROBE.format(mode=mode, hung=hung))
+    script.chmod(0o755)
+    tmp_path.chmod(0o755)
+    return script, mode, hung
+
+
+@pytest.fixture
+def probe_host(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> tuple[SshHost, Path, Path]:
+    host = ssh_hosts[0]
+    script, mode, hung = _probe_script(tmp_path)
+    added = cli("host", "add", host.name, host.url, "--actors", str(script))
+    assert added.returncode == 0, added.stderr
+    return host, mode, hung
+
+
+def test_a_spawn_cut_after_the_host_started_it_is_neither_lost_nor_doubled(
+    probe_host: tuple[SshHost, Path, Path], ssh_home: StateRoot, tmp_path: Path
+) -> None:
+    """The connection dies after the host started the run, before its answer came back:
+    the sender cannot know whether it started, so the placement stays (the run's end
+    comes home over the link, once), the one line says so, and a retry under the same
+    --as is refused instead of starting it twice."""
+    host, mode, _ = probe_host
+    mode.write_text("cut")
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    template = f"sh -c 'echo up > {ready}; cat {gate}'"
+    args = ["spawn", "--host", host.name, "--as", "run-cut", "-t", template]
+    done = cli(*args, "--session", "coord")
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "run:alpha/run-cut" in done.stderr, done.stderr
+    assert read_fifo_line(ready) == "up"  # it runs there
+    mode.write_text("pass")
+    again = cli(*args, "--session", "coord")
+    assert again.returncode == 2 and "already placed" in again.stderr, again.stderr
+    with open(gate, "w") as w:
+        w.write("released\n")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "60").returncode == 0
+    [envelope] = json.loads(cli("inbox", "read", "--session", "coord", "--json").stdout)
+    assert envelope["from"] == "run:alpha/run-cut" and envelope["type"] == "run.done"
+    assert "released" in cli("result", "run:alpha/run-cut").stdout
+
+
+@pytest.mark.parametrize("verb", ["status", "result", "kill"])
+def test_a_remote_verb_that_hangs_times_out_in_one_line(
+    probe_host: tuple[SshHost, Path, Path],
+    ssh_home: StateRoot,
+    verb: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The host's actors answers nothing (stuck, or hostile): a verb that answers at once
+    locally is given ACTORS_HOST_TIMEOUT, then says so in one line (exit 3), not hang."""
+    from runtime.hosts.records import place
+
+    host, mode, hung = probe_host
+    place(ssh_home, host.name, "run-h", "coord")
+    mode.write_text("hang")
+    monkeypatch.setenv("ACTORS_HOST_TIMEOUT", "2")
+    call = subprocess.Popen(
+        [sys.executable, "-m", "actors", verb, "--session", "coord", f"run:{host.name}/run-h"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stuck = read_fifo_line(hung)  # the host's actors is hanging now
+    try:
+        out, err = call.communicate(timeout=20)
+    finally:
+        call.kill()
+        host.ns_run("kill", "-KILL", stuck)
+    assert call.returncode == 3, out + err
+    assert err.count("\n") == 1 and "did not answer within 2s" in err, err
