@@ -93,6 +93,15 @@ SSH_CONFIG = Setting(
     "ssh reads your own (~/.ssh/config, your keys and agent).",
     USER,
 )
+HOST_TIMEOUT = Setting(
+    "ACTORS_HOST_TIMEOUT",
+    "seconds",
+    "60",
+    "How long a verb on a remote run that answers at once (`status`, `result`, `inspect`, "
+    "`kill`, `cancel`, `tail` without `-f`) waits for the host's answer before it says, in "
+    "one line, that the host did not answer (exit 3); `wait` and `tail -f` wait on.",
+    USER,
+)
 JOURNAL_CAP_BYTES = Setting(
     "ACTORS_JOURNAL_CAP_BYTES",
     "bytes",
@@ -282,6 +291,7 @@ SETTINGS = (
     XDG_CONFIG_HOME,
     SESSION,
     SSH_CONFIG,
+    HOST_TIMEOUT,
     JOURNAL_CAP_BYTES,
     LOG_CAP_BYTES,
     LEASE_S,

@@ -49,6 +49,18 @@ class Host:
             timeout=timeout,
         )
 
+    def reach(self, *, timeout: float = 30.0) -> None:
+        """The host's connection up now (its master made if there is none), or
+        HostUnreachable: what runs over it next fails only by a cut connection."""
+        r = self.record
+        run_remote(
+            [*self.ssh(), "true"],
+            name=r["name"],
+            address=r["address"],
+            port=r["port"],
+            timeout=timeout,
+        )
+
     def log(self, text: str) -> None:
         """One event in `hosts/<name>/link.log` (what the link and the outbox did that no
         one waits to hear), best effort."""

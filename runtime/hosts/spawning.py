@@ -22,6 +22,7 @@ from runtime.core.ids import is_valid_id, short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
 from runtime.hosts.records import host_paths, place, placement
+from runtime.hosts.ssh import HostUnreachable
 from runtime.store.layout import StateRoot, check_id
 
 MAX_REQUEST_BYTES = 4 << 20
@@ -126,10 +127,27 @@ def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
         "after": list(req.after),
         "session": host.record["session"],
     }
+    address = str(RemoteRef(host.name, run_id))
+    host.reach()  # unreachable now: nothing placed, nothing sent
     place(root, host.name, run_id, owner, what=req.template or file or name or "")
     unplace = host_paths(root, host.name).placement(run_id)
     try:
         done = host.run(["host", "spawn"], input=json.dumps(wire), timeout=120)
+    except HostUnreachable as err:
+        # the request may have reached the host, and the run may be going there: the
+        # placement stays, so its end comes home (the link), a retry under the same --as
+        # is refused instead of starting it twice, and a kill of one that never started
+        # ends it as `lost`
+        start_link(root, host.name)
+        raise HostUnreachable(
+            f"{err.message}, while starting {address}: it may have started there",
+            hint=f"`actors status {address}` tells once the host answers; its end comes "
+            f"home if it did; `actors kill {address}` stops it (or forgets it if it did not)",
+        ) from None
+    except BaseException:
+        unplace.unlink(missing_ok=True)
+        raise
+    try:
         if done.returncode != 0:
             unplace.unlink(missing_ok=True)
             sys.stderr.write(_remote_error(host, done.stderr))
@@ -139,7 +157,6 @@ def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
         unplace.unlink(missing_ok=True)
         raise
     start_link(root, host.name)
-    address = str(RemoteRef(host.name, run_id))
     if req.as_json:
         print(
             json.dumps({**started, "run": run_id, "host": host.name, "address": address}, indent=2)

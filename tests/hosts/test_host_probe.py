@@ -165,7 +165,7 @@ def test_a_spawn_cut_after_the_host_started_it_is_neither_lost_nor_doubled(
     assert "released" in cli("result", "run:alpha/run-cut").stdout
 
 
-@pytest.mark.parametrize("verb", ["status", "result", "kill"])
+@pytest.mark.parametrize("verb", ["status", "result", "kill", "status-on-a-terminal"])
 def test_a_remote_verb_that_hangs_times_out_in_one_line(
     probe_host: tuple[SshHost, Path, Path],
     ssh_home: StateRoot,
@@ -173,24 +173,35 @@ def test_a_remote_verb_that_hangs_times_out_in_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The host's actors answers nothing (stuck, or hostile): a verb that answers at once
-    locally is given ACTORS_HOST_TIMEOUT, then says so in one line (exit 3), not hang."""
-    from runtime.hosts.records import place
+    locally is given ACTORS_HOST_TIMEOUT, then says so in one line (exit 3), not hang,
+    its output a pipe or this terminal; a kill not answered leaves the run placed."""
+    import os
+
+    from runtime.hosts.records import place, placement
+    from tests.actors.test_grammar import _in_pty
 
     host, mode, hung = probe_host
     place(ssh_home, host.name, "run-h", "coord")
     mode.write_text("hang")
     monkeypatch.setenv("ACTORS_HOST_TIMEOUT", "2")
-    call = subprocess.Popen(
-        [sys.executable, "-m", "actors", verb, "--session", "coord", f"run:{host.name}/run-h"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stuck = read_fifo_line(hung)  # the host's actors is hanging now
-    try:
-        out, err = call.communicate(timeout=20)
-    finally:
-        call.kill()
-        host.ns_run("kill", "-KILL", stuck)
-    assert call.returncode == 3, out + err
-    assert err.count("\n") == 1 and "did not answer within 2s" in err, err
+    argv = [sys.executable, "-m", "actors", verb.split("-")[0], "--session", "coord"]
+    argv.append(f"run:{host.name}/run-h")
+    if verb == "status-on-a-terminal":
+        # the script blocks on its FIFO until read below: hung all the same
+        err, _, code = _in_pty(argv, dict(os.environ))
+        stuck = read_fifo_line(hung)
+    else:
+        call = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stuck = read_fifo_line(hung)  # the host's actors is hanging now
+        try:
+            out, err = call.communicate(timeout=20)
+        finally:
+            call.kill()
+        code = call.returncode
+        assert out == ""
+    host.ns_run("kill", "-KILL", stuck)
+    assert code == 3, err
+    assert err.strip().count("\n") == 0 and "Traceback" not in err, err
+    assert f"host alpha did not answer `{verb.split('-')[0]}` within 2s" in err, err
+    found = placement(ssh_home, host.name, "run-h")
+    assert found is not None and found["state"] == "placed"
