@@ -205,3 +205,58 @@ def test_a_remote_verb_that_hangs_times_out_in_one_line(
     assert f"host alpha did not answer `{verb.split('-')[0]}` within 2s" in err, err
     found = placement(ssh_home, host.name, "run-h")
     assert found is not None and found["state"] == "placed"
+
+
+MEMORY_LIMIT = 1 << 30
+"""The address space the command is given: ample for actors (a few hundred MB with
+ssh's), not for a host's answer of 400 MB held whole (three copies of it, at least)."""
+
+
+def _limited() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+@pytest.mark.parametrize("path", ["host add", "status for a model"])
+def test_an_answer_too_large_to_hold_is_refused_in_one_line(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path, path: str
+) -> None:
+    """A host's actors that answers 400 MB (a version line, then zeros): what is read of
+    an answer is bounded (docs/hosts.md), so the command says so in one line and its
+    memory stays small, instead of holding it all (or dying of it). `status for a model`
+    is the path the MCP tools and the dashboard take (runtime.hosts.verbs)."""
+    from runtime.hosts.records import place
+
+    host = ssh_hosts[1]
+    script, mode, _ = _probe_script(tmp_path)
+    if path == "host add":
+        mode.write_text("huge")
+        argv = ["-m", "actors", "host", "add", host.name, host.url, "--actors", str(script)]
+    else:
+        added = cli("host", "add", host.name, host.url, "--actors", str(script))
+        assert added.returncode == 0, added.stderr
+        place(ssh_home, host.name, "run-big", "coord")
+        mode.write_text("huge")
+        call = f"""
+import sys
+from runtime.core.errors import ActorsError
+from runtime.hosts.verbs import remote_json
+from runtime.store.layout import StateRoot
+try:
+    remote_json(StateRoot.from_env(), "run:{host.name}/run-big", "status", principal="coord")
+except ActorsError as err:
+    sys.exit(f"actors: {{err}}")
+"""
+        argv = ["-c", call]
+    done = subprocess.run(
+        [sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limited,
+        check=False,
+    )
+    assert done.returncode == (2 if path == "host add" else 1), done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"host {host.name}'s actors answered with more than" in done.stderr, done.stderr
