@@ -166,8 +166,8 @@ def run_remote(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-    except FileNotFoundError as err:
-        raise no_ssh() from err
+    except FileNotFoundError as exc:
+        raise no_ssh() from exc
     with proc:
         out, err, fault = _exchange(proc, (input or "").encode(), timeout)
         if fault is not None:
