@@ -89,6 +89,18 @@ def save_host(root: StateRoot, record: HostRecord) -> None:
     write_json_atomic(paths.record, record)
 
 
+def create_host(root: StateRoot, record: HostRecord) -> bool:
+    """`host add`'s record, written only if the host has none: False when one exists (a
+    second `host add` of the name finished first), never overwritten (its session owns
+    the runs placed there)."""
+    from runtime.store.writes import publish_json_once
+
+    paths = host_paths(root, record["name"])
+    ensure_dir(root.hosts)
+    ensure_dir(paths.dir)
+    return publish_json_once(paths.record, record)
+
+
 def list_hosts(root: StateRoot) -> list[HostRecord]:
     if not root.hosts.is_dir():
         return []

@@ -26,6 +26,7 @@ from runtime.hosts.outbox import Queued
 from runtime.hosts.records import (
     HostRecord,
     Placement,
+    create_host,
     end_if_unknown,
     end_placement,
     forget_host,
@@ -35,7 +36,6 @@ from runtime.hosts.records import (
     parse_url,
     placement,
     placements,
-    save_host,
 )
 from runtime.hosts.ssh import SSH_FAILED, HostAnswer, HostUnreachable, close_master, explain
 from runtime.store.layout import StateRoot, check_id
@@ -168,10 +168,14 @@ def add_host(
                 hint="both ends speak one protocol: add it with --install to put this "
                 "version there",
             )
-        save_host(root, record)
+        if not create_host(root, record):
+            raise Conflict(
+                f"host {name!r} was added meanwhile",
+                hint=f"see it: actors host ls; or: actors host rm {name}",
+            )
     except BaseException:
         close_master(host.ssh())
-        if created:
+        if created and not paths.record.exists():  # (another add's record stays)
             shutil.rmtree(paths.dir, ignore_errors=True)
         raise
     return record

@@ -108,6 +108,7 @@ case "$mode:$verb" in
     while [ "$(cat /proc/$p/comm)" != sshd ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done
     kill -KILL "$p"; exit 0 ;;
   hang:status|hang:result|hang:kill) echo $$ > {hung}; exec sleep 31999 ;;
+  gate:--version) echo $$ > {hung}; read go < {gate}; exec actors "$@" ;;
   huge:--version|huge:status) echo 'actors, version 0'; exec head -c 400000000 /dev/zero ;;
 esac
 exec actors "$@"
@@ -120,8 +121,9 @@ def _probe_script(tmp_path: Path) -> tuple[Path, Path, Path]:
     mode = tmp_path / "mode"
     mode.write_text("pass")
     hung = make_fifo(tmp_path / "hung")
+    gate = make_fifo(tmp_path / "gate-version")
     script = tmp_path / "probe-actors"
-    script.write_text(PROBE.format(mode=mode, hung=hung))
+    script.write_text(PROBE.format(mode=mode, hung=hung, gate=gate))
     script.chmod(0o755)
     tmp_path.chmod(0o755)
     return script, mode, hung
@@ -260,3 +262,44 @@ except ActorsError as err:
     assert done.returncode == (2 if path == "host add" else 1), done.stderr[-2000:]
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"host {host.name}'s actors answered with more than" in done.stderr, done.stderr
+
+
+def test_two_adds_of_one_host_at_once_keep_the_first_record(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """A second `host add` of a name that another add finished while this one checked
+    the host: refused in one line (exit 2), the first record kept whole (its session
+    owns the runs placed there), not overwritten nor removed with the loser's leftovers."""
+    host = ssh_hosts[0]
+    script, mode, hung = _probe_script(tmp_path)
+    mode.write_text("gate")
+    slow = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "actors",
+            "host",
+            "add",
+            host.name,
+            host.url,
+            "--actors",
+            str(script),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        read_fifo_line(hung)  # the slow add is checking the host's version now
+        fast = cli("host", "add", host.name, host.url)
+        assert fast.returncode == 0, fast.stderr
+        first = json.loads(ssh_home.host(host.name).record.read_text())
+        with open(tmp_path / "gate-version", "w") as gate:
+            gate.write("go\n")
+        out, err = slow.communicate(timeout=60)
+    finally:
+        slow.kill()
+    assert slow.returncode == 2, out + err
+    assert err.count("\n") == 1 and f"host '{host.name}' was added meanwhile" in err, err
+    assert json.loads(ssh_home.host(host.name).record.read_text()) == first
+    assert cli("host", "ls").stdout.count(host.name) == 1
