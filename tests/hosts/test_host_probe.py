@@ -93,6 +93,37 @@ def test_a_runs_end_as_the_host_says_it_is_a_status(
     assert row["status"] == shown
 
 
+@pytest.mark.parametrize("run_id", ["test", "t", "result", "done"])
+def test_a_followup_names_its_run_by_address_and_leaves_the_runs_words(
+    home: StateRoot, run_id: str
+) -> None:
+    """`--as test` and a run whose result reads `make test ok`: the follow-up that comes
+    home names the run `run:<host>/test` where the host's words name it (its headline,
+    its next step), and the run's own quoted words are as it wrote them."""
+    from runtime.delivery.sessions import SessionInbox
+    from runtime.hosts.host import Host
+    from runtime.hosts.link import accept
+    from runtime.hosts.records import place
+    from runtime.store.layout import session_paths
+
+    _fake_host(home)
+    place(home, "evil", run_id, "coord")
+    said = f'"make {run_id} ok: actors result {run_id}, run:{run_id} done"'
+    envelope = {
+        "from": f"run:{run_id}",
+        "type": "run.done",
+        "summary": f"Run {run_id} done: {said}; next: actors result {run_id}",
+        "body": {"status": "done", "next": f"actors result {run_id}  (inspect only if)"},
+    }
+    accept(Host.load(home, "evil"), {"id": "e1", "envelope": envelope})
+    [entry] = SessionInbox(session_paths(home, "coord")).unread()
+    address = f"run:evil/{run_id}"
+    assert entry["envelope"]["summary"] == (
+        f"Run {address} done: {said}; next: actors result {address}"
+    )
+    assert entry["envelope"]["body"]["next"] == f"actors result {address}  (inspect only if)"
+
+
 # -- a hostile or broken remote `actors`, over a real sshd host ------------------------------
 
 PROBE = """#!/bin/sh
