@@ -133,17 +133,20 @@ def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
     unplace = host_paths(root, host.name).placement(run_id)
     try:
         done = host.run(["host", "spawn"], input=json.dumps(wire), timeout=120)
-    except HostUnreachable as err:
+    except (HostUnreachable, KeyboardInterrupt) as err:
         # the request may have reached the host, and the run may be going there: the
         # placement stays, so its end comes home (the link), a retry under the same --as
         # is refused instead of starting it twice, and a kill of one that never started
         # ends it as `lost`
         start_link(root, host.name)
-        raise HostUnreachable(
-            f"{err.message}, while starting {address}: it may have started there",
+        why = err.message if isinstance(err, HostUnreachable) else "interrupted"
+        cut = HostUnreachable(
+            f"{why}, while starting {address}: it may have started there",
             hint=f"`actors status {address}` tells once the host answers; its end comes "
             f"home if it did; `actors kill {address}` stops it (or forgets it if it did not)",
-        ) from None
+        )
+        cut.exit_code = 3 if isinstance(err, HostUnreachable) else 130
+        raise cut from None
     except BaseException:
         unplace.unlink(missing_ok=True)
         raise

@@ -169,7 +169,11 @@ def run_remote(
     except FileNotFoundError as exc:
         raise no_ssh() from exc
     with proc:
-        out, err, fault = _exchange(proc, (input or "").encode(), timeout)
+        try:
+            out, err, fault = _exchange(proc, (input or "").encode(), timeout)
+        except BaseException:  # interrupted here (Ctrl-C): the channel goes with it
+            proc.kill()
+            raise
         if fault is not None:
             proc.kill()
         proc.wait()

@@ -138,6 +138,9 @@ case "$mode:$verb" in
     p=$$
     while [ "$(cat /proc/$p/comm)" != sshd ]; do p=$(cut -d' ' -f4 /proc/$p/stat); done
     kill -KILL "$p"; exit 0 ;;
+  gate:host-spawn)
+    actors "$@"
+    echo $$ > {hung}; read go < {gate}; exit 0 ;;
   hang:status|hang:result|hang:kill) echo $$ > {hung}; exec sleep 31999 ;;
   gate:--version) echo $$ > {hung}; read go < {gate}; exec actors "$@" ;;
   huge:--version|huge:status) echo 'actors, version 0'; exec head -c 400000000 /dev/zero ;;
@@ -158,6 +161,17 @@ def _probe_script(tmp_path: Path) -> tuple[Path, Path, Path]:
     script.chmod(0o755)
     tmp_path.chmod(0o755)
     return script, mode, hung
+
+
+def _release(gate: Path) -> None:
+    """The script waiting on `gate` goes on (nothing when none waits there)."""
+    import contextlib
+    import os
+
+    with contextlib.suppress(OSError):
+        fd = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, b"go\n")
+        os.close(fd)
 
 
 @pytest.fixture
@@ -196,6 +210,37 @@ def test_a_spawn_cut_after_the_host_started_it_is_neither_lost_nor_doubled(
     [envelope] = json.loads(cli("inbox", "read", "--session", "coord", "--json").stdout)
     assert envelope["from"] == "run:alpha/run-cut" and envelope["type"] == "run.done"
     assert "released" in cli("result", "run:alpha/run-cut").stdout
+
+
+def test_a_spawn_interrupted_after_the_host_started_it_is_not_lost(
+    probe_host: tuple[SshHost, Path, Path], ssh_home: StateRoot, tmp_path: Path
+) -> None:
+    """Ctrl-C while `spawn --host` waits for the host's answer, the run started there:
+    the placement stays (its end comes home), one line says it may have started, and
+    the sender's exit status is an interrupt's (130)."""
+    import signal
+
+    host, mode, hung = probe_host
+    mode.write_text("gate")
+    argv = ["spawn", "--host", host.name, "--as", "run-int", "-t", "echo interrupted-run"]
+    call = subprocess.Popen(
+        [sys.executable, "-m", "actors", *argv, "--session", "coord"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        read_fifo_line(hung)  # started there; its answer held back
+        call.send_signal(signal.SIGINT)
+        out, err = call.communicate(timeout=30)
+    finally:
+        call.kill()
+        _release(tmp_path / "gate-version")
+    assert call.returncode == 130, out + err
+    assert err.count("\n") == 1 and "interrupted, while starting run:alpha/run-int" in err, err
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "60").returncode == 0
+    [envelope] = json.loads(cli("inbox", "read", "--session", "coord", "--json").stdout)
+    assert envelope["from"] == "run:alpha/run-int" and envelope["type"] == "run.done"
 
 
 @pytest.mark.parametrize("verb", ["status", "result", "kill", "status-on-a-terminal"])
@@ -325,8 +370,7 @@ def test_two_adds_of_one_host_at_once_keep_the_first_record(
         fast = cli("host", "add", host.name, host.url)
         assert fast.returncode == 0, fast.stderr
         first = json.loads(ssh_home.host(host.name).record.read_text())
-        with open(tmp_path / "gate-version", "w") as gate:
-            gate.write("go\n")
+        _release(tmp_path / "gate-version")
         out, err = slow.communicate(timeout=60)
     finally:
         slow.kill()
