@@ -193,6 +193,11 @@ def forget_host(root: StateRoot, name: str) -> None:
     load_host(root, name)
     gone = root.hosts / f".removed-{name}-{new_id()}"
     os.rename(paths.dir, gone)
+    # a run's step waiting for a run placed there wakes, and finds it gone (not a wait
+    # for ever on a doorbell no link will ring)
+    from runtime.messaging.doorbells import ring
+
+    ring(gone / "doorbells")
 
     def vanished(func: object, path: str, exc: object) -> None:
         if not isinstance(sys.exc_info()[1], FileNotFoundError):

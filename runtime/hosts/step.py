@@ -159,8 +159,13 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
                 return 143
             with contextlib.suppress(BlockingIOError):
                 os.read(bell, 65536)
-    status = placed.get("status", "") if placed is not None else ""
-    return _report(host, run_id, status)
+    if placed is None:
+        sys.stderr.write(
+            f"actors: host {name} was removed (host rm --force) while run:{name}/{run_id} "
+            "was out; it goes on there, unreported\n"
+        )
+        return 1
+    return _report(host, run_id, placed.get("status", ""))
 
 
 def _report(host: Host, run_id: str, status: str) -> int:

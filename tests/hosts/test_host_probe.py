@@ -378,3 +378,29 @@ def test_two_adds_of_one_host_at_once_keep_the_first_record(
     assert err.count("\n") == 1 and f"host '{host.name}' was added meanwhile" in err, err
     assert json.loads(ssh_home.host(host.name).record.read_text()) == first
     assert cli("host", "ls").stdout.count(host.name) == 1
+
+
+def test_a_host_removed_while_a_swarms_worker_is_out_ends_the_worker_not_the_wait(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """`host rm --force` while a swarm's worker is out there: the worker's step, asleep
+    on the host's doorbell, wakes and fails with the reason, so the swarm ends (it does
+    not wait for ever for an end no link will carry home); the worker goes on there."""
+    from tests.hosts.test_host_swarm import swarm
+    from tests.hosts.test_hosts import add
+
+    host = ssh_hosts[0]
+    add(host)
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    run = swarm("workers=1", "hosts=alpha", f"cmd=echo up > {ready}; cat {gate}")
+    try:
+        assert read_fifo_line(ready) == "up"
+        removed = cli("host", "rm", host.name, "--force")
+        assert removed.returncode == 0, removed.stderr
+        waited = cli("wait", f"run:{run}", "--timeout", "30")
+        assert waited.returncode not in (0, 75), waited.stdout + waited.stderr
+        said = cli("result", f"run:{run}").stdout + cli("status", f"run:{run}").stdout
+        assert "host alpha was removed" in said, said
+        assert any(f"cat {gate}" in p for p in host.processes())  # it goes on there
+    finally:
+        _release(gate)
