@@ -331,8 +331,10 @@ def flag(setting: Setting) -> bool:
 
 
 def path(setting: Setting) -> str:
-    """A directory with `~` expanded; the default when unset or empty."""
-    return os.path.expanduser(text(setting) or setting.default)
+    """A path with `~` expanded; the default when unset or empty, and "" for a setting
+    whose default is none (`unset`: never a file named `unset`)."""
+    raw = text(setting) or setting.default
+    return "" if raw == "unset" and not text(setting) else os.path.expanduser(raw)
 
 
 def names(setting: Setting) -> frozenset[str]:

@@ -404,3 +404,56 @@ def test_a_host_removed_while_a_swarms_worker_is_out_ends_the_worker_not_the_wai
         assert any(f"cat {gate}" in p for p in host.processes())  # it goes on there
     finally:
         _release(gate)
+
+
+def test_without_actors_ssh_config_ssh_reads_your_own(
+    ssh_hosts: list[SshHost], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ACTORS_SSH_CONFIG unset (as for anyone who never heard of it): ssh reads the
+    user's own ~/.ssh/config, never `-F unset`. The user's home gets a ~/.ssh/config
+    (an overlay on it, in a private mount namespace: nothing of the real home changes),
+    naming this session's key and the hosts' keys."""
+    import shutil
+
+    from runtime.hosts.ssh import ssh_argv
+    from runtime.store.layout import StateRoot
+
+    monkeypatch.delenv("ACTORS_SSH_CONFIG", raising=False)
+    monkeypatch.setenv("ACTORS_HOME", str(tmp_path / "state"))
+    argv = ssh_argv(StateRoot.from_env().host("alpha"), "", "h", 22)
+    assert "-F" not in argv
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare(1)")
+    host = ssh_hosts[0]
+    key = host.base.parent / "id_ed25519"
+    dot_ssh = tmp_path / "dot-ssh"
+    dot_ssh.mkdir(mode=0o700)
+    (dot_ssh / "known_hosts").write_text((host.base / "known_hosts").read_text())
+    (dot_ssh / "config").write_text(
+        f"Host *\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {dot_ssh / 'known_hosts'}\n  GlobalKnownHostsFile /dev/null\n"
+    )
+    (dot_ssh / "config").chmod(0o600)
+    home = Path.home()
+    upper, work = tmp_path / "upper", tmp_path / "work"
+    upper.mkdir()
+    work.mkdir()
+    script = (
+        f"mount -t overlay overlay -o lowerdir={home},upperdir={upper},workdir={work} {home}"
+        f" && mkdir -p -m 0700 {home}/.ssh && cp -p {dot_ssh}/config {home}/.ssh/ && "
+        f'exec "$0" -m actors host add {host.name} {host.url}'
+    )
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"host {host.name}: {host.address} actors "), done.stdout
+    subprocess.run(
+        ["ssh", "-o", f"ControlPath={tmp_path / 'state' / 'hosts' / host.name / 'ssh.sock'}",
+         "-O", "exit", "x"],
+        capture_output=True, timeout=10, check=False,
+    )  # fmt: skip
