@@ -129,8 +129,26 @@ def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = 
 
 
 def placement(root: StateRoot, host: str, run_id: str) -> Placement | None:
-    found = read_json(host_paths(root, host).placement(run_id))
-    return cast("Placement", found) if isinstance(found, dict) else None
+    """The placement of `run_id` on `host`, None when there is none; StateDamaged (one
+    line) for a file there that is not one, so no reader trips over a missing field
+    (`ls` and the link skip it, a verb on its address says so)."""
+    path = host_paths(root, host).placement(run_id)
+    found = read_json(path)
+    if found is None:
+        return None
+    texts = ("run", "session", "placed_at", "state")
+    if (
+        not isinstance(found, dict)
+        or found.get("run") != run_id
+        or not all(isinstance(found.get(k), str) for k in texts)
+        or not all(isinstance(found.get(k, ""), str) for k in ("what", "status", "ended_at"))
+    ):
+        raise StateDamaged(
+            f"placement {path} is damaged",
+            hint=f"look at it; `rm {path}` forgets the run here (it goes on on {host})",
+            path=path,
+        )
+    return cast("Placement", found)
 
 
 def placements(root: StateRoot, host: str) -> list[Placement]:

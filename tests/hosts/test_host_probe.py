@@ -58,6 +58,39 @@ def test_a_damaged_outbox_is_skipped_not_a_traceback(home: StateRoot) -> None:
 
 
 @pytest.mark.parametrize(
+    "damaged",
+    [
+        {"run": "run-q"},
+        {"run": "run-q", "session": "coord", "state": "placed", "placed_at": 5},
+        {"run": "run-q", "session": "coord", "state": "ended", "placed_at": "", "status": {}},
+        {"run": "other", "session": "coord", "state": "placed", "placed_at": ""},
+        ["run-q"],
+    ],
+)
+def test_a_damaged_placement_is_one_line_and_hides_no_other_run(
+    home: StateRoot, damaged: object
+) -> None:
+    """A placement file that is not one (a field missing or of the wrong type, another
+    run's record, not an object): `ls` lists the other runs, a verb on its address says
+    it is damaged in one line, never an internal error."""
+    from runtime.hosts.records import place
+
+    _fake_host(home)
+    place(home, "evil", "run-ok", "coord")
+    path = home.host("evil").placement("run-q")
+    path.write_text(json.dumps(damaged))
+    path.chmod(0o600)
+    listed = cli("ls", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["run"] for r in json.loads(listed.stdout)] == ["run:evil/run-ok"]
+    for verb in ("kill", "status", "message"):
+        args = ["note", "hi"] if verb == "message" else []
+        done = cli(verb, "run:evil/run-q", *args, "--session", "coord")
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "is damaged" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
     ("said", "kind", "shown"),
     [
         ("\x1b]0;pwned\x07done" + "A" * 5000, "run.done", "done"),
