@@ -58,8 +58,14 @@ and a shell or ssh metacharacter has no place in a host name."""
 
 def parse_url(url: str) -> tuple[str, str, int]:
     """`ssh://[user@]host[:port]` -> (user, host, port); one line naming the fault."""
-    found = _URL.fullmatch(url)
     hint = "use ssh://[user@]host[:port], e.g. ssh://build@10.0.0.7:2222"
+    userinfo = url.removeprefix("ssh://").partition("/")[0].rpartition("@")[0]
+    if ":" in userinfo:  # a password: never echoed, never kept
+        raise BadInput(
+            "an ssh:// host address carries no password (ssh logs in with your keys)",
+            hint=f"drop ':PASSWORD' from it; {hint}",
+        )
+    found = _URL.fullmatch(url)
     if found is None or found["host"].startswith("-"):
         raise BadInput(f"{url[:80]!r} is not an ssh:// host address", hint=hint)
     port = int(found["port"] or 22)

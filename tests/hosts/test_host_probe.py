@@ -58,6 +58,24 @@ def test_a_damaged_outbox_is_skipped_not_a_traceback(home: StateRoot) -> None:
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        "ssh://build:hunter2secret@10.0.0.7",
+        "ssh://:hunter2secret@h:22",
+        "ssh://a:hunter2secret@[::1]",
+    ],
+)
+def test_a_password_in_a_host_address_is_refused_unechoed(home: StateRoot, url: str) -> None:
+    """`ssh://user:PASSWORD@host` is refused (ssh logs in with keys) in one line that
+    does not repeat the password, and nothing is kept."""
+    done = cli("host", "add", "h1", url)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "carries no password" in done.stderr
+    assert "hunter2secret" not in done.stderr + done.stdout
+    assert not home.hosts.exists() or not any(home.hosts.iterdir())
+
+
+@pytest.mark.parametrize(
     "damaged",
     [
         {"run": "run-q"},
