@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import sys
+from collections.abc import Callable, Iterator
 from typing import NotRequired, TypedDict, cast
 
 from runtime.core.errors import BadInput, NotFound, StateDamaged
@@ -117,11 +118,25 @@ def list_hosts(root: StateRoot) -> list[HostRecord]:
     ]
 
 
+@contextlib.contextmanager
+def host_held(root: StateRoot, name: str) -> Iterator[HostPaths]:
+    """The host's placing lock, held while it is still recorded (NotFound once `host
+    rm` took it away): what a placement and `host rm` take, so neither sees the other
+    half done (a run placed on a host just removed, its files made again by the write)."""
+    from runtime.store.appends import locked
+
+    paths = host_paths(root, name)
+    if not paths.record.exists():
+        load_host(root, name)  # its one line: no such host
+    with locked(paths.placing_lock):
+        if not paths.record.exists():  # removed while this waited for the lock
+            load_host(root, name)
+        yield paths
+
+
 def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = "") -> Placement:
     """Written (fsynced) before the run is started there: the link accepts follow-ups
-    only of placed runs."""
-    paths = host_paths(root, host)
-    ensure_dir(paths.placements)
+    only of placed runs. Never on a host `host rm` is removing (host_held)."""
     record: Placement = {
         "run": check_id(run_id),
         "host": host,
@@ -130,7 +145,9 @@ def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = 
         "state": "placed",
         "what": what,
     }
-    write_json_atomic(paths.placement(run_id), record)
+    with host_held(root, host) as paths:
+        ensure_dir(paths.placements)
+        write_json_atomic(paths.placement(run_id), record)
     return record
 
 
@@ -205,18 +222,22 @@ def end_if_unknown(root: StateRoot, host: str, run_id: str, stderr: str) -> bool
     return True
 
 
-def forget_host(root: StateRoot, name: str) -> None:
-    """`host rm`: the host's records go (its runs there are untouched). Renamed out of the
-    way first, so a reader sees the host or nothing; files its link or ssh master remove
-    while they go are not an error."""
+def forget_host(
+    root: StateRoot, name: str, still_out: Callable[[list[Placement]], None]
+) -> None:
+    """`host rm`: the host's records go (its runs there are untouched). Under the host's
+    placing lock, `still_out` is shown the runs placed there that are out (it raises to
+    refuse), then the host is renamed out of the way, so a reader sees the host or
+    nothing, and no spawn places a run on it meanwhile; files its link or ssh master
+    remove while they go are not an error."""
     import shutil
 
     from runtime.core.ids import new_id
 
-    paths = host_paths(root, name)
-    load_host(root, name)
     gone = root.hosts / f".removed-{name}-{new_id()}"
-    os.rename(paths.dir, gone)
+    with host_held(root, name) as paths:
+        still_out(outstanding(root, name))
+        os.rename(paths.dir, gone)
     # a run's step waiting for a run placed there wakes, and finds it gone (not a wait
     # for ever on a doorbell no link will ring)
     from runtime.messaging.doorbells import ring

@@ -206,15 +206,18 @@ def host_rows(root: StateRoot) -> list[HostRow]:
 
 
 def remove_host(root: StateRoot, name: str, *, force: bool) -> None:
-    out = outstanding(root, name)
-    if out and not force:
-        raise Conflict(
-            f"host {name} still has {len(out)} run(s) placed from here "
-            f"({', '.join(p['run'] for p in out[:3])})",
-            hint="wait for them or kill them, or rm --force (they go on there, unreported)",
-        )
-    close_master(Host.load(root, name).ssh())
-    forget_host(root, name)
+    host = Host.load(root, name)
+
+    def still_out(out: list[Placement]) -> None:
+        if out and not force:
+            raise Conflict(
+                f"host {name} still has {len(out)} run(s) placed from here "
+                f"({', '.join(p['run'] for p in out[:3])})",
+                hint="wait for them or kill them, or rm --force (they go on there, unreported)",
+            )
+        close_master(host.ssh())
+
+    forget_host(root, name, still_out)
 
 
 # -- runs -------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TypedDict
 
 from runtime.core.errors import BadInput, Conflict
+from runtime.core.faults import pause_point
 from runtime.core.ids import is_valid_id, short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
@@ -129,6 +130,7 @@ def spawn_remote(root: StateRoot, req: RemoteSpawn) -> int:
     }
     address = str(RemoteRef(host.name, run_id))
     host.reach()  # unreachable now: nothing placed, nothing sent
+    pause_point("hosts.spawn.before_place")
     place(root, host.name, run_id, owner, what=req.template or file or name or "")
     unplace = host_paths(root, host.name).placement(run_id)
     try:

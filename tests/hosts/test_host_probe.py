@@ -508,3 +508,41 @@ def test_without_actors_ssh_config_ssh_reads_your_own(
          "-O", "exit", "x"],
         capture_output=True, timeout=10, check=False,
     )  # fmt: skip
+
+
+def test_host_rm_while_a_spawn_places_a_run_there_leaves_no_ghost(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """`host rm` (no --force: nothing is out yet) while a `spawn --host` is about to place
+    its run there: the spawn finds the host gone (one line, exit 2), nothing starts on
+    the host, and no `hosts/<name>/` is made again by its write (a ghost whose placement
+    a later `host add` of the name would count as out for ever)."""
+    import os
+    import signal
+
+    from tests.hosts.test_hosts import add
+
+    host = ssh_hosts[1]
+    add(host)
+    barrier = make_fifo(tmp_path / "barrier")
+    env = {**os.environ, "ACTORS_PAUSE_AT": "hosts.spawn.before_place"}
+    env["ACTORS_PAUSE_FIFO"] = str(barrier)
+    argv = ["spawn", "--host", host.name, "--as", "ghost-run", "-t", "echo ghost-ran"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "actors", *argv, "--session", "coord"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as spawning:
+        pid, point = read_fifo_line(barrier, timeout=60).split()
+        assert point == "hosts.spawn.before_place"
+        removed = cli("host", "rm", host.name)
+        assert removed.returncode == 0, removed.stderr
+        os.kill(int(pid), signal.SIGCONT)
+        out, err = spawning.communicate(timeout=60)
+    assert spawning.returncode == 2, out + err
+    assert err.count("\n") == 1 and f"no host '{host.name}'" in err, err
+    assert not ssh_home.host(host.name).dir.exists()
+    assert not any("ghost-ran" in p or "ghost-run" in p for p in host.processes())
+    assert not (host.state / "runs" / "ghost-run").exists()
