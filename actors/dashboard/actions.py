@@ -77,6 +77,7 @@ async def stop_remote(request: Request, hub: Hub, host: str, run_id: str, action
     session's unless forced."""
     from runtime.hosts.records import placement
     from runtime.hosts.verbs import remote_json
+    from runtime.runs.ownership import acts_for
 
     data = _payload(await request.body())
     principal: Principal = request.extra["principal_record"]
@@ -85,7 +86,11 @@ async def stop_remote(request: Request, hub: Hub, host: str, run_id: str, action
 
     def act() -> Any:
         placed = placement(hub.root, host, run_id)
-        if not force and placed is not None and placed["session"] != principal.id:
+        if (
+            not force
+            and placed is not None
+            and not acts_for(hub.root, principal.id, placed["session"])
+        ):
             return placed["session"]
         return remote_json(hub.root, address, action, principal=principal.id, force=force)
 
@@ -134,10 +139,11 @@ def _message_remote(
     from runtime.hosts.records import placement
     from runtime.hosts.remote import remote_ref
     from runtime.hosts.verbs import remote_message
+    from runtime.runs.ownership import acts_for
 
     ref = remote_ref(to)
     placed = placement(hub.root, ref.host, ref.run) if ref is not None else None
-    if not force and placed is not None and placed["session"] != principal.id:
+    if not force and placed is not None and not acts_for(hub.root, principal.id, placed["session"]):
         return placed["session"]
     sent = remote_message(hub.root, to, kind, body, principal=principal.id, force=force)
     return {"id": sent.get("id"), "state": sent.get("state") or sent.get("status"), **sent}

@@ -222,9 +222,7 @@ def end_if_unknown(root: StateRoot, host: str, run_id: str, stderr: str) -> bool
     return True
 
 
-def forget_host(
-    root: StateRoot, name: str, still_out: Callable[[list[Placement]], None]
-) -> None:
+def forget_host(root: StateRoot, name: str, still_out: Callable[[list[Placement]], None]) -> None:
     """`host rm`: the host's records go (its runs there are untouched). Under the host's
     placing lock, `still_out` is shown the runs placed there that are out (it raises to
     refuse), then the host is renamed out of the way, so a reader sees the host or

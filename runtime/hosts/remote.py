@@ -266,7 +266,9 @@ def _placed_for(root: StateRoot, ref: RemoteRef, caller: str | None, force: bool
             f"no run {ref.run} placed on host {ref.host} from here",
             hint=f"actors ls shows the runs placed on hosts; {ref.host}'s own are its business",
         )
-    if caller is not None and placed["session"] != caller and not force:
+    from runtime.runs.ownership import acts_for
+
+    if caller is not None and not force and not acts_for(root, caller, placed["session"]):
         raise Refused(
             f"{ref} belongs to session {placed['session']}, not {caller}",
             hint="act as that session (--session), or --force",

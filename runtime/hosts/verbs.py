@@ -49,7 +49,9 @@ def remote_json(
             f"no run {ref.run} placed on host {ref.host} from here",
             hint="the runs placed on hosts are listed with their host",
         )
-    if verb in CONTROL_VERBS and placed["session"] != principal and not force:
+    from runtime.runs.ownership import acts_for
+
+    if verb in CONTROL_VERBS and not force and not acts_for(root, principal, placed["session"]):
         raise Refused(
             f"{ref} belongs to session {placed['session']}, not {principal}",
             hint="act as that session, or force it",

@@ -105,6 +105,13 @@ def check_control(
     )
 
 
+def acts_for(root: StateRoot, principal: str, owner: str) -> bool:
+    """Whether the caller `principal` (an id, as a run placed on a host records its
+    owner) is `owner`: the same id, or a session that succeeded it, as check_control
+    judges a local run (a run's own id never has a lineage)."""
+    return principal == owner or _succeeded(root, Principal(principal), owner)
+
+
 def _succeeded(root: StateRoot, principal: Principal, owner: str) -> bool:
     """Whether session `principal` goes on from `owner` (its lineage holds it)."""
     if principal.via_run_token or not is_valid_id(principal.id):

@@ -75,6 +75,32 @@ def test_a_password_in_a_host_address_is_refused_unechoed(home: StateRoot, url: 
     assert not home.hosts.exists() or not any(home.hosts.iterdir())
 
 
+def test_a_session_that_succeeded_the_placer_controls_its_remote_run(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """After Claude Code's /clear the new session id is the same principal as the old
+    (runtime.delivery.succession): it may kill the old id's runs, local and placed on a
+    host alike, without --force; a stranger may not."""
+    from runtime.hosts.records import place
+    from runtime.hosts.verbs import remote_json
+    from tests.actors.test_succession import NEW, OLD, OTHER, session_start
+
+    _fake_host(home)
+    session_start(OLD, "startup", tmp_path)
+    place(home, "evil", "run-old", OLD)
+    session_start(NEW, "clear", tmp_path)
+    stranger = cli("kill", "run:evil/run-old", "--session", OTHER)
+    assert stranger.returncode == 2 and f"belongs to session {OLD}" in stranger.stderr
+    successor = cli("kill", "run:evil/run-old", "--session", NEW)
+    # past the owner's check, to the host (which nothing answers here): one line, exit 3
+    assert successor.returncode == 3, successor.stderr
+    assert "cannot be reached" in successor.stderr and "belongs to" not in successor.stderr
+    from runtime.hosts.ssh import HostUnreachable
+
+    with pytest.raises(HostUnreachable):
+        remote_json(home, "run:evil/run-old", "kill", principal=NEW)
+
+
 @pytest.mark.parametrize(
     "damaged",
     [
