@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import NotRequired, TypedDict, cast
 
-from runtime.core.errors import BadInput, NotFound, StateDamaged
+from runtime.core.errors import BadInput, Conflict, NotFound, StateDamaged
 from runtime.core.ids import now_iso
 from runtime.store.layout import HostPaths, StateRoot, check_id
 from runtime.store.reads import read_json
@@ -136,7 +136,9 @@ def host_held(root: StateRoot, name: str) -> Iterator[HostPaths]:
 
 def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = "") -> Placement:
     """Written (fsynced) before the run is started there: the link accepts follow-ups
-    only of placed runs. Never on a host `host rm` is removing (host_held)."""
+    only of placed runs. Never on a host `host rm` is removing (host_held), and never
+    over another placement of the id (two spawns `--as` one id at once: the later is
+    refused here, before anything is sent, and cannot unplace the first's run)."""
     record: Placement = {
         "run": check_id(run_id),
         "host": host,
@@ -145,9 +147,14 @@ def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = 
         "state": "placed",
         "what": what,
     }
+    from runtime.store.writes import publish_json_once
+
     with host_held(root, host) as paths:
         ensure_dir(paths.placements)
-        write_json_atomic(paths.placement(run_id), record)
+        if not publish_json_once(paths.placement(run_id), record):
+            raise Conflict(
+                f"run {run_id} was already placed on {host}", hint="choose another --as"
+            )
     return record
 
 

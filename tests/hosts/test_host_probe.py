@@ -572,3 +572,40 @@ def test_host_rm_while_a_spawn_places_a_run_there_leaves_no_ghost(
     assert not ssh_home.host(host.name).dir.exists()
     assert not any("ghost-ran" in p or "ghost-run" in p for p in host.processes())
     assert not (host.state / "runs" / "ghost-run").exists()
+
+
+def test_two_spawns_as_one_id_at_once_lose_neither_run(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """Two `spawn --host --as X` at once, both past the check that X is not placed yet:
+    the later to place is refused in one line before anything reaches the host, and
+    cannot take the first's placement with it; the first's run comes home once."""
+    import os
+    import signal
+
+    from tests.hosts.test_hosts import add
+
+    host = ssh_hosts[1]
+    add(host)
+    barrier = make_fifo(tmp_path / "barrier")
+    env = {**os.environ, "ACTORS_PAUSE_AT": "hosts.spawn.before_place"}
+    env["ACTORS_PAUSE_FIFO"] = str(barrier)
+    argv = ["spawn", "--host", host.name, "--as", "twin", "--session", "coord", "-t"]
+    with subprocess.Popen(
+        [sys.executable, "-m", "actors", *argv, "echo second"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as late:
+        pid, _ = read_fifo_line(barrier, timeout=60).split()
+        first = cli(*argv, "echo first")
+        assert first.returncode == 0, first.stderr
+        os.kill(int(pid), signal.SIGCONT)
+        out, err = late.communicate(timeout=60)
+    assert late.returncode == 2, out + err
+    assert err.count("\n") == 1 and "already placed" in err, err
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "60").returncode == 0
+    [envelope] = json.loads(cli("inbox", "read", "--session", "coord", "--json").stdout)
+    assert envelope["from"] == "run:beta/twin" and envelope["type"] == "run.done"
+    assert "first" in cli("result", "run:beta/twin").stdout
