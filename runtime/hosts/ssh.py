@@ -238,6 +238,13 @@ def _exchange(
 
 
 def close_master(argv: list[str]) -> None:
-    """`ssh -O exit`: the host's master connection ends (host rm)."""
+    """`ssh -O exit`: the host's master connection ends (host rm, a failed host add).
+    Best effort: a master that does not answer within 10 s (stuck, stopped) is left to
+    its keepalives, never a traceback of the command that is done with it."""
+    import contextlib
+
     control = [*argv[:-2], "-O", "exit", *argv[-2:]]
-    subprocess.run(control, capture_output=True, check=False, timeout=10, stdin=subprocess.DEVNULL)
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        subprocess.run(
+            control, capture_output=True, check=False, timeout=10, stdin=subprocess.DEVNULL
+        )

@@ -609,3 +609,36 @@ def test_two_spawns_as_one_id_at_once_lose_neither_run(
     [envelope] = json.loads(cli("inbox", "read", "--session", "coord", "--json").stdout)
     assert envelope["from"] == "run:beta/twin" and envelope["type"] == "run.done"
     assert "first" in cli("result", "run:beta/twin").stdout
+
+
+def test_host_rm_with_a_stuck_master_connection_is_not_a_traceback(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """The host's ssh master stopped (SIGSTOP: as stuck as a master gets): `host rm`
+    gives up on closing it after its 10 s and removes the host, never an internal
+    error."""
+    import os
+    import re
+    import signal
+
+    from tests.hosts.test_hosts import add
+
+    host = ssh_hosts[0]
+    add(host)
+    socket = ssh_home.host(host.name).control_socket
+    checked = subprocess.run(
+        ["ssh", "-o", f"ControlPath={socket}", "-O", "check", "x"],
+        capture_output=True, text=True, timeout=10, check=False,
+    )  # fmt: skip
+    found = re.search(r"pid=(\d+)", checked.stderr)
+    assert found is not None, checked.stderr
+    master = int(found[1])
+    os.kill(master, signal.SIGSTOP)
+    try:
+        removed = cli("host", "rm", host.name)
+    finally:
+        os.kill(master, signal.SIGCONT)
+        os.kill(master, signal.SIGTERM)  # its socket went with the host: nothing reaches it
+    assert removed.returncode == 0, removed.stderr
+    assert "internal error" not in removed.stderr
+    assert not ssh_home.host(host.name).dir.exists()
