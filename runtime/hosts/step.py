@@ -179,10 +179,19 @@ def _report(host: Host, run_id: str, status: str) -> int:
         found = decode(done.stdout, max_bytes=1 << 22) if done.returncode == 0 else None
         if isinstance(found, dict):
             if isinstance(found.get("code"), int):
-                code = found["code"]
+                code = exit_status(found["code"])
             if isinstance(found.get("output"), str):
                 sys.stdout.write(found["output"])
     return code
+
+
+def exit_status(code: int) -> int:
+    """The remote run's code as this command's exit status: 0-255 as it is, a signal's
+    negative code as a shell says it (-9: 137), anything else (the host's word: 256
+    would read as success) 1."""
+    if 0 <= code <= 255:
+        return code
+    return 128 - code if -64 < code < 0 else 1
 
 
 def stop_remote(host: Host, run_id: str) -> bool:

@@ -218,6 +218,7 @@ case "$mode:$verb" in
   gate:host-spawn)
     actors "$@"
     echo $$ > {hung}; read go < {gate}; exit 0 ;;
+  code256:result) printf '{{"code": 256, "status": "failed", "output": "x"}}\n'; exit 0 ;;
   hang:status|hang:result|hang:kill) echo $$ > {hung}; exec sleep 31999 ;;
   gate:--version) echo $$ > {hung}; read go < {gate}; exec actors "$@" ;;
   huge:--version|huge:status) echo 'actors, version 0'; exec head -c 400000000 /dev/zero ;;
@@ -642,3 +643,20 @@ def test_host_rm_with_a_stuck_master_connection_is_not_a_traceback(
     assert removed.returncode == 0, removed.stderr
     assert "internal error" not in removed.stderr
     assert not ssh_home.host(host.name).dir.exists()
+
+
+def test_a_workers_code_from_its_host_never_reads_as_success(
+    probe_host: tuple[SshHost, Path, Path], ssh_home: StateRoot
+) -> None:
+    """A swarm's worker failed there, and the host's `result` says code 256 (which, as
+    an exit status, is 0): the worker's step is not a success, nor is the swarm."""
+    host, mode, _ = probe_host
+    mode.write_text("code256")
+    done = cli("spawn", "swarm", "-v", "workers=1", "-v", "hosts=alpha", "-v", "cmd=exit 3",
+               "--session", "coord", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = json.loads(done.stdout)["run"]
+    waited = cli("wait", f"run:{run}", "--timeout", "60")
+    assert waited.returncode not in (0, 75), waited.stdout + waited.stderr
+    status = json.loads(cli("status", f"run:{run}", "--json").stdout)
+    assert status["status"] == "failed", status
