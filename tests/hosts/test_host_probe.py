@@ -650,7 +650,7 @@ def test_a_workers_code_from_its_host_never_reads_as_success(
 ) -> None:
     """A swarm's worker failed there, and the host's `result` says code 256 (which, as
     an exit status, is 0): the worker's step is not a success, nor is the swarm."""
-    host, mode, _ = probe_host
+    _, mode, _ = probe_host
     mode.write_text("code256")
     done = cli("spawn", "swarm", "-v", "workers=1", "-v", "hosts=alpha", "-v", "cmd=exit 3",
                "--session", "coord", "--json")  # fmt: skip
