@@ -93,6 +93,15 @@ SSH_CONFIG = Setting(
     "ssh reads your own (~/.ssh/config, your keys and agent).",
     USER,
 )
+HOST_TIMEOUT = Setting(
+    "ACTORS_HOST_TIMEOUT",
+    "seconds",
+    "60",
+    "How long a verb on a remote run that answers at once (`status`, `result`, `inspect`, "
+    "`kill`, `cancel`, `tail` without `-f`) waits for the host's answer before it says, in "
+    "one line, that the host did not answer (exit 3); `wait` and `tail -f` wait on.",
+    USER,
+)
 JOURNAL_CAP_BYTES = Setting(
     "ACTORS_JOURNAL_CAP_BYTES",
     "bytes",
@@ -282,6 +291,7 @@ SETTINGS = (
     XDG_CONFIG_HOME,
     SESSION,
     SSH_CONFIG,
+    HOST_TIMEOUT,
     JOURNAL_CAP_BYTES,
     LOG_CAP_BYTES,
     LEASE_S,
@@ -321,8 +331,10 @@ def flag(setting: Setting) -> bool:
 
 
 def path(setting: Setting) -> str:
-    """A directory with `~` expanded; the default when unset or empty."""
-    return os.path.expanduser(text(setting) or setting.default)
+    """A path with `~` expanded; the default when unset or empty, and "" for a setting
+    whose default is none (`unset`: never a file named `unset`)."""
+    raw = text(setting) or setting.default
+    return "" if raw == "unset" and not text(setting) else os.path.expanduser(raw)
 
 
 def names(setting: Setting) -> frozenset[str]:

@@ -51,6 +51,18 @@ class Host:
             timeout=timeout,
         )
 
+    def reach(self, *, timeout: float = 30.0) -> None:
+        """The host's connection up now (its master made if there is none), or
+        HostUnreachable: what runs over it next fails only by a cut connection."""
+        r = self.record
+        run_remote(
+            [*self.ssh(), "true"],
+            name=r["name"],
+            address=r["address"],
+            port=r["port"],
+            timeout=timeout,
+        )
+
     def said(self, stderr: str) -> str:
         """What a failed verb there prints here: the last lines of the host's stderr,
         each said to come from the host (error_lines)."""

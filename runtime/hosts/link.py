@@ -23,6 +23,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -132,16 +133,13 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
     envelope["from"] = address
     envelope["session"] = placed["session"]
     envelope["host"] = host.name
-    for key in ("summary",):
-        if isinstance(envelope.get(key), str):
-            envelope[key] = (
-                envelope[key].replace(run_id, address).replace(f"run:{address}", address)
-            )
+    if isinstance(envelope.get("summary"), str):
+        envelope["summary"] = renamed(envelope["summary"], run_id, address)
     body = envelope.get("body")
     if isinstance(body, dict):
         body = dict(body, host=host.name, run=address)
         if isinstance(body.get("next"), str):
-            body["next"] = body["next"].replace(run_id, address).replace(f"run:{address}", address)
+            body["next"] = renamed(body["next"], run_id, address)
         envelope["body"] = body
     key = str(envelope.get("idempotency_key") or entry.get("id"))
     # the host chose the key: only its digest names anything here (a delivery id is a
@@ -158,11 +156,34 @@ def accept(host: Host, entry: dict[str, Any]) -> Accepted:
             raise ActorsError(f"could not hand {address}'s follow-up over: {handed.get('reason')}")
     else:
         submit(host.root, placed["session"], cast("Envelope", envelope), delivery_id=delivery_id)
-    ended = None
-    if envelope.get("type") in TERMINAL_TYPES:
-        status = body.get("status") if isinstance(body, dict) else None
-        ended = (run_id, str(status or envelope["type"]))
+    kind = envelope.get("type")
+    ended = (run_id, final_status(kind, body)) if kind in TERMINAL_TYPES else None
     return Accepted(str(entry.get("id")), ended)
+
+
+def renamed(text: str, run_id: str, address: str) -> str:
+    """A follow-up's summary (or its `next`) naming the run by its address here: the
+    host's words name it where they start (`Run ID ...`) and in the next step (`actors
+    VERB ID`), and only there; the run's own words in between (its quoted result) are
+    left as written, however its id reads (`--as test` and a result of `make test`)."""
+    ident = rf"(?:run:)?{re.escape(run_id)}"
+    text = re.sub(rf"^Run {ident}(?![\w.-])", f"Run {address}", text, count=1)
+    return re.sub(
+        rf"((?:^|next: )actors [a-z]+ ){ident}(?=$|\s)",
+        lambda found: found[1] + address,
+        text,
+    )
+
+
+def final_status(kind: str, body: object) -> str:
+    """A run's end as the host tells it, as this root keeps it (the placement's status:
+    `ls`, the dashboard, a step's exit status): the body's status when it is a run's final
+    status, else the one the follow-up's type says. The host wrote it: huge text, control
+    characters, a dict or `placed` never become a status here."""
+    from runtime.views.status import TERMINAL
+
+    status = body.get("status") if isinstance(body, dict) else None
+    return status if isinstance(status, str) and status in TERMINAL else kind.removeprefix("run.")
 
 
 MAX_LINE = 4 << 20

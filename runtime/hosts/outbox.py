@@ -82,12 +82,34 @@ def queue(host: Host, message: Queued) -> None:
     append_jsonl(host.paths.outbox, message, fsync=True)
 
 
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "key": (str,),
+    "run": (str,),
+    "sender": (str,),
+    "type": (str,),
+    "summary": (str, type(None)),
+    "reply_to": (str, type(None)),
+    "force": (bool,),
+    "state": (str,),
+}
+"""A message's fields and their types (`body` is any JSON): a line folded into anything
+else (damaged, cut off, written by hand) is not a message, and is skipped."""
+
+
 def messages(host: Host) -> list[Queued]:
-    """Every message of the outbox, its state folded, in the order they were queued."""
+    """Every message of the outbox, its state folded, in the order they were queued;
+    what is not a whole message (a damaged line) is skipped, never a KeyError that
+    would stop the sender and the link alike."""
     from runtime.store.reads import fold, read_jsonl
 
     records = read_jsonl(host.paths.outbox).records
-    return [cast("Queued", m) for m in fold(records, key="key").values() if "run" in m]
+    return [
+        cast("Queued", m)
+        for m in fold(records, key="key").values()
+        if "body" in m
+        and isinstance(m.get("answer", {}), dict)
+        and all(isinstance(m.get(k), kinds) for k, kinds in _FIELDS.items())
+    ]
 
 
 def pending(host: Host) -> list[Queued]:

@@ -7,9 +7,10 @@ import contextlib
 import os
 import re
 import sys
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, NotRequired, TypedDict, cast
 
-from runtime.core.errors import BadInput, NotFound, StateDamaged
+from runtime.core.errors import BadInput, Conflict, NotFound, StateDamaged
 from runtime.core.ids import now_iso
 from runtime.store.layout import HostPaths, StateRoot, check_id
 from runtime.store.reads import read_json
@@ -62,8 +63,14 @@ and a shell or ssh metacharacter has no place in a host name."""
 
 def parse_url(url: str) -> tuple[str, str, int]:
     """`ssh://[user@]host[:port]` -> (user, host, port); one line naming the fault."""
-    found = _URL.fullmatch(url)
     hint = "use ssh://[user@]host[:port], e.g. ssh://build@10.0.0.7:2222"
+    userinfo = url.removeprefix("ssh://").partition("/")[0].rpartition("@")[0]
+    if ":" in userinfo:  # a password: never echoed, never kept
+        raise BadInput(
+            "an ssh:// host address carries no password (ssh logs in with your keys)",
+            hint=f"drop ':PASSWORD' from it; {hint}",
+        )
+    found = _URL.fullmatch(url)
     if found is None or found["host"].startswith("-"):
         raise BadInput(f"{url[:80]!r} is not an ssh:// host address", hint=hint)
     port = int(found["port"] or 22)
@@ -93,6 +100,18 @@ def save_host(root: StateRoot, record: HostRecord) -> None:
     write_json_atomic(paths.record, record)
 
 
+def create_host(root: StateRoot, record: HostRecord) -> bool:
+    """`host add`'s record, written only if the host has none: False when one exists (a
+    second `host add` of the name finished first), never overwritten (its session owns
+    the runs placed there)."""
+    from runtime.store.writes import publish_json_once
+
+    paths = host_paths(root, record["name"])
+    ensure_dir(root.hosts)
+    ensure_dir(paths.dir)
+    return publish_json_once(paths.record, record)
+
+
 def list_hosts(root: StateRoot) -> list[HostRecord]:
     if not root.hosts.is_dir():
         return []
@@ -103,11 +122,27 @@ def list_hosts(root: StateRoot) -> list[HostRecord]:
     ]
 
 
+@contextlib.contextmanager
+def host_held(root: StateRoot, name: str) -> Iterator[HostPaths]:
+    """The host's placing lock, held while it is still recorded (NotFound once `host
+    rm` took it away): what a placement and `host rm` take, so neither sees the other
+    half done (a run placed on a host just removed, its files made again by the write)."""
+    from runtime.store.appends import locked
+
+    paths = host_paths(root, name)
+    if not paths.record.exists():
+        load_host(root, name)  # its one line: no such host
+    with locked(paths.placing_lock):
+        if not paths.record.exists():  # removed while this waited for the lock
+            load_host(root, name)
+        yield paths
+
+
 def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = "") -> Placement:
     """Written (fsynced) before the run is started there: the link accepts follow-ups
-    only of placed runs."""
-    paths = host_paths(root, host)
-    ensure_dir(paths.placements)
+    only of placed runs. Never on a host `host rm` is removing (host_held), and never
+    over another placement of the id (two spawns `--as` one id at once: the later is
+    refused here, before anything is sent, and cannot unplace the first's run)."""
     record: Placement = {
         "run": check_id(run_id),
         "host": host,
@@ -116,13 +151,36 @@ def place(root: StateRoot, host: str, run_id: str, session: str, *, what: str = 
         "state": "placed",
         "what": what,
     }
-    write_json_atomic(paths.placement(run_id), record)
+    from runtime.store.writes import publish_json_once
+
+    with host_held(root, host) as paths:
+        ensure_dir(paths.placements)
+        if not publish_json_once(paths.placement(run_id), record):
+            raise Conflict(f"run {run_id} was already placed on {host}", hint="choose another --as")
     return record
 
 
 def placement(root: StateRoot, host: str, run_id: str) -> Placement | None:
-    found = read_json(host_paths(root, host).placement(run_id))
-    return cast("Placement", found) if isinstance(found, dict) else None
+    """The placement of `run_id` on `host`, None when there is none; StateDamaged (one
+    line) for a file there that is not one, so no reader trips over a missing field
+    (`ls` and the link skip it, a verb on its address says so)."""
+    path = host_paths(root, host).placement(run_id)
+    found = read_json(path)
+    if found is None:
+        return None
+    texts = ("run", "session", "placed_at", "state")
+    if (
+        not isinstance(found, dict)
+        or found.get("run") != run_id
+        or not all(isinstance(found.get(k), str) for k in texts)
+        or not all(isinstance(found.get(k, ""), str) for k in ("what", "status", "ended_at"))
+    ):
+        raise StateDamaged(
+            f"placement {path} is damaged",
+            hint=f"look at it; `rm {path}` forgets the run here (it goes on on {host})",
+            path=path,
+        )
+    return cast("Placement", found)
 
 
 def owned_placement(
@@ -194,18 +252,25 @@ def end_if_unknown(root: StateRoot, host: str, run_id: str, stderr: str) -> bool
     return True
 
 
-def forget_host(root: StateRoot, name: str) -> None:
-    """`host rm`: the host's records go (its runs there are untouched). Renamed out of the
-    way first, so a reader sees the host or nothing; files its link or ssh master remove
-    while they go are not an error."""
+def forget_host(root: StateRoot, name: str, still_out: Callable[[list[Placement]], None]) -> None:
+    """`host rm`: the host's records go (its runs there are untouched). Under the host's
+    placing lock, `still_out` is shown the runs placed there that are out (it raises to
+    refuse), then the host is renamed out of the way, so a reader sees the host or
+    nothing, and no spawn places a run on it meanwhile; files its link or ssh master
+    remove while they go are not an error."""
     import shutil
 
     from runtime.core.ids import new_id
 
-    paths = host_paths(root, name)
-    load_host(root, name)
     gone = root.hosts / f".removed-{name}-{new_id()}"
-    os.rename(paths.dir, gone)
+    with host_held(root, name) as paths:
+        still_out(outstanding(root, name))
+        os.rename(paths.dir, gone)
+    # a run's step waiting for a run placed there wakes, and finds it gone (not a wait
+    # for ever on a doorbell no link will ring)
+    from runtime.messaging.doorbells import ring
+
+    ring(gone / "doorbells")
 
     def vanished(func: object, path: str, exc: object) -> None:
         if not isinstance(sys.exc_info()[1], FileNotFoundError):

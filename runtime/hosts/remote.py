@@ -11,6 +11,7 @@ this root's one session there.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import subprocess
 import sys
@@ -24,6 +25,8 @@ from runtime.hosts.host import Host
 from runtime.hosts.outbox import Queued
 from runtime.hosts.records import (
     HostRecord,
+    Placement,
+    create_host,
     end_if_unknown,
     end_placement,
     forget_host,
@@ -33,7 +36,6 @@ from runtime.hosts.records import (
     owned_placement,
     parse_url,
     placements,
-    save_host,
 )
 from runtime.hosts.ssh import SSH_FAILED, HostUnreachable, close_master, explain
 from runtime.runs.ownership import Principal, current_principal
@@ -146,10 +148,14 @@ def add_host(
                 hint="both ends speak one protocol: add it with --install to put this "
                 "version there",
             )
-        save_host(root, record)
+        if not create_host(root, record):
+            raise Conflict(
+                f"host {name!r} was added meanwhile",
+                hint=f"see it: actors host ls; or: actors host rm {name}",
+            )
     except BaseException:
         close_master(host.ssh())
-        if created:
+        if created and not paths.record.exists():  # (another add's record stays)
             shutil.rmtree(paths.dir, ignore_errors=True)
         raise
     return record
@@ -180,15 +186,18 @@ def host_rows(root: StateRoot) -> list[HostRow]:
 
 
 def remove_host(root: StateRoot, name: str, *, force: bool) -> None:
-    out = outstanding(root, name)
-    if out and not force:
-        raise Conflict(
-            f"host {name} still has {len(out)} run(s) placed from here "
-            f"({', '.join(p['run'] for p in out[:3])})",
-            hint="wait for them or kill them, or rm --force (they go on there, unreported)",
-        )
-    close_master(Host.load(root, name).ssh())
-    forget_host(root, name)
+    host = Host.load(root, name)
+
+    def still_out(out: list[Placement]) -> None:
+        if out and not force:
+            raise Conflict(
+                f"host {name} still has {len(out)} run(s) placed from here "
+                f"({', '.join(p['run'] for p in out[:3])})",
+                hint="wait for them or kill them, or rm --force (they go on there, unreported)",
+            )
+        close_master(host.ssh())
+
+    forget_host(root, name, still_out)
 
 
 # -- runs -------------------------------------------------------------------------------
@@ -297,7 +306,13 @@ def forward(root: StateRoot, call: RemoteCall | RemoteMessage) -> int:
     # right after the verb: after the arguments it could land behind a `--` (a body
     # that starts with '-'), where it would be read as more arguments
     mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
-    code, stderr = _run_shown(host.command([verb, *mark, *rest]))
+    code, stderr = _run_shown(host.command([verb, *mark, *rest]), _bound(verb, rest))
+    if code is None:
+        raise HostUnreachable(
+            f"host {name} did not answer `{verb}` within {_bound(verb, rest):.0f}s",
+            hint=f"its actors may be stuck: `ssh` to {name} and look; ACTORS_HOST_TIMEOUT "
+            "sets the wait",
+        )
     if code == SSH_FAILED:
         r = host.record
         raise explain(name, r["address"], r["port"], stderr)
@@ -312,18 +327,37 @@ def forward(root: StateRoot, call: RemoteCall | RemoteMessage) -> int:
     return code
 
 
-def _run_shown(argv: list[str]) -> tuple[int, str]:
+def _bound(verb: str, args: list[str]) -> float | None:
+    """How long the host has to answer `verb`: ACTORS_HOST_TIMEOUT for a verb that
+    answers at once, none for `wait` (its own --timeout is the host's) or `tail -f`."""
+    from runtime.core import config
+
+    follows = any(a == "--follow" or re.fullmatch(r"-[A-Za-z]*f[A-Za-z]*", a) for a in args)
+    if verb == "wait" or (verb == "tail" and follows):
+        return None
+    return config.seconds(config.HOST_TIMEOUT)
+
+
+def _run_shown(argv: list[str], timeout: float | None) -> tuple[int | None, str]:
     """The host's verb, its stdout streamed as it comes (tail -f follows): straight to a
     pipe, as locally, but through this CLI's own stream when that is a terminal, so what
     the host's actors prints is made inert here as a local run's output is (a hostile or
     different actors there cannot drive this terminal). Its stderr's last MAX_STDERR
     bytes are returned (read alongside, so neither pipe can stall the other; a pipe, not
-    a file: ssh's multiplexed channel handed a file as stderr ended `tail -f` early)."""
+    a file: ssh's multiplexed channel handed a file as stderr ended `tail -f` early).
+    A host that has not finished within `timeout` is cut: its status is None then."""
     import codecs
     import os
+    import select
     import threading
+    import time
 
     from runtime.core.terminal import TerminalStream
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+
+    def left() -> float | None:
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
 
     shown = isinstance(sys.stdout, TerminalStream)
     with subprocess.Popen(
@@ -333,23 +367,38 @@ def _run_shown(argv: list[str]) -> tuple[int, str]:
         stderr=subprocess.PIPE,
     ) as proc:
         assert proc.stderr is not None
-        err_fd = proc.stderr.fileno()
+        # the reader's own copy: ssh's master holds the channel's pipes, so a reader of a
+        # host that never answers is left behind, and must not read a reused fd
+        err_fd = os.dup(proc.stderr.fileno())
         tail = bytearray()
 
         def drain() -> None:
-            while chunk := os.read(err_fd, 65536):
-                tail.extend(chunk)
-                del tail[:-MAX_STDERR]
+            try:
+                while chunk := os.read(err_fd, 65536):
+                    tail.extend(chunk)
+                    del tail[:-MAX_STDERR]
+            finally:
+                os.close(err_fd)
 
         reader = threading.Thread(target=drain, daemon=True)
         reader.start()
         if proc.stdout is not None:
+            out_fd = proc.stdout.fileno()
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            while chunk := os.read(proc.stdout.fileno(), 65536):
+            while select.select([out_fd], [], [], left())[0]:
+                chunk = os.read(out_fd, 65536)
+                if not chunk:
+                    break
                 sys.stdout.write(decoder.decode(chunk))
                 sys.stdout.flush()
-        reader.join()
-    return proc.returncode, bytes(tail).decode(errors="replace")
+        try:
+            proc.wait(timeout=left())
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return None, bytes(tail).decode(errors="replace")
+        reader.join(left())
+    code = None if reader.is_alive() else proc.returncode
+    return code, bytes(tail).decode(errors="replace")
 
 
 def placed_rows(root: StateRoot) -> list[dict[str, Any]]:

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from runtime.core.errors import BadInput, Conflict
+from runtime.core.faults import pause_point
 from runtime.core.ids import is_valid_id, short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
 from runtime.hosts.records import host_paths, place, placement
+from runtime.hosts.ssh import HostUnreachable
 from runtime.store.layout import StateRoot, check_id
 
 if TYPE_CHECKING:
@@ -114,10 +116,19 @@ def spawn_remote(
         "after": list(req.after),
         "session": host.record["session"],
     }
+    address = str(RemoteRef(host.name, run_id))
+    host.reach()  # unreachable now: nothing placed, nothing sent
+    pause_point("hosts.spawn.before_place")
     place(root, host.name, run_id, owner, what=req.template or file or name or "")
     unplace = host_paths(root, host.name).placement(run_id)
     try:
         done = host.run(["host", "spawn"], input=json.dumps(wire), timeout=120)
+    except (HostUnreachable, KeyboardInterrupt) as err:
+        raise _cut_while_starting(root, host, address, err) from None
+    except BaseException:
+        unplace.unlink(missing_ok=True)
+        raise
+    try:
         if done.returncode != 0:
             unplace.unlink(missing_ok=True)
             sys.stderr.write(host.said(done.stderr))
@@ -133,7 +144,6 @@ def spawn_remote(
         unplace.unlink(missing_ok=True)
         raise
     start_link(root, host.name)
-    address = str(RemoteRef(host.name, run_id))
     if as_json:
         print(
             json.dumps({**started, "run": run_id, "host": host.name, "address": address}, indent=2)
@@ -141,6 +151,27 @@ def spawn_remote(
     else:
         print(address)
     return 0
+
+
+def _cut_while_starting(
+    root: StateRoot, host: Host, address: str, err: HostUnreachable | KeyboardInterrupt
+) -> HostUnreachable:
+    """A spawn whose connection was cut (or Ctrl-C'd) after its request went: the
+    request may have reached the host, and the run may be going there. The placement
+    stays, so its end comes home (the link, started here), a retry under the same --as
+    is refused instead of starting it twice, and a kill of one that never started ends
+    it as `lost`. One line, exit 3 (130 for Ctrl-C)."""
+    from runtime.hosts.link import start_link
+
+    start_link(root, host.name)
+    why = err.message if isinstance(err, HostUnreachable) else "interrupted"
+    cut = HostUnreachable(
+        f"{why}, while starting {address}: it may have started there",
+        hint=f"`actors status {address}` tells once the host answers; its end comes "
+        f"home if it did; `actors kill {address}` stops it (or forgets it if it did not)",
+    )
+    cut.exit_code = 3 if isinstance(err, HostUnreachable) else 130
+    return cut
 
 
 # -- on the host ------------------------------------------------------------------------

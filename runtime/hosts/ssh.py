@@ -138,6 +138,12 @@ def explain(name: str, address: str, port: int, stderr: str) -> ActorsError:
     )
 
 
+MAX_OUTPUT = 4 << 20
+"""The most a host's answer to one command may print (a `result --json` is the largest,
+and is read to at most this): past it the channel is cut and the answer refused, so a
+hostile or broken actors there cannot fill this process's memory."""
+
+
 def run_remote(
     argv: list[str],
     *,
@@ -147,31 +153,98 @@ def run_remote(
     input: str | None = None,
     timeout: float = 60.0,
 ) -> subprocess.CompletedProcess[str]:
-    """One remote command over the host's connection, its output captured; ssh's own
-    failure raised as HostUnreachable (the remote command's status is the caller's).
-    Bytes that are not UTF-8 (a hostile actors, a login banner) read as U+FFFD: what the
-    host prints is never a reason for a traceback here (callers escape what they show)."""
+    """One remote command over the host's connection, its output captured (at most
+    MAX_OUTPUT, its stderr's last MAX_OUTPUT); ssh's own failure raised as
+    HostUnreachable, and so is an answer that does not end within `timeout` (the remote
+    command's status is the caller's). Bytes that are not UTF-8 (a hostile actors, a
+    login banner) read as U+FFFD: what the host prints is never a reason for a traceback
+    here (callers escape what they show)."""
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             argv,
-            input=input,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-            stdin=None if input is not None else subprocess.DEVNULL,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
-    except subprocess.TimeoutExpired as err:
-        raise HostUnreachable(f"host {name} did not answer within {timeout:.0f}s") from err
-    except FileNotFoundError as err:
-        raise no_ssh() from err
-    if done.returncode == SSH_FAILED:
-        raise explain(name, address, port, done.stderr)
-    return done
+    except FileNotFoundError as exc:
+        raise no_ssh() from exc
+    with proc:
+        try:
+            out, err, fault = _exchange(proc, (input or "").encode(), timeout)
+        except BaseException:  # interrupted here (Ctrl-C): the channel goes with it
+            proc.kill()
+            raise
+        if fault is not None:
+            proc.kill()
+        proc.wait()
+    if fault == "timeout":
+        raise HostUnreachable(f"host {name} did not answer within {timeout:.0f}s")
+    if fault is not None:
+        raise HostAnswer(
+            f"host {name}'s actors answered with more than {MAX_OUTPUT} bytes",
+            hint="check the actors there (`actors host ls`)",
+        )
+    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
+    if proc.returncode == SSH_FAILED:
+        raise explain(name, address, port, stderr)
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
+
+
+def _exchange(
+    proc: subprocess.Popen[bytes], data: bytes, timeout: float
+) -> tuple[bytes, bytes, str | None]:
+    """`data` written to the command's stdin while its stdout and stderr are read, until
+    both end: (stdout, stderr's tail, None), or the fault that stopped it first
+    (`timeout`, `too-large`). One thread and a selector, as subprocess's own
+    communicate, but bounded in time and size."""
+    import selectors
+    import time
+
+    deadline = time.monotonic() + timeout
+    out, err = bytearray(), bytearray()
+    with selectors.DefaultSelector() as selector:
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            selector.register(proc.stdin, selectors.EVENT_WRITE)
+        assert proc.stdout is not None and proc.stderr is not None
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        sent = 0
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return bytes(out), bytes(err), "timeout"
+            for key, _ in selector.select(left):
+                if key.data is None:  # stdin: the next part of `data`, then its end
+                    try:
+                        sent += os.write(key.fd, data[sent : sent + 65536])
+                    except BlockingIOError:
+                        continue
+                    except BrokenPipeError:
+                        sent = len(data)
+                    if sent >= len(data):
+                        selector.unregister(key.fileobj)
+                        key.fileobj.close()  # type: ignore[union-attr]
+                    continue
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if key.data is out and len(out) > MAX_OUTPUT:
+                    return bytes(out), bytes(err), "too-large"
+                del err[:-MAX_OUTPUT]
+    return bytes(out), bytes(err), None
 
 
 def close_master(argv: list[str]) -> None:
-    """`ssh -O exit`: the host's master connection ends (host rm)."""
+    """`ssh -O exit`: the host's master connection ends (host rm, a failed host add).
+    Best effort: a master that does not answer within 10 s (stuck, stopped) is left to
+    its keepalives, never a traceback of the command that is done with it."""
+    import contextlib
+
     control = [*argv[:-2], "-O", "exit", *argv[-2:]]
-    subprocess.run(control, capture_output=True, check=False, timeout=10, stdin=subprocess.DEVNULL)
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        subprocess.run(
+            control, capture_output=True, check=False, timeout=10, stdin=subprocess.DEVNULL
+        )

@@ -159,8 +159,13 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
                 return 143
             with contextlib.suppress(BlockingIOError):
                 os.read(bell, 65536)
-    status = placed.get("status", "") if placed is not None else ""
-    return _report(host, run_id, status)
+    if placed is None:
+        sys.stderr.write(
+            f"actors: host {name} was removed (host rm --force) while run:{name}/{run_id} "
+            "was out; it goes on there, unreported\n"
+        )
+        return 1
+    return _report(host, run_id, placed.get("status", ""))
 
 
 def _report(host: Host, run_id: str, status: str) -> int:
@@ -174,10 +179,19 @@ def _report(host: Host, run_id: str, status: str) -> int:
         found = decode(done.stdout, max_bytes=1 << 22) if done.returncode == 0 else None
         if isinstance(found, dict):
             if isinstance(found.get("code"), int):
-                code = found["code"]
+                code = exit_status(found["code"])
             if isinstance(found.get("output"), str):
                 sys.stdout.write(found["output"])
     return code
+
+
+def exit_status(code: int) -> int:
+    """The remote run's code as this command's exit status: 0-255 as it is, a signal's
+    negative code as a shell says it (-9: 137), anything else (the host's word: 256
+    would read as success) 1."""
+    if 0 <= code <= 255:
+        return code
+    return 128 - code if -64 < code < 0 else 1
 
 
 def stop_remote(host: Host, run_id: str) -> bool:

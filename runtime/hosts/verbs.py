@@ -46,7 +46,9 @@ def remote_json(
     owned_placement(root, ref, acting, force=force, action=verb)
     mark = ["--session", host.record["session"]] if verb in SESSION_VERBS else []
     argv = [verb, *mark, "--json", "--", f"run:{ref.run}"]
-    done = host.run(argv, timeout=60)
+    from runtime.core import config
+
+    done = host.run(argv, timeout=config.seconds(config.HOST_TIMEOUT))
     if done.returncode != 0:
         if verb in ("kill", "cancel"):
             end_if_unknown(root, ref.host, ref.run, done.stderr)

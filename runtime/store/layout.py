@@ -317,6 +317,12 @@ class HostPaths(_NamedDir):
         """Held (flock) by the one process sending the host's outbox."""
         return self._at / "outbox.lock"
 
+    @property
+    def placing_lock(self) -> Path:
+        """Held (flock) while a run is placed on the host and while `host rm` checks
+        nothing is out there and removes it: no run is placed on a removed host."""
+        return self._at / "placing.lock"
+
 
 class RunPaths(_Place):
     """The files of one run's state directory."""
