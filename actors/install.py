@@ -28,6 +28,7 @@ from typing import Any
 from actors.install_files import make_dirs, read_config, remove_dirs, restore_config, write_config
 from adapters.install_edits import Edit, actors_command
 from runtime.core.errors import ActorsError, BadInput
+from runtime.store.appends import locked
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_json
 from runtime.store.writes import ensure_dir, write_bytes_atomic, write_json_atomic
@@ -95,14 +96,28 @@ def install(
 ) -> list[dict[str, Any]]:
     if wake not in ("hook", "watcher"):
         raise BadInput(f"unknown wake {wake!r}", hint="use --wake hook or --wake watcher")
-    staged = []
-    for edit in plan(
-        harness, scope, wake, inbound
-    ):  # everything first: a bad file aborts before any write
+    edits = plan(harness, scope, wake, inbound)
+    if dry_run:
+        return _results(_staged(edits), dry_run=True)
+    ensure_dir(root.path)
+    with locked(root.installs_lock):  # the configs and records read and written as one
+        return _install_staged(root, _staged(edits), (harness, scope))
+
+
+Staged = list[tuple[Edit, "str | None", "os.stat_result | None", str]]
+
+
+def _staged(edits: list[Edit]) -> Staged:
+    """Every edit applied in memory first: a bad file aborts before any write."""
+    staged: Staged = []
+    for edit in edits:
         original, st = read_config(edit.path)
         staged.append((edit, original, st, edit.add(original)))
-    records = _records(root)
-    results = [
+    return staged
+
+
+def _results(staged: Staged, *, dry_run: bool = False) -> list[dict[str, Any]]:
+    return [
         {
             "path": str(e.path),
             "changed": new != (old or ""),
@@ -111,15 +126,21 @@ def install(
         }
         for e, old, _, new in staged
     ]
-    if dry_run:
-        return results
+
+
+def _install_staged(
+    root: StateRoot, staged: Staged, owner: tuple[str, str]
+) -> list[dict[str, Any]]:
+    """Write what `_staged` prepared, with its records; everything taken back on a
+    failure (under the installs lock)."""
+    records = _records(root)
+    results = _results(staged)
     undo: list[Callable[[], None]] = []
     try:
         for edit, original, st, new in staged:
             if new != (original or ""):
-                _install_one(records, edit.path, original, st, new, (harness, scope), undo)
+                _install_one(records, edit.path, original, st, new, owner, undo)
                 _note_added(records[str(edit.path)], edit.added)
-        ensure_dir(root.path)
         write_json_atomic(root.installs, records)
     except (OSError, ActorsError) as exc:
         for step in reversed(undo):
@@ -180,6 +201,13 @@ def _note_added(record: dict[str, Any], added: Any) -> None:
 
 
 def uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]:
+    if not root.path.exists():
+        return _uninstall(root, harness, scope)  # nothing was installed from this root
+    with locked(root.installs_lock):
+        return _uninstall(root, harness, scope)
+
+
+def _uninstall(root: StateRoot, harness: str, scope: str) -> list[dict[str, Any]]:
     records = _records(root)
     results: list[dict[str, Any]] = []
     # last written first: a directory an earlier file's install created (OpenCode's

@@ -189,6 +189,13 @@ class StateRoot(_Place):
         """What `actors install` wrote into harness configs, so uninstall removes only that."""
         return self.path / "installs.json"
 
+    @property
+    def installs_lock(self) -> Path:
+        """Held by one install or uninstall at a time, from reading the configs and
+        installs.json to writing them back: two at once would each write back the records
+        they read, and one's would be lost."""
+        return self.path / ".installs.lock"
+
     def spawn_stage(self, stage_id: str) -> Path:
         """Where a spawn assembles a run directory before renaming it into `runs/`."""
         return self.tmp / f"spawn-{stage_id}"
