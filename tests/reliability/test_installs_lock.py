@@ -11,19 +11,11 @@ another harness runs meanwhile."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 from pathlib import Path
 
 import runtime.core.faults
 from runtime.store.layout import StateRoot
-from tests.reliability.test_session_record_lock import (
-    _exited_or_waiting,
-    _finished,
-    _paused_at,
-    _start,
-)
+from tests.reliability.test_session_record_lock import _finished, _start, race_a_paused_writer
 
 assert not runtime.core.faults.ARMED  # the fault hook never pauses this process
 
@@ -34,20 +26,11 @@ def test_two_installs_at_once_keep_both_records(home: StateRoot, tmp_path: Path)
            "CODEX_HOME": str(user / ".codex")}  # fmt: skip
     barrier = tmp_path / "barrier"
     paused = {"ACTORS_PAUSE_AT": "files.atomic.after_tmp", "ACTORS_PAUSE_FIFO": str(barrier)}
-    first = _start(["install", "codex", "--user"], None, {**env, **paused})
-    second: subprocess.Popen[str] | None = None
-    try:
-        assert _paused_at(barrier) == first.pid
-        second = _start(["install", "opencode", "--user"], None, env)
-        _exited_or_waiting(second)
-        os.kill(first.pid, signal.SIGCONT)
-        _finished(first)
-        _finished(second)
-    finally:
-        for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.kill()
-                process.communicate(timeout=30)
+    race_a_paused_writer(
+        (["install", "codex", "--user"], None, {**env, **paused}),
+        (["install", "opencode", "--user"], None, env),
+        barrier,
+    )
     records = json.loads(home.installs.read_text())
     harnesses = sorted({r["harness"] for r in records.values()})
     assert harnesses == ["codex", "opencode"], records

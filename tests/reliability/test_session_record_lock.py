@@ -93,6 +93,30 @@ def _exited_or_waiting(process: subprocess.Popen[str], timeout: float = 30) -> N
         time.sleep(0.005)
 
 
+Writer = tuple[list[str], "dict[str, object] | None", dict[str, str]]
+"""`actors ARGV...`, its stdin data and its environment."""
+
+
+def race_a_paused_writer(first: Writer, second: Writer, barrier: Path) -> None:
+    """`first` (its environment pauses it at a point between its read and its write,
+    reporting at `barrier`) is stopped there; `second` runs until it exits or waits for
+    a lock; then `first` goes on. Both must exit 0; neither outlives this call."""
+    paused = _start(*first)
+    other: subprocess.Popen[str] | None = None
+    try:
+        assert _paused_at(barrier) == paused.pid
+        other = _start(*second)
+        _exited_or_waiting(other)
+        os.kill(paused.pid, signal.SIGCONT)
+        _finished(paused)
+        _finished(other)
+    finally:
+        for process in (paused, other):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.communicate(timeout=30)
+
+
 SECOND_WRITERS = {
     # the first prompt of the session records its permission mode (SessionStart drops it)
     "user-prompt-submit": (
@@ -123,20 +147,12 @@ def test_a_record_update_racing_a_session_start_is_kept(
     barrier = tmp_path / "barrier"
     paused = {"ACTORS_PAUSE_AT": "files.atomic.after_tmp", "ACTORS_PAUSE_FIFO": str(barrier)}
     again = {**first, "transcript_path": "/t/again"}
-    start = _start(["hook", "session-start"], again, {**env, **paused})
-    other: subprocess.Popen[str] | None = None
-    try:
-        assert _paused_at(barrier) == start.pid
-        other = _start(*SECOND_WRITERS[writer], env)
-        _exited_or_waiting(other)
-        os.kill(start.pid, signal.SIGCONT)
-        _finished(start)
-        _finished(other)
-    finally:
-        for process in (start, other):
-            if process is not None and process.poll() is None:
-                process.kill()
-                process.communicate(timeout=30)
+    second_argv, second_data = SECOND_WRITERS[writer]
+    race_a_paused_writer(
+        (["hook", "session-start"], again, {**env, **paused}),
+        (second_argv, second_data, env),
+        barrier,
+    )
     record = _record(home)
     if writer == "user-prompt-submit":  # both updates are in the record
         assert record["transcript_path"] == "/t/again", record
