@@ -216,11 +216,27 @@ def locked(fd: int) -> bool:
     return False
 
 
-def hold_liveness(path: str) -> int:
+LIVENESS_FD = 3
+"""The descriptor a runner is started with its liveness lock on, already held: spawn
+takes the lock and hands it over (runtime.runs.launch), so it is held from before the
+runner's identity is public (a lock the runner took itself would leave a window in
+which a watcher opened on the spawner's record is granted its shared lock at once,
+while the runner is still alive). runtime/runner/entry.py keeps this one descriptor
+open and spells the same number."""
+
+
+def hold_liveness(path: str, inherited: int | None = None) -> int:
     """Take the exclusive lock that says "this process is alive" (see ExitWatch) and
-    return its descriptor; -1 where it cannot be taken (the watchers then verify)."""
+    return its descriptor; -1 where it cannot be taken (the watchers then verify).
+    `inherited`: a descriptor the process was started with; when it is this very file
+    (the spawner's lock, handed over) it is adopted, held since before the start; any
+    other file there is kept from the process's children."""
     import fcntl
 
+    if inherited is not None:
+        adopted = _adopt(inherited, path)
+        if adopted >= 0:
+            return adopted
     flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags, 0o600)
@@ -230,5 +246,28 @@ def hold_liveness(path: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         os.close(fd)
+        return -1
+    return fd
+
+
+def _adopt(fd: int, path: str) -> int:
+    """`fd` if it is the open file at `path` and holds its exclusive lock (re-taking a
+    lock of the same kind on the same open file is a no-op), no longer inheritable;
+    else -1, with `fd` (if open at all) made non-inheritable."""
+    import fcntl
+
+    try:
+        held, named = os.fstat(fd), os.stat(path, follow_symlinks=False)
+    except OSError:
+        return -1
+    try:
+        os.set_inheritable(fd, False)
+    except OSError:
+        return -1
+    if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
         return -1
     return fd

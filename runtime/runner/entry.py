@@ -19,6 +19,10 @@ import sys
 STATE = "ACTORS_RUNNER_STATE"
 """runtime.core.config.RUNNER_STATE's name; this file may not import it (it would load
 the runtime), and tests/runtime/test_config.py holds the two equal."""
+LIVENESS_FD = 3
+"""runtime.core.platform.LIVENESS_FD: spawn hands the runner its liveness lock there,
+already held; the first start keeps it open (tests/runtime/test_config.py holds the two
+equal)."""
 
 
 def _noted(signum: int, frame: object) -> None:
@@ -59,7 +63,7 @@ def main() -> int:
     if state is not None and state.startswith("wait "):
         idle(*state.split(" ")[1:5])
     if state is None:  # descriptors a caller of spawn passed down: no command inherits them
-        os.closerange(3, 1 << 16)
+        os.closerange(LIVENESS_FD + 1, 1 << 16)  # the lock spawn handed over stays
     # this file's own tree first: the runtime it belongs to, never one found elsewhere
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from runtime.runner import park

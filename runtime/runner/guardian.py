@@ -144,6 +144,8 @@ class Guard:
             if watch.fd == fd:
                 self._unwatch(run_id)
                 fold(self.root, self.owner, run_id)
+                if not self.root.run(run_id).followup.exists():
+                    self.scan()  # not settled (its runner lives on, or the fold failed): again
                 return True
         return False
 

@@ -419,7 +419,8 @@ def begin(
         return 2
     run = cast("RunRecord", found)  # written by spawn just before it started this process
     global liveness
-    liveness = platform.hold_liveness(str(paths.liveness))  # before the identity is public
+    # held since spawn (handed over at LIVENESS_FD); taken here when started otherwise
+    liveness = platform.hold_liveness(str(paths.liveness), inherited=platform.LIVENESS_FD)
     group = run_cgroup(paths, run)
     pause_point("runner.before_cgroup")
     joined = group is not None and cgroups.join(group)

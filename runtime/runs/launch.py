@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from runtime.core import config
 from runtime.core.errors import ActorsError, Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
+from runtime.core.platform import LIVENESS_FD
 from runtime.core.process import remember_child
 from runtime.runner import ENTRY
 from runtime.store import safe
@@ -124,6 +125,9 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
         (os.POSIX_SPAWN_DUP2, log_fd, 1),
         (os.POSIX_SPAWN_DUP2, log_fd, 2),
     ]
+    lock_fd = _liveness_lock(paths)
+    if lock_fd >= 0:
+        actions.append((os.POSIX_SPAWN_DUP2, lock_fd, LIVENESS_FD))
     try:
         # stop signals wait, blocked, until the runner can take them (runner.begin)
         stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
@@ -139,8 +143,34 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
         ) from None
     finally:
         os.close(log_fd)
+        if lock_fd >= 0:
+            os.close(lock_fd)  # the runner's copy holds the lock from here on
     remember_child(pid)
     return pid
+
+
+def _liveness_lock(paths: RunPaths) -> int:
+    """The runner's liveness lock (runtime.core.platform.ExitWatch), taken here before
+    the runner exists and handed to it: a watcher that opens its exit watch on the
+    identity recorded below is never granted the lock while the runner lives. Never
+    at LIVENESS_FD itself (a dup2 onto itself would keep it close-on-exec); -1 where it
+    cannot be taken (the runner then takes it as it starts)."""
+    import fcntl
+
+    try:
+        fd = safe.open_regular(paths.liveness, os.O_RDWR | os.O_CREAT)
+    except (OSError, ActorsError):
+        return -1
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fd == LIVENESS_FD:
+            moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, LIVENESS_FD + 1)
+            os.close(fd)
+            fd = moved
+    except OSError:
+        os.close(fd)
+        return -1
+    return fd
 
 
 def _unclaim(root: StateRoot, paths: RunPaths) -> None:

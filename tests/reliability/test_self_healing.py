@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -153,13 +154,48 @@ def _created(home: StateRoot, session: str, delivery_id: str) -> int:
     )
 
 
-def _waiter(session: str, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "actors", "inbox", "wait", "--session", session, *extra],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+Waiter = Callable[..., "subprocess.Popen[str]"]
+
+
+@pytest.fixture
+def waiter() -> Iterator[Waiter]:
+    """Starts `actors inbox wait --session S` processes; each is stopped and its pipes
+    closed when the test ends, failed or not (none outlives it, and no pipe is left for a
+    later test's garbage collector to report)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(session: str, *extra: str) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "actors", "inbox", "wait", "--session", session, *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def _returned(waiter: subprocess.Popen[str], home: StateRoot, run_id: str) -> tuple[str, str]:
+    """The wait's output once it has returned; a wait still running after the bound
+    fails with what it said on stderr (its guardian's log) and the run's state."""
+    try:
+        return waiter.communicate(timeout=FOLLOW_UP_WITHIN_S)
+    except subprocess.TimeoutExpired:
+        waiter.kill()
+        _out, err = waiter.communicate()
+        paths = home.run(run_id)
+        tail = paths.events.read_text()[-600:] if paths.events.exists() else "(no events)"
+        raise AssertionError(
+            f"inbox wait {waiter.pid} not back within {FOLLOW_UP_WITHIN_S}s; its stderr: "
+            f"{err!r}; status: {actors.status(run_id)}; followup marker: "
+            f"{paths.followup.exists()}; events tail: {tail}"
+        ) from None
 
 
 def _mcp_pid(session: str) -> int:
@@ -177,7 +213,7 @@ def _mcp_pid(session: str) -> int:
 
 
 async def test_a_sigkilled_runner_heals_through_inbox_wait_and_the_mcp_server(
-    home: StateRoot, tmp_path: Path
+    home: StateRoot, tmp_path: Path, waiter: Waiter
 ) -> None:
     """The must-show: SIGKILL a runner while its session has an `inbox wait` and an MCP
     server alive; one `run.exited` within 5 s, the wait returns with it, no orphan."""
@@ -191,18 +227,16 @@ async def test_a_sigkilled_runner_heals_through_inbox_wait_and_the_mcp_server(
         record, orphan = await trio.to_thread.run_sync(
             lambda: _idle(tmp_path, "crashy", session=SESSION)
         )
-        waiter = _waiter(SESSION)
-        runner, watchers = _runner(record), [waiter.pid, _mcp_pid(SESSION)]
+        wait = waiter(SESSION)
+        runner, watchers = _runner(record), [wait.pid, _mcp_pid(SESSION)]
         await trio.to_thread.run_sync(_watching, home, watchers, runner)
         assert _marked(record["run_instance_id"]), "the run's commands should be running"
 
         os.kill(runner, signal.SIGKILL)
         killed = time.monotonic()
-        out, err = await trio.to_thread.run_sync(
-            lambda: waiter.communicate(timeout=FOLLOW_UP_WITHIN_S)
-        )
+        out, err = await trio.to_thread.run_sync(lambda: _returned(wait, home, "crashy"))
         healed_s = time.monotonic() - killed
-        assert waiter.returncode == 0, err
+        assert wait.returncode == 0, err
         assert "Run crashy exited" in out, out
         assert healed_s < FOLLOW_UP_WITHIN_S
         print(f"SIGKILL -> run.exited follow-up -> inbox wait returned: {healed_s * 1000:.0f} ms")
@@ -244,16 +278,49 @@ def test_a_guardian_started_after_the_crash_folds_it_at_start(
     assert _marked(record["run_instance_id"]) == []
 
 
-def test_racing_guardians_submit_exactly_one_follow_up(home: StateRoot, tmp_path: Path) -> None:
+def test_the_runner_is_locked_alive_from_the_instant_its_identity_is_public(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """A watcher without a pidfd (the portable path) opens its exit watch on the identity
+    spawn records, then blocks for a shared lock on the runner's liveness file. Held only
+    once the runner had started Python, that lock was granted at once to a watcher that
+    came first (the MCP server scans right after its own spawn returns): the guardian
+    folded a live run, found nothing to do and never watched it again, so its crash was
+    never followed up. Spawn takes the lock and hands it over; none of the run's commands
+    holds it (the runner's death must release it)."""
+    from runtime.core.platform import locked
+
+    fds = tmp_path / "fds.txt"
+    ready = make_fifo(tmp_path / "locked.ready")
+    listing = 'ls -l /proc/self/fd/ > "$1"; echo ready > "$2"; exec sleep 300'
+    recipe = write_recipe(tmp_path, "fds", {"template": f"sh -c '{listing}' x {{o}} {{f}}"})
+    record = actors.spawn(str(recipe), as_="locked", values={"o": str(fds), "f": str(ready)})
+    liveness = os.open(home.run("locked").liveness, os.O_RDONLY)
+    try:
+        assert locked(liveness), "spawn returned with the runner's identity, its lock not held"
+        assert read_fifo_line(ready) == "ready"
+        assert ".runner.lock" not in fds.read_text(), "a command holds the liveness lock"
+        assert locked(liveness)
+        os.kill(_runner(record), signal.SIGKILL)
+        assert wait_gone([_runner(record)], timeout=30)
+        assert not locked(liveness), "the dead runner's lock outlived it"
+    finally:
+        os.close(liveness)
+        fold_run(home, home.run("locked"))  # the command the dead runner left: stopped
+
+
+def test_racing_guardians_submit_exactly_one_follow_up(
+    home: StateRoot, tmp_path: Path, waiter: Waiter
+) -> None:
     """Four `inbox wait` processes watch the same runner; all wake on its death at once."""
     record, orphan = _idle(tmp_path, "raced", session=SESSION)
-    waiters = [_waiter(SESSION) for _ in range(4)]
+    waits = [waiter(SESSION) for _ in range(4)]
     runner = _runner(record)
-    _watching(home, [w.pid for w in waiters], runner)
+    _watching(home, [w.pid for w in waits], runner)
     os.kill(runner, signal.SIGKILL)
-    for waiter in waiters:
-        out, err = waiter.communicate(timeout=30)
-        assert waiter.returncode == 0 and "Run raced exited" in out, (out, err)
+    for wait in waits:
+        out, err = _returned(wait, home, "raced")
+        assert wait.returncode == 0 and "Run raced exited" in out, (out, err)
     follow_ups = _exited_follow_ups(home, SESSION, "raced")
     assert len(follow_ups) == 1, follow_ups
     assert _created(home, SESSION, follow_ups[0]["id"]) == 1
@@ -390,19 +457,17 @@ def test_a_pid_now_owned_by_another_process_is_not_watched_nor_signalled(
         proc.wait()
 
 
-def test_an_idle_guardian_never_wakes(home: StateRoot, tmp_path: Path) -> None:
+def test_an_idle_guardian_never_wakes(home: StateRoot, tmp_path: Path, waiter: Waiter) -> None:
     """Issue 21 builds on it: an `inbox wait` guarding a live run sleeps on its pidfd and
     doorbells, with no timer. Its context switches stay put over a second of idling."""
     record, _orphan = _idle(tmp_path, "quiet", session=SESSION)
-    waiter = _waiter(SESSION)
+    wait = waiter(SESSION)
     try:
-        _watching(home, [waiter.pid], _runner(record))
+        _watching(home, [wait.pid], _runner(record))
 
         # measured once it has settled: the pidfd is held before setup has quite ended
-        assert wake_ups([waiter.pid], 1.0)[waiter.pid] == 0, "the idle guardian woke up"
+        assert wake_ups([wait.pid], 1.0)[wait.pid] == 0, "the idle guardian woke up"
     finally:
-        waiter.kill()
-        waiter.communicate()
         actors.kill("quiet", session=SESSION)
 
 

@@ -57,6 +57,9 @@ def test_the_runner_entry_spells_its_setting_as_the_table_does() -> None:
     from runtime.runner import entry
 
     assert config.RUNNER_STATE.name == entry.STATE
+    from runtime.core import platform
+
+    assert platform.LIVENESS_FD == entry.LIVENESS_FD
 
 
 def test_the_documented_table_is_the_table_in_code() -> None:
