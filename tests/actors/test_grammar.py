@@ -458,3 +458,54 @@ def test_version_loads_no_more_than_message() -> None:
     message, _ = cli_imports(["message", "run:ghost", "x.y"])
     assert version - {"actors._version"} <= message, sorted(version - message)
     assert "click" not in version and "importlib.metadata" not in version
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command and subcommand of the click group, as argv prefixes."""
+    import click
+
+    from actors.cli._app import cli as group
+
+    found: list[list[str]] = []
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        if isinstance(command, click.Group):
+            for name in command.list_commands(click.Context(command)):
+                sub = command.get_command(click.Context(command), name)
+                assert sub is not None
+                walk(sub, [*path, name])
+        else:
+            found.append(path)
+
+    walk(group, [])
+    return [path for path in found if path[:1] != ["hook"]]  # a hook never fails its harness
+
+
+def test_every_usage_error_is_one_line_naming_the_command_and_changes_nothing(
+    home: StateRoot,
+) -> None:
+    """docs/cli.md: bad input is one readable line naming what is wrong and how to fix it,
+    exit status 2. click's own usage errors were a three-line block (usage, a help hint,
+    a blank line, then the error); an unknown option, a missing value and an extra
+    argument are each one line now, on every command, and write nothing."""
+    paths = _command_paths()
+    assert len(paths) > 30
+    before = snapshot(home.path)
+    for path in paths:
+        for bad in (["--no-such-option-x"], ["--json=\x1b[31mred"]):
+            proc = cli(*path, *bad)
+            where = " ".join(["actors", *path])
+            lines = proc.stderr.splitlines()
+            assert proc.returncode == 2, (path, bad, proc.returncode, proc.stderr)
+            assert len(lines) == 1 and proc.stdout == "", (path, bad, proc.stderr, proc.stdout)
+            assert lines[0].startswith("actors: "), lines
+            if path != ["run"]:  # `run TOOL --its-options`: the tool's own refusal
+                assert lines[0].endswith(f"; see `{where} --help`"), lines
+    proc = cli("nosuchverb")
+    assert proc.stderr == "actors: no such command 'nosuchverb'; see `actors --help`\n"
+    proc = cli("ls", "extra")
+    assert proc.stderr.splitlines() == [
+        "actors: got unexpected extra argument (extra); see `actors ls --help`"
+    ]
+    after = snapshot(home.path)
+    assert after == before
