@@ -190,9 +190,18 @@ def register_session(
     }
 
     def change(current: dict[str, Any]) -> dict[str, Any] | None:
-        return None if keep is not None and keep(current) else record
+        if keep is not None and keep(current):
+            return None
+        return {**record, **{k: current[k] for k in SESSION_HISTORY if k in current}}
 
     return update_session(root, ident, change)
+
+
+SESSION_HISTORY = ("predecessors", "successor", "created_at")
+"""What a registration keeps of the record it replaces: the sessions this one succeeded
+(runtime.delivery.succession; its ownership of their runs rests on them), the one it
+went on to, and when it was first seen. A re-registration changes how the session is
+reached, never whose runs it owns."""
 
 
 def list_sessions(root: StateRoot) -> list[dict[str, Any]]:

@@ -183,3 +183,25 @@ def test_a_follow_up_racing_the_clear_lands_once_in_the_new_session(
     appended = [r for r in map(json.loads, lines) if r["id"] == delivery and "envelope" in r]
     assert len(appended) == 1
     assert unread_count(OLD) == 0 and unread_count(NEW) == 0
+
+
+def test_registering_the_session_again_keeps_what_it_succeeded(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """`actors session register` replaces how a session is reached; it used to replace the
+    whole record, so re-registering the session a /clear made dropped its `predecessors`
+    and with them its control of the old id's runs."""
+    session_start(OLD, "startup", tmp_path)
+    actors.spawn(template="sleep 300", as_="run:before-clear", session=OLD)
+    session_start(NEW, "clear", tmp_path)
+    record = home.sessions / NEW / "session.json"
+    first = json.loads(record.read_text())
+    assert first["predecessors"] == [OLD]
+
+    again = cli("session", "register", "--id", NEW, "--harness", "file")
+    assert again.returncode == 0, again.stderr
+    now = json.loads(record.read_text())
+    assert now["harness"] == "file" and now["predecessors"] == [OLD]
+    assert now["created_at"] == first["created_at"]
+    stopped = cli("kill", "run:before-clear", "--session", NEW)
+    assert stopped.returncode == 0, stopped.stderr
