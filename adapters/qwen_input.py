@@ -22,14 +22,20 @@ first), `processed_timeout` (s, default 3; 0 = do not wait).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import select
 import stat
+import sys
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from runtime.core import platform
+from runtime.core.errors import ResourceError
+from runtime.core.inotify import Inotify
 from runtime.delivery.contract import (
     Capabilities,
     CheckedAdapter,
@@ -43,6 +49,7 @@ from runtime.delivery.contract import (
 from runtime.delivery.render import injected_text
 
 _POLL_S = 0.05
+"""How often the events file is looked at where no inotify tells of its changes."""
 _SCAN_BYTES = 4 * 1024 * 1024
 """How much of the end of the input / events file is searched for a delivery id."""
 
@@ -203,10 +210,34 @@ def _answered(records: list[dict[str, Any]], marker: str) -> bool:
 
 
 def _wait_for(path: Path, done: Any, timeout: float) -> bool | None:
+    """True once `done` holds for the events file's records; None at the timeout. Woken
+    by the kernel when the file's directory changes (inotify); where there is none (not
+    Linux, or no instance left) the file is looked at every _POLL_S."""
     deadline = time.monotonic() + timeout
-    while True:
-        if done(_records(path)):
-            return True
-        if time.monotonic() >= deadline:
+    with contextlib.ExitStack() as stack:
+        changes = _directory_changes(path.parent, stack)
+        while True:
+            if done(_records(path)):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            if changes is None:
+                time.sleep(min(remaining, _POLL_S))
+                continue
+            select.select([changes.fd], [], [], remaining)
+            changes.read()
+
+
+def _directory_changes(directory: Path, stack: contextlib.ExitStack) -> Inotify | None:
+    """An inotify descriptor readable when `directory` changes, or None where there is
+    none to be had (the caller then looks every _POLL_S)."""
+    if platform.portable() or not sys.platform.startswith("linux"):  # inotify: Linux only
+        return None
+    try:
+        changes = stack.enter_context(Inotify())
+        if changes.add(str(directory)) is None:
             return None
-        time.sleep(_POLL_S)
+    except (OSError, ResourceError):
+        return None
+    return changes
