@@ -417,9 +417,14 @@ def placed_rows(root: StateRoot) -> list[dict[str, Any]]:
                     "owner_id": placed["session"],
                     # a run's command placed it (a swarm's worker): listed under that run
                     "parent": placed["session"] if placed["session"].startswith("run:") else None,
-                    "status": placed.get("status") or placed["state"],
+                    "status": placed.get("status")
+                    or ("unknown" if placed.get("unread") else placed["state"]),
                     "created_at": placed["placed_at"],
                     "command": placed.get("what"),
                 }
             )
+            if placed.get("unread") and placed["state"] == "placed":
+                # the host's word on it was unreadable: said, naming the host (ls)
+                rows[-1]["damaged"] = one_line(str(placed["unread"]), 300)
+                rows[-1]["damaged_file"] = f"{record['name']}'s answer"
     return rows
