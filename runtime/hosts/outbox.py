@@ -74,12 +74,16 @@ class Queued(TypedDict):
 
 
 def queue(host: Host, message: Queued) -> None:
-    """Durable in the outbox before anything is sent."""
+    """Durable in the outbox before anything is sent. Under the host's placing lock, as
+    a placement is (runtime.hosts.records.host_held): a host `host rm` removed meanwhile
+    is NotFound (one line, exit 2), and its `hosts/<name>/` is never made again by this
+    write (a ghost holding a message no link will ever send)."""
+    from runtime.hosts.records import host_held
     from runtime.store.appends import append_jsonl
-    from runtime.store.writes import ensure_dir
 
-    ensure_dir(host.paths.dir)
-    append_jsonl(host.paths.outbox, message, fsync=True)
+    pause_point("hosts.outbox.before_queue")
+    with host_held(host.root, host.name) as paths:
+        append_jsonl(paths.outbox, message, fsync=True)
 
 
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -158,18 +162,31 @@ def send(host: Host, message: Queued) -> Queued:
     from runtime.store.appends import locked
 
     queue(host, message)
-    with locked(host.paths.outbox_lock):
-        try:
-            flush_locked(host, own=message["key"])
-        except HostUnreachable:
-            pass  # stays queued: the sender is told so, the link carries it
-        except ActorsError as err:
-            _withdraw(host, message["key"], err)
-            raise
-        mine = next((m for m in messages(host) if m["key"] == message["key"]), message)
-        if mine["state"] == "queued":
-            _mark(host, mine["key"], told="queued")
+    try:
+        with locked(host.paths.outbox_lock):
+            try:
+                flush_locked(host, own=message["key"])
+            except HostUnreachable:
+                pass  # stays queued: the sender is told so, the link carries it
+            except ActorsError as err:
+                _withdraw(host, message["key"], err)
+                raise
+            mine = next((m for m in messages(host) if m["key"] == message["key"]), message)
+            if mine["state"] == "queued":
+                _mark(host, mine["key"], told="queued")
+    except (ActorsError, OSError):
+        _gone(host)  # `host rm` took the host (and its outbox) meanwhile: said so
+        raise
     return mine
+
+
+def _gone(host: Host) -> None:
+    """NotFound (the one line of a host not recorded) when `host rm` removed the host:
+    what failed for want of its files is said as that, not as a disk error."""
+    from runtime.hosts.records import load_host
+
+    if not host.paths.record.exists():
+        load_host(host.root, host.name)
 
 
 def _withdraw(host: Host, key: str, err: ActorsError) -> None:
