@@ -68,6 +68,25 @@ class Queued(TypedDict):
     answer: NotRequired[dict[str, Any]]
     told: NotRequired[str]
     """`queued`: its sender was told it is queued (a refusal then comes as a follow-up)."""
+    unrecorded: NotRequired[str]
+    """Never written: in what `send` returns when the host answered the message but its
+    state could not be written here (why): the host's answer stands, and the next flush
+    records it (the host answers the key again as before, without a second copy)."""
+
+
+class UnrecordedAnswer(ActorsError):
+    """The host answered, but writing an answer's state here failed (a full disk, a
+    read-only file system): the messages it answered stay queued here, and the next flush
+    sends them again, which the host answers as before (its receipts), never twice."""
+
+    def __init__(self, message: str, answers: dict[str, dict[str, Any]]) -> None:
+        super().__init__(
+            message,
+            hint="free the disk; the next message or the host's link "
+            "records what the host answered",
+        )
+        self.answers = answers
+        """Every answer the host gave on the channel, by key (recorded or not)."""
 
 
 # -- here -------------------------------------------------------------------------------
@@ -168,6 +187,9 @@ def send(host: Host, message: Queued) -> Queued:
                 flush_locked(host, own=message["key"])
             except HostUnreachable:
                 pass  # stays queued: the sender is told so, the link carries it
+            except UnrecordedAnswer as err:
+                # the host has what it answered: never withdrawn (a resend would double)
+                return _answered_unrecorded(host, message, err)
             except ActorsError as err:
                 _withdraw(host, message["key"], err)
                 raise
@@ -189,10 +211,31 @@ def _gone(host: Host) -> None:
         load_host(host.root, host.name)
 
 
+def _answered_unrecorded(host: Host, message: Queued, err: UnrecordedAnswer) -> Queued:
+    """The host answered on the channel, but a state line could not be written here. The
+    caller's message is what the host said of it (`delivered` or `refused`, marked
+    `unrecorded`), so its sender never resends what the host took. One the host did not
+    answer before the write failed may have reached it all the same: it stays queued
+    (never withdrawn), and the sender is told that in one line."""
+    why = one_line(err.message, 300)
+    answer = err.answers.get(message["key"])
+    if answer is None:
+        raise UnrecordedAnswer(
+            f"the state of messages to {host.name} could not be written here ({why}); "
+            f"this one stays queued and is sent again, once",
+            err.answers,
+        )
+    host.log(f"the host's answer to message {message['key']} is not recorded yet: {why}")
+    state = "refused" if "error" in answer else "delivered"
+    return {**message, "state": state, "answer": answer, "unrecorded": why}
+
+
 def _withdraw(host: Host, key: str, err: ActorsError) -> None:
-    """The caller is told its message failed (`err`): unless the host already took it,
-    it is refused here, so no later flush delivers what its sender was told did not go
-    (a resend would double it). Best effort: the error the caller sees is `err`."""
+    """The caller is told its message failed (`err`) before the host answered anything:
+    unless the host already took it, it is refused here, so no later flush delivers what
+    its sender was told did not go (a resend would double it). Best effort: the error
+    the caller sees is `err`. (A message sent on a channel whose answers could not be
+    recorded is never withdrawn: UnrecordedAnswer.)"""
     with contextlib.suppress(ActorsError, OSError):
         mine = next((m for m in messages(host) if m["key"] == key), None)
         if mine is not None and mine["state"] == "queued":
@@ -218,6 +261,7 @@ def flush_locked(host: Host, *, own: str | None) -> None:
     argv = host.command(["host", "deliver", "--session", host.record["session"]])
     wire = b"".join(json.dumps(_wire(m), separators=(",", ":")).encode() + b"\n" for m in queued)
     by_key = {m["key"]: m for m in queued}
+    answers: dict[str, dict[str, Any]] = {}
     try:
         channel = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -240,10 +284,20 @@ def flush_locked(host: Host, *, own: str | None) -> None:
                 message = by_key.pop(str(answer.get("key")), None) if answer else None
                 if message is None or answer is None:
                     continue  # not an answer to what was sent: ignored
-                pause_point("hosts.outbox.before_mark")
+                answers[message["key"]] = answer
                 refused = "error" in answer
                 state = "refused" if refused else "delivered"
-                _mark(host, message["key"], state=state, answer=answer)
+                try:
+                    pause_point("hosts.outbox.before_mark")
+                    _mark(host, message["key"], state=state, answer=answer)
+                except (ActorsError, OSError) as exc:
+                    # the host has it: it stays queued here, and the next flush is
+                    # answered as before (the host's receipts), never delivered twice
+                    raise UnrecordedAnswer(
+                        f"host {host.name} answered message {message['key']}, but its "
+                        f"state could not be written here: {one_line(str(exc), 200)}",
+                        answers,
+                    ) from exc
                 if refused and message["key"] != own and message.get("told") == "queued":
                     _tell_refused(host, message, answer)
             channel.wait()

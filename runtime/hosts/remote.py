@@ -250,6 +250,12 @@ def send_message(root: StateRoot, call: RemoteMessage) -> int:
         return forward(root, RemoteCall(stop, [*flags, call.address], call.force, call.session))
     host, now = queue_message(root, call, current_principal(root, call.session))
     said = outbox.outcome(host, now)
+    if now.get("unrecorded"):  # the host's answer stands; resending would double it
+        sys.stderr.write(
+            f"actors: warning: host {host.name} answered, but it is not recorded here yet "
+            f"({one_line(str(now['unrecorded']), 200)}); do not resend: the next message "
+            f"or the host's link records it\n"
+        )
     if now["state"] == "refused":
         answer = now.get("answer") or {}
         why = one_line(str(answer.get("error") or "refused"), 400)

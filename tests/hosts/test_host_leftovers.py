@@ -88,3 +88,53 @@ def test_host_rm_while_a_swarms_step_starts_leaves_no_ghost(
     assert f"no host '{host.name}'" in said, said
     assert not ssh_home.host(host.name).dir.exists()
     assert not any("ghost-step-ran" in p for p in host.processes())
+
+
+# -- 3. the delivered state not written here after the host took the message ------------------
+
+
+def test_a_message_the_host_took_is_not_doubled_when_its_state_cannot_be_written(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """The host delivered the message and answered; then writing its `delivered` state
+    here fails (the host's files here read-only: a real fault, a read-only bind mount).
+    The sender is told what the host said (delivered, exit 0) and not to resend, never
+    that it failed: a sender that resends what it was told did not go would double it.
+    The next send records the host's answer to the first (a repeat) and delivers its
+    own: each once, in order."""
+    from runtime.hosts.host import Host
+    from runtime.hosts.outbox import messages
+    from tests.hosts.test_hosts import _idle_run, _items, message
+
+    host = ssh_hosts[1]
+    add(host)
+    address, inbox = _idle_run(host, "rofs")
+    barrier = make_fifo(tmp_path / "barrier")
+    folder = str(ssh_home.host(host.name).dir)
+    argv = ["message", address, "job.item", '{"n": 1}', "--body-json", "--session", "coord"]
+    with _paused_at("hosts.outbox.before_mark", barrier, argv) as sender:
+        mounted = False
+        try:
+            pid, point = read_fifo_line(barrier, timeout=60).split()
+            assert point == "hosts.outbox.before_mark"  # the host has answered: it has it
+            subprocess.run(["mount", "--bind", folder, folder], check=True, timeout=30)
+            mounted = True
+            subprocess.run(["mount", "-o", "remount,bind,ro", folder], check=True, timeout=30)
+            os.kill(int(pid), signal.SIGCONT)
+            out, err = sender.communicate(timeout=60)
+        finally:
+            sender.kill()
+            if mounted:
+                subprocess.run(["umount", folder], check=True, timeout=30)
+    if sender.returncode != 0:  # what a careful sender does when told it did not go
+        assert message(address, 1).returncode == 0
+    assert _items(inbox) == [1], out + err
+    assert sender.returncode == 0, out + err
+    assert "state=queued" in out and "route=run" in out, out
+    assert err.count("\n") == 1 and "do not resend" in err, err
+    assert message(address, 2).returncode == 0
+    assert _items(inbox) == [1, 2]
+    sent = messages(Host.load(ssh_home, host.name))
+    assert [m["state"] for m in sent] == ["delivered", "delivered"]
+    assert sent[0]["answer"].get("repeat") is True
+    assert cli("kill", address, "--session", "coord").returncode == 0
