@@ -99,10 +99,11 @@ def queue(host: Host, message: Queued) -> None:
     write (a ghost holding a message no link will ever send)."""
     from runtime.hosts.records import host_held
     from runtime.store.appends import append_jsonl
+    from runtime.store.journals import HOST_OUTBOX
 
     pause_point("hosts.outbox.before_queue")
     with host_held(host.root, host.name) as paths:
-        append_jsonl(paths.outbox, message, fsync=True)
+        append_jsonl(paths.outbox, message, fsync=True, compactor=HOST_OUTBOX)
 
 
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -140,9 +141,13 @@ def pending(host: Host) -> list[Queued]:
 
 
 def _mark(host: Host, key: str, **fields: Any) -> None:
+    """A message's state line. The outbox is compacted past its cap as a mailbox is
+    (runtime.store.journals.HOST_OUTBOX): every message still queued kept whole, the
+    newest answered ones after, so a send never reads more than about the cap."""
     from runtime.store.appends import append_jsonl
+    from runtime.store.journals import HOST_OUTBOX
 
-    append_jsonl(host.paths.outbox, {"key": key, **fields}, fsync=True)
+    append_jsonl(host.paths.outbox, {"key": key, **fields}, fsync=True, compactor=HOST_OUTBOX)
 
 
 def new_message(
@@ -409,8 +414,14 @@ def outcome(host: Host, message: Queued) -> dict[str, Any]:
 def receive(root: StateRoot, session: str, source: IO[bytes], out: IO[str]) -> None:
     """`actors host deliver --session S`: each line a message for a run of S's, delivered
     once per key (receipts), answered with one line each, in order. The lock is held for
-    one message at a time: a channel that hangs between lines holds up no other."""
+    one message at a time: a channel that hangs between lines holds up no other.
+
+    The receipts are compacted past their cap from this channel's first message on
+    (runtime.store.journals.host_receipts): the coordinator sends every message it has
+    not recorded an answer to, oldest first, so a receipt before that one is of a message
+    it never sends again, and every receipt it may still need is kept."""
     from runtime.store.appends import append_jsonl, locked
+    from runtime.store.journals import host_receipts
     from runtime.store.layout import session_paths
     from runtime.store.reads import read_jsonl
     from runtime.store.writes import ensure_dir
@@ -420,6 +431,7 @@ def receive(root: StateRoot, session: str, source: IO[bytes], out: IO[str]) -> N
     receipts = paths.dir / "host-receipts.jsonl"
     seen: dict[str, dict[str, Any]] = {}
     offset, identity = 0, None
+    since: str | None = None
     while line := source.readline(MAX_ANSWER + 1):
         if not line.endswith(b"\n"):  # longer than any message: skipped whole
             while line and not line.endswith(b"\n"):
@@ -435,8 +447,10 @@ def receive(root: StateRoot, session: str, source: IO[bytes], out: IO[str]) -> N
             answer = _receive_one(root, session, line, seen)
             if answer is None:
                 continue
+            since = since or answer["key"]  # the oldest message the coordinator holds
             if not answer.get("repeat"):
-                append_jsonl(receipts, {"key": answer["key"], "answer": answer}, fsync=True)
+                record = {"key": answer["key"], "answer": answer}
+                append_jsonl(receipts, record, fsync=True, compactor=host_receipts(since))
         out.write(json.dumps(answer, separators=(",", ":"), default=str) + "\n")
         out.flush()
 

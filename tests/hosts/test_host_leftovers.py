@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from runtime.store.layout import StateRoot
-from tests.conftest import cli, make_fifo, read_fifo_line
+from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change
 from tests.hosts.netns import SshHost
 from tests.hosts.test_host_swarm import swarm
 from tests.hosts.test_hosts import add
@@ -137,4 +137,113 @@ def test_a_message_the_host_took_is_not_doubled_when_its_state_cannot_be_written
     sent = messages(Host.load(ssh_home, host.name))
     assert [m["state"] for m in sent] == ["delivered", "delivered"]
     assert sent[0]["answer"].get("repeat") is True
+    assert cli("kill", address, "--session", "coord").returncode == 0
+
+
+# -- 4. the host outbox and the host's receipts compacted -------------------------------------
+
+CAP = 8192
+"""The journal cap of this test, here and on the host (ACTORS_JOURNAL_CAP_BYTES)."""
+
+
+def _sshd_down(host: SshHost) -> None:
+    """Every sshd process of the host killed (its listener and each connection's): a
+    connection to it is refused at once, and the open ones end."""
+    listed = host.ns_run("ps", "-eo", "pid=,comm=").stdout.splitlines()
+    sshds = [line.split()[0] for line in listed if line.split()[1:] == ["sshd"]]
+    assert sshds and host.ns_run("kill", "-KILL", *sshds).returncode == 0
+
+
+def _sshd_up(host: SshHost) -> None:
+    from tests.hosts.netns import SSHD, _wait_port
+
+    started = host.ns_run(str(SSHD), "-f", str(host.base / "etc/sshd_config"))
+    assert started.returncode == 0, started.stderr
+    _wait_port(host)
+
+
+def test_the_host_outbox_and_receipts_are_compacted_losing_and_doubling_nothing(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path, monkeypatch
+) -> None:
+    """With a journal cap of 8 KiB here and on the host: messages delivered, then queued
+    while the host's sshd is down, then a flush of that queue whose sender is killed once
+    the host answered (the host has them, nothing of it is recorded here), then more.
+    The outbox here and the receipts there are compacted (a marker, a bounded size):
+    every message reaches the run once, in order, none still queued is lost, and the
+    messages the host had taken are answered as repeats from its receipts."""
+    from runtime.hosts.host import Host
+    from runtime.hosts.outbox import messages
+    from runtime.store.reads import read_jsonl
+    from tests.hosts.conftest import stop_links_and_masters
+    from tests.hosts.test_hosts import _idle_run, _items, message
+
+    host = ssh_hosts[0]
+    monkeypatch.setenv("ACTORS_JOURNAL_CAP_BYTES", str(CAP))
+    script = tmp_path / "capped-actors"
+    script.write_text(f'#!/bin/sh\nACTORS_JOURNAL_CAP_BYTES={CAP} exec actors "$@"\n')
+    script.chmod(0o755)
+    tmp_path.chmod(0o755)
+    added = cli("host", "add", host.name, host.url, "--actors", str(script))
+    assert added.returncode == 0, added.stderr
+    address, inbox = _idle_run(host, "compact")
+    sent = 0
+    for _ in range(30):  # delivered, the outbox past its cap
+        sent += 1
+        done = message(address, sent)
+        assert done.returncode == 0 and "state=queued" in done.stdout, done.stdout + done.stderr
+    _sshd_down(host)
+    try:
+        for _ in range(30):  # queued here, past the cap again
+            sent += 1
+            done = message(address, sent)
+            assert done.returncode == 0 and done.stdout.startswith("queued for"), done.stderr
+        stop_links_and_masters(ssh_home)  # the next flush is the one below
+    finally:
+        _sshd_up(host)
+    queue = [m["key"] for m in messages(Host.load(ssh_home, host.name)) if m["state"] == "queued"]
+    assert len(queue) == 30
+    session = json.loads(ssh_home.host(host.name).record.read_text())["session"]
+    receipts = host.state / "sessions" / session / "host-receipts.jsonl"
+
+    def receipt_keys() -> list[str]:
+        return [str(r.get("key")) for r in read_jsonl(receipts).records]
+
+    def taken_from(first: str, count: int) -> bool:
+        keys = receipt_keys()
+        return first in keys and len(keys) - keys.index(first) == count
+
+    barrier = make_fifo(tmp_path / "barrier")
+    sent += 1
+    argv = ["message", address, "job.item", json.dumps({"n": sent}), "--body-json"]
+    with _paused_at("hosts.outbox.before_mark", barrier, [*argv, "--session", "coord"]) as cut:
+        try:
+            pid, point = read_fifo_line(barrier, timeout=60).split()
+            assert point == "hosts.outbox.before_mark"  # the host answered the first
+            # the host takes the rest of the channel's messages (the whole queue and this
+            # one), its receipts passing their cap meanwhile; nothing is recorded here
+            wait_for_change(
+                receipts.parent, lambda: taken_from(queue[0], 31), timeout=60,
+                what="the host took the whole queue",
+            )  # fmt: skip
+        finally:
+            cut.kill()
+    kept = receipt_keys()
+    assert (read_jsonl(receipts).compaction or {}).get("dropped_total", 0) > 0
+    assert kept[: len(queue)] == queue  # compacted: every receipt still needed is kept
+    sent += 1
+    assert message(address, sent).returncode == 0  # carries the queue again: repeats there
+    again = receipt_keys()
+    assert again[: len(queue)] == queue and len(again) == len(set(again)) == 32
+    for _ in range(9):
+        sent += 1
+        assert message(address, sent).returncode == 0
+    assert _items(inbox) == list(range(1, sent + 1))
+    outbox = ssh_home.host(host.name).outbox
+    assert outbox.stat().st_size < 3 * CAP
+    assert (read_jsonl(outbox).compaction or {}).get("dropped_total", 0) > 0
+    found = messages(Host.load(ssh_home, host.name))
+    assert {m["state"] for m in found} == {"delivered"}
+    assert [m["body"]["n"] for m in found] == sorted(m["body"]["n"] for m in found)
+    assert found[-1]["body"]["n"] == sent
+    assert receipts.stat().st_size < 3 * CAP
     assert cli("kill", address, "--session", "coord").returncode == 0
