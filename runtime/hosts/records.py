@@ -177,7 +177,9 @@ def placement(root: StateRoot, host: str, run_id: str) -> Placement | None:
         not isinstance(found, dict)
         or found.get("run") != run_id
         or not all(isinstance(found.get(k), str) for k in texts)
-        or not all(isinstance(found.get(k, ""), str) for k in ("what", "status", "ended_at", "unread"))
+        or not all(
+            isinstance(found.get(k, ""), str) for k in ("what", "status", "ended_at", "unread")
+        )
     ):
         raise StateDamaged(
             f"placement {path} is damaged",

@@ -15,7 +15,6 @@ from pathlib import Path
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, make_fifo, read_fifo_line, wait_for_change
 from tests.hosts.netns import SshHost
-from tests.hosts.test_host_swarm import swarm
 from tests.hosts.test_hosts import add
 
 
@@ -217,7 +216,7 @@ def test_the_host_outbox_and_receipts_are_compacted_losing_and_doubling_nothing(
     argv = ["message", address, "job.item", json.dumps({"n": sent}), "--body-json"]
     with _paused_at("hosts.outbox.before_mark", barrier, [*argv, "--session", "coord"]) as cut:
         try:
-            pid, point = read_fifo_line(barrier, timeout=60).split()
+            _, point = read_fifo_line(barrier, timeout=60).split()
             assert point == "hosts.outbox.before_mark"  # the host answered the first
             # the host takes the rest of the channel's messages (the whole queue and this
             # one), its receipts passing their cap meanwhile; nothing is recorded here
