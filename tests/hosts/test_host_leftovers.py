@@ -246,3 +246,43 @@ def test_the_host_outbox_and_receipts_are_compacted_losing_and_doubling_nothing(
     assert found[-1]["body"]["n"] == sent
     assert receipts.stat().st_size < 3 * CAP
     assert cli("kill", address, "--session", "coord").returncode == 0
+
+
+# -- 5. host ls asks its hosts at once ---------------------------------------------------------
+
+
+def test_host_ls_asks_unreachable_hosts_at_once_not_one_after_the_other(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost]
+) -> None:
+    """Both hosts blackholed (inside each host's network, a route that drops its answers
+    to us: our SYN goes unanswered, as for a host that is gone): `host ls` says both
+    cannot be reached, in the hosts' order, within about one connect timeout (they are
+    asked at once), not one after the other (two of them)."""
+    import time
+
+    from runtime.hosts.ssh import CONNECT_TIMEOUT_S
+    from tests.hosts.conftest import stop_links_and_masters
+
+    for host in ssh_hosts:
+        add(host)
+    stop_links_and_masters(ssh_home)  # no open connection: each is a new connect
+    holes = []
+    try:
+        for host in ssh_hosts:
+            head, _, last = host.address.rpartition(".")
+            gateway = f"{head}.{int(last) - 1}/32"
+            argv = ["ip", "-n", host.netns, "route", "add", "blackhole", gateway]
+            subprocess.run(argv, check=True, capture_output=True, timeout=30)
+            holes.append((host.netns, gateway))
+        started = time.monotonic()
+        listed = cli("host", "ls", "--json", timeout=120)
+        took = time.monotonic() - started
+    finally:
+        for netns, gateway in holes:
+            argv = ["ip", "-n", netns, "route", "del", "blackhole", gateway]
+            subprocess.run(argv, check=True, capture_output=True, timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["name"], r["reachable"]) for r in rows] == [("alpha", False), ("beta", False)]
+    assert all("timed out" in r["why"] for r in rows), rows
+    assert CONNECT_TIMEOUT_S * 0.9 <= took < CONNECT_TIMEOUT_S * 1.6, took
