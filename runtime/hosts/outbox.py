@@ -186,10 +186,11 @@ def send(host: Host, message: Queued) -> Queued:
     from runtime.store.appends import locked
 
     queue(host, message)
+    answers: dict[str, dict[str, Any]] = {}
     try:
         with locked(host.paths.outbox_lock):
             try:
-                flush_locked(host, own=message["key"])
+                answers = flush_locked(host, own=message["key"])
             except HostUnreachable:
                 pass  # stays queued: the sender is told so, the link carries it
             except UnrecordedAnswer as err:
@@ -198,6 +199,9 @@ def send(host: Host, message: Queued) -> Queued:
             except ActorsError as err:
                 _withdraw(host, message["key"], err)
                 raise
+            answer = answers.get(message["key"])
+            if answer is not None:  # as recorded (however far a compaction went since)
+                return _answered(message, answer)
             mine = next((m for m in messages(host) if m["key"] == message["key"]), message)
             if mine["state"] == "queued":
                 _mark(host, mine["key"], told="queued")
@@ -231,8 +235,13 @@ def _answered_unrecorded(host: Host, message: Queued, err: UnrecordedAnswer) -> 
             err.answers,
         )
     host.log(f"the host's answer to message {message['key']} is not recorded yet: {why}")
+    return {**_answered(message, answer), "unrecorded": why}
+
+
+def _answered(message: Queued, answer: dict[str, Any]) -> Queued:
+    """`message` in the state the host's `answer` gives it."""
     state = "refused" if "error" in answer else "delivered"
-    return {**message, "state": state, "answer": answer, "unrecorded": why}
+    return {**message, "state": state, "answer": answer}
 
 
 def _withdraw(host: Host, key: str, err: ActorsError) -> None:
@@ -255,14 +264,15 @@ def flush(host: Host) -> None:
         flush_locked(host, own=None)
 
 
-def flush_locked(host: Host, *, own: str | None) -> None:
-    """Send every queued message over one channel and record each answer. Under the
-    outbox lock. HostUnreachable when the channel could not be had or was cut: what was
-    not answered stays queued. A refusal of a message whose sender was told it is queued
-    is told to that sender (`own`, the caller's message, is the caller's to report)."""
+def flush_locked(host: Host, *, own: str | None) -> dict[str, dict[str, Any]]:
+    """Send every queued message over one channel and record each answer; the answers,
+    by key. Under the outbox lock. HostUnreachable when the channel could not be had or
+    was cut: what was not answered stays queued. A refusal of a message whose sender was
+    told it is queued is told to that sender (`own`, the caller's message, is the
+    caller's to report)."""
     queued = pending(host)
     if not queued:
-        return
+        return {}
     argv = host.command(["host", "deliver", "--session", host.record["session"]])
     wire = b"".join(json.dumps(_wire(m), separators=(",", ":")).encode() + b"\n" for m in queued)
     by_key = {m["key"]: m for m in queued}
@@ -319,6 +329,7 @@ def flush_locked(host: Host, *, own: str | None) -> None:
             f"host {host.name}: the message channel ended with {len(by_key)} unanswered "
             f"(exit status {channel.returncode})"
         )
+    return answers
 
 
 def _feed(stdin: IO[bytes], wire: bytes) -> None:
