@@ -299,10 +299,7 @@ def ensure_links(root: StateRoot, session: str | None = None) -> None:
 
 def start_link(root: StateRoot, name: str) -> None:
     """Start the host's link, detached, unless one runs (it exits at once then)."""
-    host = Host.load(root, name)
-    from runtime.store.writes import ensure_dir
-
-    ensure_dir(host.paths.dir)
+    Host.load(root, name)  # its files are there while it is recorded: none made here
     link = subprocess.Popen(
         [sys.executable, "-m", "actors", "host", "link", name],
         stdin=subprocess.DEVNULL,

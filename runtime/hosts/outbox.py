@@ -68,18 +68,42 @@ class Queued(TypedDict):
     answer: NotRequired[dict[str, Any]]
     told: NotRequired[str]
     """`queued`: its sender was told it is queued (a refusal then comes as a follow-up)."""
+    unrecorded: NotRequired[str]
+    """Never written: in what `send` returns when the host answered the message but its
+    state could not be written here (why): the host's answer stands, and the next flush
+    records it (the host answers the key again as before, without a second copy)."""
+
+
+class UnrecordedAnswer(ActorsError):
+    """The host answered, but writing an answer's state here failed (a full disk, a
+    read-only file system): the messages it answered stay queued here, and the next flush
+    sends them again, which the host answers as before (its receipts), never twice."""
+
+    def __init__(self, message: str, answers: dict[str, dict[str, Any]]) -> None:
+        super().__init__(
+            message,
+            hint="free the disk; the next message or the host's link "
+            "records what the host answered",
+        )
+        self.answers = answers
+        """Every answer the host gave on the channel, by key (recorded or not)."""
 
 
 # -- here -------------------------------------------------------------------------------
 
 
 def queue(host: Host, message: Queued) -> None:
-    """Durable in the outbox before anything is sent."""
+    """Durable in the outbox before anything is sent. Under the host's placing lock, as
+    a placement is (runtime.hosts.records.host_held): a host `host rm` removed meanwhile
+    is NotFound (one line, exit 2), and its `hosts/<name>/` is never made again by this
+    write (a ghost holding a message no link will ever send)."""
+    from runtime.hosts.records import host_held
     from runtime.store.appends import append_jsonl
-    from runtime.store.writes import ensure_dir
+    from runtime.store.journals import HOST_OUTBOX
 
-    ensure_dir(host.paths.dir)
-    append_jsonl(host.paths.outbox, message, fsync=True)
+    pause_point("hosts.outbox.before_queue")
+    with host_held(host.root, host.name) as paths:
+        append_jsonl(paths.outbox, message, fsync=True, compactor=HOST_OUTBOX)
 
 
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -117,9 +141,13 @@ def pending(host: Host) -> list[Queued]:
 
 
 def _mark(host: Host, key: str, **fields: Any) -> None:
+    """A message's state line. The outbox is compacted past its cap as a mailbox is
+    (runtime.store.journals.HOST_OUTBOX): every message still queued kept whole, the
+    newest answered ones after, so a send never reads more than about the cap."""
     from runtime.store.appends import append_jsonl
+    from runtime.store.journals import HOST_OUTBOX
 
-    append_jsonl(host.paths.outbox, {"key": key, **fields}, fsync=True)
+    append_jsonl(host.paths.outbox, {"key": key, **fields}, fsync=True, compactor=HOST_OUTBOX)
 
 
 def new_message(
@@ -158,24 +186,70 @@ def send(host: Host, message: Queued) -> Queued:
     from runtime.store.appends import locked
 
     queue(host, message)
-    with locked(host.paths.outbox_lock):
-        try:
-            flush_locked(host, own=message["key"])
-        except HostUnreachable:
-            pass  # stays queued: the sender is told so, the link carries it
-        except ActorsError as err:
-            _withdraw(host, message["key"], err)
-            raise
-        mine = next((m for m in messages(host) if m["key"] == message["key"]), message)
-        if mine["state"] == "queued":
-            _mark(host, mine["key"], told="queued")
+    answers: dict[str, dict[str, Any]] = {}
+    try:
+        with locked(host.paths.outbox_lock):
+            try:
+                answers = flush_locked(host, own=message["key"])
+            except HostUnreachable:
+                pass  # stays queued: the sender is told so, the link carries it
+            except UnrecordedAnswer as err:
+                # the host has what it answered: never withdrawn (a resend would double)
+                return _answered_unrecorded(host, message, err)
+            except ActorsError as err:
+                _withdraw(host, message["key"], err)
+                raise
+            answer = answers.get(message["key"])
+            if answer is not None:  # as recorded (however far a compaction went since)
+                return _answered(message, answer)
+            mine = next((m for m in messages(host) if m["key"] == message["key"]), message)
+            if mine["state"] == "queued":
+                _mark(host, mine["key"], told="queued")
+    except (ActorsError, OSError):
+        _gone(host)  # `host rm` took the host (and its outbox) meanwhile: said so
+        raise
     return mine
 
 
+def _gone(host: Host) -> None:
+    """NotFound (the one line of a host not recorded) when `host rm` removed the host:
+    what failed for want of its files is said as that, not as a disk error."""
+    from runtime.hosts.records import load_host
+
+    if not host.paths.record.exists():
+        load_host(host.root, host.name)
+
+
+def _answered_unrecorded(host: Host, message: Queued, err: UnrecordedAnswer) -> Queued:
+    """The host answered on the channel, but a state line could not be written here. The
+    caller's message is what the host said of it (`delivered` or `refused`, marked
+    `unrecorded`), so its sender never resends what the host took. One the host did not
+    answer before the write failed may have reached it all the same: it stays queued
+    (never withdrawn), and the sender is told that in one line."""
+    why = one_line(err.message, 300)
+    answer = err.answers.get(message["key"])
+    if answer is None:
+        raise UnrecordedAnswer(
+            f"the state of messages to {host.name} could not be written here ({why}); "
+            f"this one stays queued and is sent again, once",
+            err.answers,
+        )
+    host.log(f"the host's answer to message {message['key']} is not recorded yet: {why}")
+    return {**_answered(message, answer), "unrecorded": why}
+
+
+def _answered(message: Queued, answer: dict[str, Any]) -> Queued:
+    """`message` in the state the host's `answer` gives it."""
+    state = "refused" if "error" in answer else "delivered"
+    return {**message, "state": state, "answer": answer}
+
+
 def _withdraw(host: Host, key: str, err: ActorsError) -> None:
-    """The caller is told its message failed (`err`): unless the host already took it,
-    it is refused here, so no later flush delivers what its sender was told did not go
-    (a resend would double it). Best effort: the error the caller sees is `err`."""
+    """The caller is told its message failed (`err`) before the host answered anything:
+    unless the host already took it, it is refused here, so no later flush delivers what
+    its sender was told did not go (a resend would double it). Best effort: the error
+    the caller sees is `err`. (A message sent on a channel whose answers could not be
+    recorded is never withdrawn: UnrecordedAnswer.)"""
     with contextlib.suppress(ActorsError, OSError):
         mine = next((m for m in messages(host) if m["key"] == key), None)
         if mine is not None and mine["state"] == "queued":
@@ -190,17 +264,19 @@ def flush(host: Host) -> None:
         flush_locked(host, own=None)
 
 
-def flush_locked(host: Host, *, own: str | None) -> None:
-    """Send every queued message over one channel and record each answer. Under the
-    outbox lock. HostUnreachable when the channel could not be had or was cut: what was
-    not answered stays queued. A refusal of a message whose sender was told it is queued
-    is told to that sender (`own`, the caller's message, is the caller's to report)."""
+def flush_locked(host: Host, *, own: str | None) -> dict[str, dict[str, Any]]:
+    """Send every queued message over one channel and record each answer; the answers,
+    by key. Under the outbox lock. HostUnreachable when the channel could not be had or
+    was cut: what was not answered stays queued. A refusal of a message whose sender was
+    told it is queued is told to that sender (`own`, the caller's message, is the
+    caller's to report)."""
     queued = pending(host)
     if not queued:
-        return
+        return {}
     argv = host.command(["host", "deliver", "--session", host.record["session"]])
     wire = b"".join(json.dumps(_wire(m), separators=(",", ":")).encode() + b"\n" for m in queued)
     by_key = {m["key"]: m for m in queued}
+    answers: dict[str, dict[str, Any]] = {}
     try:
         channel = subprocess.Popen(
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -223,10 +299,20 @@ def flush_locked(host: Host, *, own: str | None) -> None:
                 message = by_key.pop(str(answer.get("key")), None) if answer else None
                 if message is None or answer is None:
                     continue  # not an answer to what was sent: ignored
-                pause_point("hosts.outbox.before_mark")
+                answers[message["key"]] = answer
                 refused = "error" in answer
                 state = "refused" if refused else "delivered"
-                _mark(host, message["key"], state=state, answer=answer)
+                try:
+                    pause_point("hosts.outbox.before_mark")
+                    _mark(host, message["key"], state=state, answer=answer)
+                except (ActorsError, OSError) as exc:
+                    # the host has it: it stays queued here, and the next flush is
+                    # answered as before (the host's receipts), never delivered twice
+                    raise UnrecordedAnswer(
+                        f"host {host.name} answered message {message['key']}, but its "
+                        f"state could not be written here: {one_line(str(exc), 200)}",
+                        answers,
+                    ) from exc
                 if refused and message["key"] != own and message.get("told") == "queued":
                     _tell_refused(host, message, answer)
             channel.wait()
@@ -243,6 +329,7 @@ def flush_locked(host: Host, *, own: str | None) -> None:
             f"host {host.name}: the message channel ended with {len(by_key)} unanswered "
             f"(exit status {channel.returncode})"
         )
+    return answers
 
 
 def _feed(stdin: IO[bytes], wire: bytes) -> None:
@@ -338,8 +425,14 @@ def outcome(host: Host, message: Queued) -> dict[str, Any]:
 def receive(root: StateRoot, session: str, source: IO[bytes], out: IO[str]) -> None:
     """`actors host deliver --session S`: each line a message for a run of S's, delivered
     once per key (receipts), answered with one line each, in order. The lock is held for
-    one message at a time: a channel that hangs between lines holds up no other."""
+    one message at a time: a channel that hangs between lines holds up no other.
+
+    The receipts are compacted past their cap from this channel's first message on
+    (runtime.store.journals.host_receipts): the coordinator sends every message it has
+    not recorded an answer to, oldest first, so a receipt before that one is of a message
+    it never sends again, and every receipt it may still need is kept."""
     from runtime.store.appends import append_jsonl, locked
+    from runtime.store.journals import host_receipts
     from runtime.store.layout import session_paths
     from runtime.store.reads import read_jsonl
     from runtime.store.writes import ensure_dir
@@ -349,6 +442,7 @@ def receive(root: StateRoot, session: str, source: IO[bytes], out: IO[str]) -> N
     receipts = paths.dir / "host-receipts.jsonl"
     seen: dict[str, dict[str, Any]] = {}
     offset, identity = 0, None
+    since: str | None = None
     while line := source.readline(MAX_ANSWER + 1):
         if not line.endswith(b"\n"):  # longer than any message: skipped whole
             while line and not line.endswith(b"\n"):
@@ -364,8 +458,10 @@ def receive(root: StateRoot, session: str, source: IO[bytes], out: IO[str]) -> N
             answer = _receive_one(root, session, line, seen)
             if answer is None:
                 continue
+            since = since or answer["key"]  # the oldest message the coordinator holds
             if not answer.get("repeat"):
-                append_jsonl(receipts, {"key": answer["key"], "answer": answer}, fsync=True)
+                record = {"key": answer["key"], "answer": answer}
+                append_jsonl(receipts, record, fsync=True, compactor=host_receipts(since))
         out.write(json.dumps(answer, separators=(",", ":"), default=str) + "\n")
         out.flush()
 

@@ -50,6 +50,10 @@ class Placement(TypedDict):
     status: NotRequired[str]
     """Once ended: the run's final status there, or `lost` (the host never started it)."""
     ended_at: NotRequired[str]
+    unread: NotRequired[str]
+    """Why the host's word on the run could not be read (its `host spawn` exited 0 with
+    an answer that is not one): the run may be going there, so it stays placed (its end
+    comes home, a kill stops or forgets it), shown as `unknown` until its end is here."""
 
 
 _URL = re.compile(
@@ -173,7 +177,9 @@ def placement(root: StateRoot, host: str, run_id: str) -> Placement | None:
         not isinstance(found, dict)
         or found.get("run") != run_id
         or not all(isinstance(found.get(k), str) for k in texts)
-        or not all(isinstance(found.get(k, ""), str) for k in ("what", "status", "ended_at"))
+        or not all(
+            isinstance(found.get(k, ""), str) for k in ("what", "status", "ended_at", "unread")
+        )
     ):
         raise StateDamaged(
             f"placement {path} is damaged",
@@ -234,6 +240,16 @@ def end_placement(root: StateRoot, host: str, run_id: str, status: str) -> None:
         from runtime.messaging.doorbells import ring
 
         ring(paths.doorbells)
+
+
+def mark_unread(root: StateRoot, host: str, run_id: str, why: str) -> None:
+    """The host answered for `run_id` with what cannot be read: the placement is kept
+    (never dropped as if the run were gone) and says why, so `ls` shows it `unknown`."""
+    record = placement(root, host, run_id)
+    if record is None or record.get("state") == "ended":
+        return
+    record["unread"] = why
+    write_json_atomic(host_paths(root, host).placement(run_id), record)
 
 
 LOST = "lost"

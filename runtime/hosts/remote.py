@@ -170,19 +170,32 @@ class HostRow(NamedTuple):
     why: str
 
 
+ASKED_AT_ONCE = 16
+"""How many hosts `host ls` asks at the same time (a thread and an ssh each)."""
+
+
 def host_rows(root: StateRoot) -> list[HostRow]:
-    """`host ls`: each host asked for its version now (reachable or the reason not)."""
-    rows = []
-    for record in list_hosts(root):
-        host = Host(root, record)
-        spec = f"{record['user'] + '@' if record['user'] else ''}{record['address']}"
-        spec += f":{record['port']}" if record["port"] != 22 else ""
-        out = len(outstanding(root, record["name"]))
-        try:
-            rows.append(HostRow(record["name"], spec, True, version_of(host), out, ""))
-        except (HostUnreachable, NotFound) as err:
-            rows.append(HostRow(record["name"], spec, False, "", out, err.message))
-    return rows
+    """`host ls`: each host asked for its version now (reachable or the reason not), all
+    of them at once (at most ASKED_AT_ONCE), so hosts that cannot be reached cost one
+    connect timeout together, not one each; the rows in the hosts' order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    records = list_hosts(root)
+    if len(records) < 2:
+        return [_host_row(root, record) for record in records]
+    with ThreadPoolExecutor(max_workers=min(len(records), ASKED_AT_ONCE)) as pool:
+        return list(pool.map(lambda record: _host_row(root, record), records))
+
+
+def _host_row(root: StateRoot, record: HostRecord) -> HostRow:
+    host = Host(root, record)
+    spec = f"{record['user'] + '@' if record['user'] else ''}{record['address']}"
+    spec += f":{record['port']}" if record["port"] != 22 else ""
+    out = len(outstanding(root, record["name"]))
+    try:
+        return HostRow(record["name"], spec, True, version_of(host), out, "")
+    except (HostUnreachable, NotFound) as err:
+        return HostRow(record["name"], spec, False, "", out, err.message)
 
 
 def remove_host(root: StateRoot, name: str, *, force: bool) -> None:
@@ -250,6 +263,12 @@ def send_message(root: StateRoot, call: RemoteMessage) -> int:
         return forward(root, RemoteCall(stop, [*flags, call.address], call.force, call.session))
     host, now = queue_message(root, call, current_principal(root, call.session))
     said = outbox.outcome(host, now)
+    if now.get("unrecorded"):  # the host's answer stands; resending would double it
+        sys.stderr.write(
+            f"actors: warning: host {host.name} answered, but it is not recorded here yet "
+            f"({one_line(str(now['unrecorded']), 200)}); do not resend: the next message "
+            f"or the host's link records it\n"
+        )
     if now["state"] == "refused":
         answer = now.get("answer") or {}
         why = one_line(str(answer.get("error") or "refused"), 400)
@@ -417,9 +436,14 @@ def placed_rows(root: StateRoot) -> list[dict[str, Any]]:
                     "owner_id": placed["session"],
                     # a run's command placed it (a swarm's worker): listed under that run
                     "parent": placed["session"] if placed["session"].startswith("run:") else None,
-                    "status": placed.get("status") or placed["state"],
+                    "status": placed.get("status")
+                    or ("unknown" if placed.get("unread") else placed["state"]),
                     "created_at": placed["placed_at"],
                     "command": placed.get("what"),
                 }
             )
+            if placed.get("unread") and placed["state"] == "placed":
+                # the host's word on it was unreadable: said, naming the host (ls)
+                rows[-1]["damaged"] = one_line(str(placed["unread"]), 300)
+                rows[-1]["damaged_file"] = f"{record['name']}'s answer"
     return rows

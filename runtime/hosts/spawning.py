@@ -23,7 +23,7 @@ from runtime.core.ids import is_valid_id, short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
 from runtime.hosts.records import host_paths, place, placement
-from runtime.hosts.ssh import HostUnreachable
+from runtime.hosts.ssh import HostAnswer, HostUnreachable
 from runtime.store.layout import StateRoot, check_id
 
 if TYPE_CHECKING:
@@ -125,24 +125,19 @@ def spawn_remote(
         done = host.run(["host", "spawn"], input=json.dumps(wire), timeout=120)
     except (HostUnreachable, KeyboardInterrupt) as err:
         raise _cut_while_starting(root, host, address, err) from None
+    except HostAnswer as err:  # an answer too large to read: its word is unreadable
+        raise _unread_start(root, host, run_id, address, err) from None
     except BaseException:
         unplace.unlink(missing_ok=True)
         raise
+    if done.returncode != 0:
+        unplace.unlink(missing_ok=True)
+        sys.stderr.write(host.said(done.stderr))
+        return done.returncode
     try:
-        if done.returncode != 0:
-            unplace.unlink(missing_ok=True)
-            sys.stderr.write(host.said(done.stderr))
-            return done.returncode
-        started = host.answer(
-            "spawn",
-            done.stdout,
-            max_bytes=1 << 20,
-            hint=f"check the actors there (`actors host ls`); if it started a run, "
-            f"`ssh` to {host.name} and `actors ls` there",
-        )
-    except BaseException:
-        unplace.unlink(missing_ok=True)
-        raise
+        started = host.answer("spawn", done.stdout, max_bytes=1 << 20)
+    except HostAnswer as err:
+        raise _unread_start(root, host, run_id, address, err) from None
     start_link(root, host.name)
     if as_json:
         print(
@@ -172,6 +167,29 @@ def _cut_while_starting(
     )
     cut.exit_code = 3 if isinstance(err, HostUnreachable) else 130
     return cut
+
+
+def _unread_start(
+    root: StateRoot, host: Host, run_id: str, address: str, err: HostAnswer
+) -> HostUnreachable:
+    """The host's `host spawn` ended well (exit 0) but what it answered cannot be read
+    (not its JSON, or too large): its word is unreadable, not a "no". The run may be
+    going there, so its placement stays, marked `unknown` (`ls`), its link started so
+    its end comes home; never dropped as if the run were gone (its end would then be
+    refused, a retry under the same --as would start it twice, and a swarm's reap would
+    leave it running). One line naming the host and the address, exit 3."""
+    from runtime.hosts.link import start_link
+    from runtime.hosts.records import mark_unread
+
+    mark_unread(root, host.name, run_id, err.message)
+    start_link(root, host.name)
+    kept = HostUnreachable(
+        f"{err.message}; {address} is kept here as unknown: it may have started there",
+        hint=f"check the actors on {host.name} (`actors host ls`); its end comes home if "
+        f"it started; `actors kill {address}` stops it (or forgets it if it did not)",
+    )
+    kept.exit_code = 3
+    return kept
 
 
 # -- on the host ------------------------------------------------------------------------

@@ -33,12 +33,14 @@ import sys
 from typing import IO
 
 from runtime.core.errors import ActorsError, BadInput, Conflict
+from runtime.core.faults import pause_point
 from runtime.core.ids import short_suffix
 from runtime.core.terminal import one_line
 from runtime.hosts.host import Host
 from runtime.hosts.records import (
     end_if_unknown,
     end_placement,
+    host_held,
     list_hosts,
     outstanding,
     placement,
@@ -127,7 +129,7 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     from runtime.hosts.spawning import spawn_remote
     from runtime.messaging.doorbells import doorbell
     from runtime.runs.spawn import SpawnOptions
-    from runtime.store.writes import ensure_dir, write_bytes_atomic
+    from runtime.store.writes import write_bytes_atomic
 
     parent = _parent(root)  # first: outside a run, nothing waits for a stdin
     host = Host.load(root, name)
@@ -146,8 +148,14 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     signal.set_wakeup_fd(stop_w)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, lambda *_: None)  # the wakeup fd says it; the loop acts
-    ensure_dir(host.paths.doorbells)
-    with doorbell(host.paths.doorbells) as bell:  # open first: an early end still rings
+    pause_point("hosts.step.before_doorbells")
+    with contextlib.ExitStack() as stack:
+        # open first (an early end still rings), on a host still recorded: under its
+        # placing lock, so a `host rm` meanwhile is NotFound here (one line), and its
+        # `hosts/<name>/` is never made again by the bell (a ghost); one removed after
+        # rings the bell as it goes (records.forget_host)
+        with host_held(root, name) as paths:
+            bell = stack.enter_context(doorbell(paths.doorbells))
         with contextlib.redirect_stdout(io.StringIO()):  # its address is not our output
             code = spawn_remote(root, name, request)
         if code != 0:

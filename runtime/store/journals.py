@@ -110,11 +110,26 @@ class LogCompactor(_Capped):
 
 
 class StateCompactor(_Capped):
-    """Fold a mailbox journal by id: open entries whole, the newest settled ones after."""
+    """Fold a mailbox journal by id: open entries whole, the newest settled ones after.
 
-    def __init__(self, cap: int, settled_keep: int = SETTLED_KEEP) -> None:
+    The same policy serves any journal of entries folded by a key with a state (a
+    host's outbox: by `key`, open while `queued`, an entry being a line with `body`)."""
+
+    def __init__(
+        self,
+        cap: int,
+        settled_keep: int = SETTLED_KEEP,
+        *,
+        key: str = "id",
+        open_states: frozenset[str] = OPEN_STATES,
+        entry_field: str = "envelope",
+    ) -> None:
         super().__init__(cap)
         self.settled_keep = settled_keep
+        self.key = key
+        self.open_states = open_states
+        self.entry_field = entry_field
+        """A folded entry without this field is no whole entry (damage): not kept."""
 
     def rewrite(self, data: bytes) -> bytes:
         previous = marker_of(data)
@@ -124,21 +139,21 @@ class StateCompactor(_Capped):
             if not isinstance(value, dict):
                 continue  # (the old marker has no id: fold ignores it)
             records.append(value)
-            ident = value.get("id")
+            ident = value.get(self.key)
             if isinstance(ident, str):
                 single[ident] = raw + b"\n" if ident not in single else None
-        entries = [e for e in fold(records).values() if isinstance(e.get("envelope"), dict)]
+        entries = [e for e in fold(records, key=self.key).values() if self._whole(e)]
 
         def line_of(entry: dict[str, Any]) -> bytes:
             # an entry never touched since it arrived keeps its line: no encoding again
-            return single.get(entry["id"]) or encode_line(entry)
+            return single.get(entry[self.key]) or encode_line(entry)
 
         settled_budget = self.cap // 4
         keep_settled: dict[int, bytes] = {}
         size = 0
         for position in range(len(entries) - 1, -1, -1):
             entry = entries[position]
-            if entry.get("state") in OPEN_STATES:
+            if entry.get("state") in self.open_states:
                 continue
             line = line_of(entry)
             if len(keep_settled) >= self.settled_keep or size + len(line) > settled_budget:
@@ -148,7 +163,7 @@ class StateCompactor(_Capped):
         kept = []
         open_bytes = 0
         for position, entry in enumerate(entries):
-            if entry.get("state") in OPEN_STATES:
+            if entry.get("state") in self.open_states:
                 kept.append(line_of(entry))
                 open_bytes += len(kept[-1])
             elif position in keep_settled:
@@ -159,8 +174,60 @@ class StateCompactor(_Capped):
             _marker("state", len(data), len(body), dropped, previous, open_bytes=open_bytes) + body
         )
 
+    def _whole(self, entry: dict[str, Any]) -> bool:
+        if self.entry_field == "envelope":
+            return isinstance(entry.get("envelope"), dict)
+        return self.entry_field in entry
+
+
+class SinceCompactor(_Capped):
+    """Keep a journal of receipts (lines naming a `key`) from the first receipt of key
+    `since` on; all of it when there is none. The writer knows everything before that
+    line is settled for good: a host's receipts of messages, `since` being the first
+    message of the coordinator's channel, the oldest it still holds unanswered (it sends
+    every one it holds, in the order they were queued, and never again one whose answer
+    it recorded): a receipt before it is of a message the coordinator will never send
+    again, and every receipt a message it may still send again is kept
+    (runtime.hosts.outbox.receive)."""
+
+    def __init__(self, cap: int, since: str, key: str = "key") -> None:
+        super().__init__(cap)
+        self.since = since
+        self.key = key
+
+    def rewrite(self, data: bytes) -> bytes:
+        previous = marker_of(data)
+        lines = [
+            (raw, value)
+            for raw, value in parse_lines(data)
+            if not (isinstance(value, dict) and "compaction" in value and self.key not in value)
+        ]
+        start = next(
+            (
+                i
+                for i, (_, v) in enumerate(lines)
+                if isinstance(v, dict) and v.get(self.key) == self.since
+            ),
+            0,
+        )
+        body = b"".join(raw + b"\n" for raw, _ in lines[start:])
+        # what could not be dropped counts as open: compacted again only once the
+        # journal grew by half of it (`_Capped.due`), not at every append past the cap
+        return _marker("since", len(data), len(body), start, previous, open_bytes=len(body)) + body
+
 
 LOG = LogCompactor(CAP_BYTES)
 """The compactor of events.jsonl, outbox.jsonl, wake.jsonl and room timelines."""
 INBOX = StateCompactor(CAP_BYTES)
 """The compactor of run and branch inboxes."""
+HOST_OUTBOX = StateCompactor(
+    CAP_BYTES, key="key", open_states=frozenset({"queued"}), entry_field="body"
+)
+"""The compactor of a host's outbox here (runtime.hosts.outbox): every message not yet
+answered by the host kept whole, the newest answered ones after."""
+
+
+def host_receipts(since: str) -> SinceCompactor:
+    """The compactor of a host's receipts there, for a channel whose first message is
+    `since` (runtime.hosts.outbox.receive)."""
+    return SinceCompactor(CAP_BYTES, since)

@@ -209,6 +209,10 @@ case "$mode:$verb" in
   gate:host-spawn)
     actors "$@"
     echo $$ > {hung}; read go < {gate}; exit 0 ;;
+  garbage:host-spawn)
+    actors "$@" >/dev/null
+    # the run is started there, and the answer is no JSON (exit status 0 all the same)
+    echo 'spawned, probably {{'; exit 0 ;;
   code256:result) printf '{{"code": 256, "status": "failed", "output": "x"}}\n'; exit 0 ;;
   hang:status|hang:result|hang:kill) echo $$ > {hung}; exec sleep 31999 ;;
   gate:--version) echo $$ > {hung}; read go < {gate}; exec actors "$@" ;;
@@ -279,6 +283,47 @@ def test_a_spawn_cut_after_the_host_started_it_is_neither_lost_nor_doubled(
     [envelope] = json.loads(cli("inbox", "read", "--session", "coord", "--json").stdout)
     assert envelope["from"] == "run:alpha/run-cut" and envelope["type"] == "run.done"
     assert "released" in cli("result", "run:alpha/run-cut").stdout
+
+
+def test_a_spawn_answered_with_garbage_keeps_the_run_placed_as_unknown(
+    probe_host: tuple[SshHost, Path, Path], ssh_home: StateRoot, tmp_path: Path
+) -> None:
+    """The host's `host spawn` started the run and exited 0, but its answer is no JSON:
+    the host's word is unreadable, not a "no". The placement is kept (never dropped as
+    if the run were gone), `ls` shows the run `unknown` naming the host, the sender is
+    told in one line naming the host and the address, a retry under the same --as is
+    refused (not started twice), and the run's end comes home once."""
+    from runtime.hosts.records import placement
+
+    host, mode, _ = probe_host
+    mode.write_text("garbage")
+    gate, ready = make_fifo(tmp_path / "gate"), make_fifo(tmp_path / "ready")
+    template = f"sh -c 'echo up > {ready}; cat {gate}'"
+    args = ["spawn", "--host", host.name, "--as", "run-garbled", "-t", template]
+    done = cli(*args, "--session", "coord")
+    assert read_fifo_line(ready) == "up"  # it runs there
+    try:
+        found = placement(ssh_home, host.name, "run-garbled")
+        assert found is not None and found["state"] == "placed", found
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert "host alpha's actors answered spawn" in done.stderr, done.stderr
+        assert "run:alpha/run-garbled is kept here as unknown" in done.stderr, done.stderr
+        [row] = json.loads(cli("ls", "--json").stdout)
+        assert row["run"] == "run:alpha/run-garbled" and row["status"] == "unknown", row
+        assert "host alpha" in row["damaged"], row
+        assert "unknown (damaged: alpha's answer)" in cli("ls").stdout
+        mode.write_text("pass")
+        again = cli(*args, "--session", "coord")
+        assert again.returncode == 2 and "already placed" in again.stderr, again.stderr
+    finally:
+        with open(gate, "w") as w:  # it is at its `cat` (it wrote `up` just before)
+            w.write("released\n")
+    assert cli("inbox", "wait", "--session", "coord", "--timeout", "60").returncode == 0
+    [envelope] = json.loads(cli("inbox", "read", "--session", "coord", "--json").stdout)
+    assert envelope["from"] == "run:alpha/run-garbled" and envelope["type"] == "run.done"
+    [row] = json.loads(cli("ls", "--json").stdout)
+    assert row["status"] == "done" and not row.get("damaged"), row
 
 
 def test_a_spawn_interrupted_after_the_host_started_it_is_not_lost(
