@@ -1,0 +1,116 @@
+"""The coordinator loop through the real Qwen Code (headless, offline): the model calls
+actors' MCP tools, and a run's follow-up reaches the same session at its next turn end.
+
+Set up exactly as docs/harnesses.md says for a headless Qwen Code: the real `actors
+install qwen-code --user` (our MCP server under `mcpServers` and our Stop hook in
+`~/.qwen/settings.json`), a registered `file` session named by `ACTORS_SESSION` where
+Qwen starts, and nothing else of ours. Qwen defers MCP tools: the model sees only their
+names (`mcp__actors__spawn`, ...) and calls them through Qwen's own `tool_call` tool;
+`--allowed-tools` lets headless Qwen run exactly those without asking. Each `qwen -p`
+(`--continue` after the first) is one turn of the same Qwen session, with no process
+between them. The session the MCP server acts for is the harness's (the environment Qwen
+started it with), never an argument the model wrote. The proof is on what the model was
+sent (the fake model's request bodies, the `tool` messages carrying our tools' answers),
+on Qwen's own Stop inputs and on the runs' and the session's records.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import actors
+from runtime.store.layout import StateRoot, session_paths
+from tests.conftest import cli, finished, wait_for_change
+from tests.peers.fake_llm import FakeLLM, last_user_text
+from tests.peers.run_qwen import Qwen
+
+SESSION = "qwen-loop"
+ALLOWED = ("--allowed-tools", "mcp__actors__spawn,mcp__actors__status,mcp__actors__inbox_read")
+
+
+def call(tool: str, arguments: dict[str, Any]) -> str:
+    """The fake model's marker for one call of our `tool` through Qwen's `tool_call`."""
+    return f"[tool:tool_call:{json.dumps({'name': f'mcp__actors__{tool}', 'arguments': arguments})}]"
+
+
+def tool_answers(body: dict[str, Any]) -> list[str]:
+    """What each tool returned, as Qwen sent it back to the model (`tool` messages)."""
+    return [
+        json.dumps(m.get("content"))
+        for m in body.get("messages") or []
+        if isinstance(m, dict) and m.get("role") == "tool"
+    ]
+
+
+def handed_over(home: StateRoot) -> list[dict[str, Any]]:
+    """The session journal's records of follow-ups handed to Qwen (by its Stop hook)."""
+    path = session_paths(home, SESSION).deliveries
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in records if r["event"] == "delivered" and r["harness"] == "qwen_code"]
+
+
+def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
+    home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    done = cli("session", "register", "--harness", "file", "--id", SESSION)
+    assert done.returncode == 0, done.stderr
+    qwen = Qwen(tmp_path / "qwen", fake_llm.port, home.path, SESSION).setup()
+    settings = json.loads((qwen.home / ".qwen" / "settings.json").read_text())
+    assert settings["mcpServers"]["actors"]["args"][-1] == "mcp"  # the installer's entry
+
+    # Turn 1: the model spawns a run through MCP; the run waits for messages, so the
+    # turn ends with it still going (Stop: nothing pending, the model stops).
+    spawn = {"recipe": "player", "as": "run:qloop1"}
+    qwen.run(f"{call('spawn', spawn)} TOKEN-T1", extra=ALLOWED)
+    (answered,) = [r for r in fake_llm.requests if tool_answers(r["body"])]
+    (seen,) = tool_answers(answered["body"])
+    assert "started run:qloop1" in seen, seen
+    status = actors.status("qloop1")
+    assert status["owner_id"] == SESSION, status
+    assert status["status"] == "running"
+    assert [i["stop_hook_active"] for i in qwen.hook_inputs()] == [False]
+    assert len(fake_llm.requests) == 2  # the call, then the ACK after its answer
+
+    # While Qwen is idle (no process), the run gets its message and ends; its follow-up
+    # waits in the session's inbox.
+    actors.message("run:qloop1", "player.stop", session=SESSION)
+    finished(actors.status("qloop1"))
+    inbox = session_paths(home, SESSION).inbox
+    wait_for_change(
+        inbox.parent,
+        lambda: inbox.exists() and "qloop1" in inbox.read_text(),
+        timeout=60,
+        what="qloop1's follow-up in the session inbox",
+    )
+
+    # Turn 2 of the same Qwen session: at its end the Stop hook hands the follow-up over
+    # as the next prompt, once, fenced as data; the model reads it there.
+    start = len(fake_llm.requests)
+    qwen.run("next TOKEN-T2", resume=True, extra=ALLOWED)
+    prompts = [last_user_text(r["body"]) for r in fake_llm.requests[start:]]
+    assert len(prompts) == 2, prompts
+    assert "TOKEN-T2" in prompts[0] and "qloop1" not in prompts[0]
+    assert "qloop1" in prompts[1] and "<run-data" in prompts[1], prompts[1]
+    assert "TOKEN-T1" in json.dumps(fake_llm.requests[-1]["body"])  # the resumed session
+    inputs = qwen.hook_inputs()
+    assert [i["stop_hook_active"] for i in inputs] == [False, False, True]
+    assert len({i["session_id"] for i in inputs}) == 1  # one Qwen session throughout
+    (record,) = handed_over(home)
+    assert record["metadata"]["boundary"] == "Stop", record
+
+    # Turn 3: the model reads the ended run's status and the (now empty) inbox through
+    # MCP, as the same session.
+    start = len(fake_llm.requests)
+    qwen.run(
+        f"{call('status', {'run': 'run:qloop1'})} {call('inbox_read', {})}",
+        resume=True,
+        extra=ALLOWED,
+    )
+    assert len(fake_llm.requests) == start + 2  # the calls, then the ACK after them
+    looked, read = tool_answers(fake_llm.requests[-1]["body"])[-2:]  # turn 1's came first
+    assert "qloop1" in looked and "done" in looked, looked
+    assert "0 unread follow-up(s)" in read, read
+    assert len(handed_over(home)) == 1
+    assert sum("qloop1" in p and "<run-data" in p for p in fake_llm.prompts()) == 1
