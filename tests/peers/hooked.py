@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from runtime.delivery.engine import DeliveryRunner
 from runtime.store.layout import StateRoot, session_paths
-from tests.conftest import cli
+from tests.conftest import cli, wait_for_change
 from tests.peers.fake_llm import FakeLLM, last_user_text
 
 RECORDER = (
@@ -181,6 +181,26 @@ def hand_over_once(
     assert [i["stop_hook_active"] for i in peer.hook_inputs()] == [False, True, False]
     assert len(_delivered(home, session, delivery, harness)) == 1
     return HandOver(first, later, inputs, requests)
+
+
+def wait_in_inbox(home: StateRoot, session: str, text: str, timeout: float = 60) -> None:
+    """Until a follow-up mentioning `text` is in `session`'s inbox file (woken by each
+    write under the session's directory; TimeoutError after `timeout` seconds)."""
+    inbox = session_paths(home, session).inbox
+    wait_for_change(
+        inbox.parent,
+        lambda: inbox.exists() and text in inbox.read_text(),
+        timeout=timeout,
+        what=f"a follow-up mentioning {text!r} in session {session}'s inbox",
+    )
+
+
+def handed_over(home: StateRoot, session: str, harness: str) -> list[dict[str, Any]]:
+    """The session journal's `delivered` records of follow-ups `harness`'s turn-end hook
+    handed over (not the `file` session's own deliveries into its inbox)."""
+    path = session_paths(home, session).deliveries
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in records if r["event"] == "delivered" and r.get("harness") == harness]
 
 
 def _delivered(home: StateRoot, session: str, ident: str, harness: str) -> list[dict[str, Any]]:

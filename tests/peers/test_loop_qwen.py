@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import actors
-from runtime.store.layout import StateRoot, session_paths
-from tests.conftest import cli, finished, wait_for_change
-from tests.peers.fake_llm import FakeLLM, last_user_text
+from runtime.store.layout import StateRoot
+from tests.conftest import cli, finished
+from tests.peers.fake_llm import FakeLLM, last_user_text, tool_answers
+from tests.peers.hooked import handed_over, wait_in_inbox
 from tests.peers.run_qwen import Qwen
 
 SESSION = "qwen-loop"
@@ -33,22 +34,6 @@ ALLOWED = ("--allowed-tools", "mcp__actors__spawn,mcp__actors__status,mcp__actor
 def call(tool: str, arguments: dict[str, Any]) -> str:
     """The fake model's marker for one call of our `tool` through Qwen's `tool_call`."""
     return f"[tool:tool_call:{json.dumps({'name': f'mcp__actors__{tool}', 'arguments': arguments})}]"
-
-
-def tool_answers(body: dict[str, Any]) -> list[str]:
-    """What each tool returned, as Qwen sent it back to the model (`tool` messages)."""
-    return [
-        json.dumps(m.get("content"))
-        for m in body.get("messages") or []
-        if isinstance(m, dict) and m.get("role") == "tool"
-    ]
-
-
-def handed_over(home: StateRoot) -> list[dict[str, Any]]:
-    """The session journal's records of follow-ups handed to Qwen (by its Stop hook)."""
-    path = session_paths(home, SESSION).deliveries
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    return [r for r in records if r["event"] == "delivered" and r["harness"] == "qwen_code"]
 
 
 def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
@@ -77,13 +62,7 @@ def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
     # waits in the session's inbox.
     actors.message("run:qloop1", "player.stop", session=SESSION)
     finished(actors.status("qloop1"))
-    inbox = session_paths(home, SESSION).inbox
-    wait_for_change(
-        inbox.parent,
-        lambda: inbox.exists() and "qloop1" in inbox.read_text(),
-        timeout=60,
-        what="qloop1's follow-up in the session inbox",
-    )
+    wait_in_inbox(home, SESSION, "qloop1")
 
     # Turn 2 of the same Qwen session: at its end the Stop hook hands the follow-up over
     # as the next prompt, once, fenced as data; the model reads it there.
@@ -97,7 +76,7 @@ def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
     inputs = qwen.hook_inputs()
     assert [i["stop_hook_active"] for i in inputs] == [False, False, True]
     assert len({i["session_id"] for i in inputs}) == 1  # one Qwen session throughout
-    (record,) = handed_over(home)
+    (record,) = handed_over(home, SESSION, "qwen_code")
     assert record["metadata"]["boundary"] == "Stop", record
 
     # Turn 3: the model reads the ended run's status and the (now empty) inbox through
@@ -112,5 +91,5 @@ def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
     looked, read = tool_answers(fake_llm.requests[-1]["body"])[-2:]  # turn 1's came first
     assert "qloop1" in looked and "done" in looked, looked
     assert "0 unread follow-up(s)" in read, read
-    assert len(handed_over(home)) == 1
+    assert len(handed_over(home, SESSION, "qwen_code")) == 1
     assert sum("qloop1" in p and "<run-data" in p for p in fake_llm.prompts()) == 1
