@@ -35,7 +35,8 @@ RECORDER = (
 @dataclass
 class HookedHarness:
     """One setup of a harness: where it lives, the fake model's port, and the actors
-    state root and session its hooks act for."""
+    state root and session its hooks act for (`ACTORS_SESSION`; "" for none: then the
+    harness's own session id is the session)."""
 
     base: Path
     llm_port: int
@@ -81,13 +82,10 @@ class HookedHarness:
         """This environment less the harness's own variables (OWN_VARIABLES), with
         `values`, this setup's HOME and the actors state root and session."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(self.OWN_VARIABLES)}
-        env.update(
-            HOME=str(self.home),
-            **values,
-            ACTORS_HOME=str(self.actors_home),
-            ACTORS_SESSION=self.session,
-            NO_COLOR="1",
-        )
+        env.pop("ACTORS_SESSION", None)
+        env.update(HOME=str(self.home), **values, ACTORS_HOME=str(self.actors_home), NO_COLOR="1")
+        if self.session:  # none: the harness's own session id is the session
+            env["ACTORS_SESSION"] = self.session
         return env
 
     def env(self) -> dict[str, str]:

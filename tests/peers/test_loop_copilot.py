@@ -87,12 +87,33 @@ def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
     # Turn 3: the model reads the ended run's status and the (now empty) inbox through
     # MCP, as the same session.
     start = len(fake_llm.requests)
-    copilot.run(
-        f"{call('status', {'run': 'run:cloop1'})} {call('inbox_read', {})}", resume=True
-    )
+    copilot.run(f"{call('status', {'run': 'run:cloop1'})} {call('inbox_read', {})}", resume=True)
     assert len(fake_llm.requests) == start + 2  # the calls, then the ACK after them
     looked, read = tool_answers(fake_llm.requests[-1]["body"])[-2:]  # turn 1's came first
     assert "cloop1" in looked and "done" in looked, looked
     assert "0 unread follow-up(s)" in read, read
     assert len(handed_over(home, SESSION, "copilot_cli")) == 1
     assert sum("cloop1" in p and "<run-data" in p for p in fake_llm.prompts()) == 1
+
+
+def test_without_actors_session_the_session_is_copilots_own(
+    home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """No ACTORS_SESSION and no `actors session register`: Copilot gives `actors mcp` its
+    session id (COPILOT_AGENT_SESSION_ID) and its agentStop hook the same one
+    (`sessionId`), so a run the model spawns belongs to that Copilot session and its
+    follow-up comes back to it (actors.mcp_session.harness_session)."""
+    copilot = Copilot(tmp_path / "copilot", fake_llm.port, home.path, "").setup()
+    copilot.run(f"{call('spawn', {'recipe': 'player', 'as': 'run:cown'})} TOKEN-T1")
+    (copilot_session,) = {i["sessionId"] for i in copilot.hook_inputs()}
+    assert actors.status("cown")["owner_id"] == copilot_session
+    actors.message("run:cown", "player.stop", session=copilot_session)
+    finished(actors.status("cown"))
+    wait_in_inbox(home, copilot_session, "cown")
+
+    start = len(fake_llm.requests)
+    copilot.run("next TOKEN-T2", resume=True)
+    prompts = [last_user_text(r["body"]) for r in fake_llm.requests[start:]]
+    assert len(prompts) == 2 and "cown" in prompts[1] and "<run-data" in prompts[1], prompts
+    assert {i["sessionId"] for i in copilot.hook_inputs()} == {copilot_session}
+    assert len(handed_over(home, copilot_session, "copilot_cli")) == 1

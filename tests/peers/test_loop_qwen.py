@@ -33,7 +33,8 @@ ALLOWED = ("--allowed-tools", "mcp__actors__spawn,mcp__actors__status,mcp__actor
 
 def call(tool: str, arguments: dict[str, Any]) -> str:
     """The fake model's marker for one call of our `tool` through Qwen's `tool_call`."""
-    return f"[tool:tool_call:{json.dumps({'name': f'mcp__actors__{tool}', 'arguments': arguments})}]"
+    named = {"name": f"mcp__actors__{tool}", "arguments": arguments}
+    return f"[tool:tool_call:{json.dumps(named)}]"
 
 
 def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
@@ -93,3 +94,26 @@ def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
     assert "0 unread follow-up(s)" in read, read
     assert len(handed_over(home, SESSION, "qwen_code")) == 1
     assert sum("qloop1" in p and "<run-data" in p for p in fake_llm.prompts()) == 1
+
+
+def test_without_actors_session_the_session_is_qwens_own(
+    home: StateRoot, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """No ACTORS_SESSION and no `actors session register`: Qwen gives `actors mcp` its
+    session id (QWEN_CODE_SESSION_ID) and its Stop hook the same one (`session_id`), so a
+    run the model spawns belongs to that Qwen session and its follow-up comes back to it
+    (actors.mcp_session.harness_session)."""
+    qwen = Qwen(tmp_path / "qwen", fake_llm.port, home.path, "").setup()
+    qwen.run(f"{call('spawn', {'recipe': 'player', 'as': 'run:qown'})} TOKEN-T1", extra=ALLOWED)
+    (qwen_session,) = {i["session_id"] for i in qwen.hook_inputs()}
+    assert actors.status("qown")["owner_id"] == qwen_session
+    actors.message("run:qown", "player.stop", session=qwen_session)
+    finished(actors.status("qown"))
+    wait_in_inbox(home, qwen_session, "qown")
+
+    start = len(fake_llm.requests)
+    qwen.run("next TOKEN-T2", resume=True, extra=ALLOWED)
+    prompts = [last_user_text(r["body"]) for r in fake_llm.requests[start:]]
+    assert len(prompts) == 2 and "qown" in prompts[1] and "<run-data" in prompts[1], prompts
+    assert {i["session_id"] for i in qwen.hook_inputs()} == {qwen_session}
+    assert len(handed_over(home, qwen_session, "qwen_code")) == 1
