@@ -5,7 +5,9 @@ turn end.
 Set up exactly as docs/harnesses.md says for Copilot CLI: the real `actors install
 copilot --user` (our MCP server under `mcpServers` in `~/.copilot/mcp-config.json`, our
 agentStop hook in `~/.copilot/hooks/actors.json`), a registered `file` session named by
-`ACTORS_SESSION` where Copilot starts, and nothing else of ours. Copilot names MCP tools
+`ACTORS_SESSION` where Copilot starts, and nothing else of ours; or without that session
+and variable at all (Copilot's own session id is then the session). Copilot ends its MCP
+servers by killing their whole process tree: the run outliving it is part of the proof. Copilot names MCP tools
 `SERVER-TOOL` (`actors-spawn`) and, under `--allow-all-tools`, runs them unasked. Each
 `copilot -p` (`--continue` after the first) is one turn of the same Copilot session, with
 no process between them. The session the MCP server acts for is the harness's (the

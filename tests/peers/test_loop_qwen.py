@@ -4,7 +4,8 @@ actors' MCP tools, and a run's follow-up reaches the same session at its next tu
 Set up exactly as docs/harnesses.md says for a headless Qwen Code: the real `actors
 install qwen-code --user` (our MCP server under `mcpServers` and our Stop hook in
 `~/.qwen/settings.json`), a registered `file` session named by `ACTORS_SESSION` where
-Qwen starts, and nothing else of ours. Qwen defers MCP tools: the model sees only their
+Qwen starts, and nothing else of ours; or without that session and variable at all
+(Qwen's own session id is then the session). Qwen defers MCP tools: the model sees only their
 names (`mcp__actors__spawn`, ...) and calls them through Qwen's own `tool_call` tool;
 `--allowed-tools` lets headless Qwen run exactly those without asking. Each `qwen -p`
 (`--continue` after the first) is one turn of the same Qwen session, with no process
@@ -46,18 +47,23 @@ def test_spawn_through_mcp_then_the_follow_up_at_the_next_turn_end(
     settings = json.loads((qwen.home / ".qwen" / "settings.json").read_text())
     assert settings["mcpServers"]["actors"]["args"][-1] == "mcp"  # the installer's entry
 
-    # Turn 1: the model spawns a run through MCP; the run waits for messages, so the
-    # turn ends with it still going (Stop: nothing pending, the model stops).
+    # Turn 1: the model spawns a run through MCP, and tries to name another session for
+    # a second one (our schema has no such argument: Qwen refuses the call against it,
+    # nothing started). The first run waits for messages, so the turn ends with it still
+    # going (Stop: nothing pending, the model stops).
     spawn = {"recipe": "player", "as": "run:qloop1"}
-    qwen.run(f"{call('spawn', spawn)} TOKEN-T1", extra=ALLOWED)
+    other = {"recipe": "player", "as": "run:qloop2", "session": "someone-else"}
+    qwen.run(f"{call('spawn', spawn)} {call('spawn', other)} TOKEN-T1", extra=ALLOWED)
     (answered,) = [r for r in fake_llm.requests if tool_answers(r["body"])]
-    (seen,) = tool_answers(answered["body"])
+    seen, refused = tool_answers(answered["body"])
     assert "started run:qloop1" in seen, seen
+    assert "additional properties" in refused and "started" not in refused, refused
+    assert [r["run"] for r in actors.runs()] == ["qloop1"]
     status = actors.status("qloop1")
     assert status["owner_id"] == SESSION, status
     assert status["status"] == "running"
     assert [i["stop_hook_active"] for i in qwen.hook_inputs()] == [False]
-    assert len(fake_llm.requests) == 2  # the call, then the ACK after its answer
+    assert len(fake_llm.requests) == 2  # the calls, then the ACK after their answers
 
     # While Qwen is idle (no process), the run gets its message and ends; its follow-up
     # waits in the session's inbox.
