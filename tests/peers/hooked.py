@@ -183,10 +183,13 @@ def hand_over_once(
 
 def wait_in_inbox(home: StateRoot, session: str, text: str, timeout: float = 60) -> None:
     """Until a follow-up mentioning `text` is in `session`'s inbox file (woken by each
-    write under the session's directory; TimeoutError after `timeout` seconds)."""
+    write under the session's directory, or the nearest one that exists: a session no
+    one registered has none before its first follow-up; TimeoutError after `timeout`
+    seconds)."""
     inbox = session_paths(home, session).inbox
+    watched = next(d for d in inbox.parents if d.is_dir())
     wait_for_change(
-        inbox.parent,
+        watched,
         lambda: inbox.exists() and text in inbox.read_text(),
         timeout=timeout,
         what=f"a follow-up mentioning {text!r} in session {session}'s inbox",
