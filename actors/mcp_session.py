@@ -27,8 +27,8 @@ start. Each call is resolved from what the harness itself says about the caller:
 - Claude Code keeps the MCP server across `/clear`, which gives the session a new id:
   the SessionStart hook records "this Claude process -> its current session"
   (`record_harness_process`), and the nearest ancestor with a record names the session.
-- Otherwise the fallback given at start (`--session`, $ACTORS_SESSION,
-  $CLAUDE_CODE_SESSION_ID, the local user).
+- Otherwise the fallback given at start (`--session`, $ACTORS_SESSION, the session id
+  the harness that started us gave us (`harness_session`), the local user).
 """
 
 from __future__ import annotations
@@ -275,3 +275,42 @@ class SessionResolver:
             if found:
                 return found
         return self.fallback
+
+
+HARNESS_SESSION_VARIABLES = (
+    "CLAUDE_CODE_SESSION_ID",
+    "QWEN_CODE_SESSION_ID",
+    "COPILOT_AGENT_SESSION_ID",
+)
+"""The session id a harness gives the processes it starts (its MCP servers too), the id
+its hooks get: Claude Code's (seen with the real 2.1.197; its SessionStart hook registers
+that id), Qwen Code's (0.24.4: the Stop hook's `session_id`) and Copilot CLI's (1.0.102:
+the agentStop hook's `sessionId`). The harness sets it, never the model."""
+
+
+def harness_session() -> str | None:
+    """The session id the harness that started us set (HARNESS_SESSION_VARIABLES), so
+    runs spawned through our tools belong to that very session and its turn-end hook
+    hands their follow-ups over. A harness started inside another (`qwen -p` in Claude
+    Code's shell) inherits the outer one's variable too: the one whose value the nearest
+    ancestor set wins (the first ancestor whose own start environment lacks it is the
+    harness that set it; a wrapper shell in between inherited it). Where no ancestor's
+    environment can be read (not Linux), the first valid one in that order."""
+    from runtime.core.process import read_proc
+
+    found = {
+        name: value
+        for name in HARNESS_SESSION_VARIABLES
+        if is_valid_id(value := os.environ.get(name, ""))
+    }
+    if len(found) <= 1:
+        return next(iter(found.values()), None)
+    for pid in ancestors(os.getpid()):
+        data = read_proc(pid, "environ")
+        if data is None:
+            break
+        held = set(data.split(b"\0"))
+        for name, value in found.items():
+            if f"{name}={value}".encode() not in held:
+                return value  # set by this ancestor, the nearest harness
+    return next(iter(found.values()))

@@ -42,24 +42,28 @@ HOOKS_FILE = "actors.json"
 
 
 def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
-    """`actors install copilot`: `~/.copilot/hooks/actors.json` ($COPILOT_HOME moves
-    `~/.copilot`), or the project's `.github/hooks/actors.json`, holding our agentStop
-    hook, for `command` (how Copilot starts us); `wake` is Claude Code's. A file of that
-    name that is not ours is refused, nothing written."""
+    """`actors install copilot`: our MCP server (`mcpServers.actors`, started as `command
+    mcp`, all its tools) in `~/.copilot/mcp-config.json` and our agentStop hook in
+    `~/.copilot/hooks/actors.json` ($COPILOT_HOME moves `~/.copilot`), or the project's
+    `.github/mcp.json` and `.github/hooks/actors.json`, for `command` (how Copilot starts
+    us); `wake` is Claude Code's. Other MCP servers stay; a hooks file of that name that
+    is not ours is refused, nothing written."""
     import json
     import os
     import shlex
     from pathlib import Path
 
-    from adapters.install_edits import Edit
+    from adapters.install_edits import Edit, json_edit, mcp_entry
     from runtime.core.errors import BadInput
 
     if scope == "project":
-        path = Path.cwd() / ".github" / "hooks" / HOOKS_FILE
+        config = Path.cwd() / ".github"
+        mcp_file = config / "mcp.json"
     else:
-        path = (
-            Path(os.environ.get("COPILOT_HOME") or Path.home() / ".copilot") / "hooks" / HOOKS_FILE
-        )
+        config = Path(os.environ.get("COPILOT_HOME") or Path.home() / ".copilot")
+        mcp_file = config / "mcp-config.json"
+    path = config / "hooks" / HOOKS_FILE
+    server = {"type": "local", "command": command[0], "args": [*command[1:], "mcp"], "tools": ["*"]}
     hook = {"type": "command", "bash": f"{shlex.join(command)} hook copilot-agent-stop"}
     ours = json.dumps({"version": 1, "hooks": {"agentStop": [hook]}}, indent=2) + "\n"
 
@@ -80,4 +84,7 @@ def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
     def remove(text: str, added: object = None) -> str:
         return "" if is_ours(text) else text
 
-    return [Edit(path, add, remove, what="hook agentStop (actors hook copilot-agent-stop)")]
+    return [
+        json_edit(mcp_file, *mcp_entry("mcpServers", server), what="MCP server actors"),
+        Edit(path, add, remove, what="hook agentStop (actors hook copilot-agent-stop)"),
+    ]

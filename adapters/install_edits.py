@@ -106,6 +106,21 @@ def mcp_entry(container: str, entry: dict[str, Any]) -> Change:
     return put, take
 
 
+def both(first: Change, second: Change) -> Change:
+    """Two changes of one JSON file as one (a file is read and written by one Edit);
+    what each added (a dict of lists, see `Put`, or None) is noted under its own keys."""
+
+    def put(data: dict[str, Any]) -> Any:
+        added = {**(first[0](data) or {}), **(second[0](data) or {})}
+        return added or None
+
+    def take(data: dict[str, Any], added: Any = None) -> None:
+        second[1](data, added)
+        first[1](data, added)
+
+    return put, take
+
+
 def toml_edit(path: Path, block: str, what: str = "") -> Edit:
     """A TOML config file: our `block` between marker lines (no TOML parser needed, and
     uninstall removes exactly what install appended)."""

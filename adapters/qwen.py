@@ -30,21 +30,24 @@ def stop(data: dict[str, Any], max_chain: int) -> None:
 
 
 def plan(scope: str, wake: str, command: list[str]) -> list[Edit]:
-    """`actors install qwen-code`: our Stop hook group in `~/.qwen/settings.json` (or
-    the project's `.qwen/settings.json`), for `command` (how Qwen starts us); `wake` is
-    Claude Code's. Other hooks of the Stop event stay, before ours."""
+    """`actors install qwen-code`: our MCP server (`mcpServers.actors`, started as
+    `command mcp`) and our Stop hook group in `~/.qwen/settings.json` (or the project's
+    `.qwen/settings.json`), for `command` (how Qwen starts us); `wake` is Claude Code's.
+    Other servers and other hooks of the Stop event stay, before ours. The server is not
+    trusted: Qwen asks before each call unless the user chose otherwise (`--yolo`)."""
     import shlex
     from pathlib import Path
 
-    from adapters.install_edits import json_edit
+    from adapters.install_edits import both, json_edit, mcp_entry
 
     base = Path.cwd() if scope == "project" else Path.home()
     ours = {"hooks": [{"type": "command", "command": f"{shlex.join(command)} hook qwen-stop"}]}
+    server = {"command": command[0], "args": [*command[1:], "mcp"]}
     return [
         json_edit(
             base / ".qwen" / "settings.json",
-            *hook_group("Stop", ours, "hook qwen-stop"),
-            what="hooks Stop (actors hook qwen-stop)",
+            *both(mcp_entry("mcpServers", server), hook_group("Stop", ours, "hook qwen-stop")),
+            what="MCP server actors; hooks Stop (actors hook qwen-stop)",
         )
     ]
 

@@ -371,23 +371,3 @@ def replay_early_stops() -> None:
     one does, instead of killing the runner (an `exited` run and no follow-up)."""
     while _early_stops:
         os.kill(os.getpid(), _early_stops.pop(0))
-
-
-_children: list[int] = []
-"""Processes this one started and never waits for (runners spawn starts), to be reaped."""
-
-
-def remember_child(pid: int) -> None:
-    """A child this process will not wait for (a runner): `reap_children` collects it."""
-    _children.append(pid)
-
-
-def reap_children() -> None:
-    """Collect the remembered children that have exited (no zombies in a server)."""
-    for pid in list(_children):
-        try:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            done = pid
-        if done:
-            _children.remove(pid)

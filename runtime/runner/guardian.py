@@ -34,7 +34,7 @@ from typing import Any
 
 from runtime.core.errors import ActorsError, resource_error
 from runtime.core.platform import ExitWatch
-from runtime.core.process import reap_children, verify
+from runtime.core.process import verify
 from runtime.messaging.doorbells import Bell
 from runtime.runner.bells import guardian_bells
 from runtime.runner.fold import fold_run
@@ -104,8 +104,6 @@ def plan(root: StateRoot, owner: str | None, busy: frozenset[str]) -> list[tuple
 
 
 def fold(root: StateRoot, owner: str | None, run_id: str) -> None:
-    with contextlib.suppress(ValueError):  # a spawn reaping the same pid at this instant
-        reap_children()  # a runner this process started (the MCP server's): no zombie
     try:
         fold_run(root, root.run(run_id))
     except Exception as exc:  # one bad run must not stop the guardian

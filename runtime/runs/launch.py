@@ -22,7 +22,6 @@ from runtime.core import config
 from runtime.core.errors import ActorsError, Conflict, Refused
 from runtime.core.ids import new_id, new_token, now_iso, token_verifier
 from runtime.core.platform import LIVENESS_FD
-from runtime.core.process import remember_child
 from runtime.runner import ENTRY
 from runtime.store import safe
 from runtime.store.events import record_event, write_progress
@@ -129,11 +128,7 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
     if lock_fd >= 0:
         actions.append((os.POSIX_SPAWN_DUP2, lock_fd, LIVENESS_FD))
     try:
-        # stop signals wait, blocked, until the runner can take them (runner.begin)
-        stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
-        pid = os.posix_spawn(
-            argv[0], argv, env, file_actions=actions, setsid=True, setsigmask=stops
-        )
+        pid = _spawn_detached(argv, env, actions)
     except OSError as exc:  # EAGAIN (a process limit), ENOMEM, EPERM, a missing interpreter
         _unclaim(root, paths)
         why = f"{errno.errorcode.get(exc.errno or 0, 'OSError')}: {exc.strerror or exc}"
@@ -145,8 +140,64 @@ def start_runner(paths: RunPaths, root: StateRoot, token: str) -> int:
         os.close(log_fd)
         if lock_fd >= 0:
             os.close(lock_fd)  # the runner's copy holds the lock from here on
-    remember_child(pid)
     return pid
+
+
+STARTER_TIMEOUT_S = 30.0
+"""How long spawn waits for its short-lived starter to name the runner's pid (it only
+calls posix_spawn and exits: milliseconds, seconds on a machine out of memory)."""
+
+
+def _spawn_detached(argv: list[str], env: dict[str, str], actions: list[Any]) -> int:
+    """posix_spawn the runner (a new session, the stop signals blocked until the runner
+    can take them, runner.begin) from a child of ours that exits at once, and return the
+    runner's pid: the runner is never a descendant of the process that spawned it. A
+    harness that ends the tool it started by killing that tool's process tree (Copilot
+    CLI ends its MCP servers with `pgrep -P` and `kill` of every descendant, whatever
+    their session) so leaves the runs it spawned alone, as it does for a `spawn --wait`
+    or a Python caller it kills. Errors of posix_spawn reach the caller as OSError."""
+    import select
+    import warnings
+
+    stops = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+    read_end, write_end = os.pipe()  # close-on-exec: the runner never holds either end
+    try:
+        with warnings.catch_warnings():  # Python 3.12+ warns on fork with threads: the
+            warnings.simplefilter("ignore", DeprecationWarning)  # child only spawns, exits
+            starter = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        raise
+    if starter == 0:  # the starter: nothing but posix_spawn, one write and _exit
+        try:
+            signal.pthread_sigmask(signal.SIG_BLOCK, stops)  # a Ctrl-C waits for _exit
+            pid = os.posix_spawn(
+                argv[0], argv, env, file_actions=actions, setsid=True, setsigmask=stops
+            )
+            os.write(write_end, str(pid).encode())
+        except OSError as exc:
+            os.write(write_end, f"E{exc.errno or errno.EIO}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    answer = b""
+    try:
+        ready, _, _ = select.select([read_end], [], [], STARTER_TIMEOUT_S)
+        answer = os.read(read_end, 64) if ready else b""
+    finally:
+        os.close(read_end)
+        if not answer:  # hung or gone: it is not waited for longer than the bound
+            with contextlib.suppress(OSError):
+                os.kill(starter, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):  # SIGCHLD ignored: already reaped
+            os.waitpid(starter, 0)  # it has exited (or been killed) by now: no zombie
+    if answer.startswith(b"E") and answer[1:].isdigit():
+        code = int(answer[1:])
+        raise OSError(code, os.strerror(code))
+    if not answer.isdigit():
+        raise OSError(errno.ECHILD, "the runner's starter ended without starting it")
+    return int(answer)
 
 
 def _liveness_lock(paths: RunPaths) -> int:

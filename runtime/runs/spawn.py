@@ -35,7 +35,7 @@ from runtime.core.ids import (
     now_iso,
     short_suffix,
 )
-from runtime.core.process import capture, reap_children
+from runtime.core.process import capture
 from runtime.runs.launch import claim, runner_argv, start_runner
 from runtime.runs.ownership import current_principal
 from runtime.store.layout import RunPaths, StateRoot, check_id, parse_run_ref, session_paths
@@ -330,7 +330,6 @@ def spawn(req: SpawnRequest, root: StateRoot | None = None) -> RunRecord:
     # events.jsonl's lock; `run.start` was written before the runner existed (claim).
     write_json_atomic(paths.run_json, record)
     recipe.remember()  # fill the compile cache now that the spawn succeeded
-    reap_children()
     return record
 
 

@@ -211,6 +211,8 @@ def test_qwen_code_install_adds_its_stop_hook_after_theirs_and_uninstalls_exactl
     assert stop[0] == theirs["hooks"]["Stop"][0]
     (ours,) = stop[1]["hooks"]
     assert ours["type"] == "command" and ours["command"].endswith(" hook qwen-stop")
+    server = json.loads(settings.read_text())["mcpServers"]["actors"]
+    assert server["args"][-1] == "mcp" and "trust" not in server  # Qwen asks, as it does
     assert (
         "settings.json (project): already installed\n"
         in cli("install", "qwen-code", "--project").stdout
@@ -224,18 +226,25 @@ def test_copilot_install_writes_its_own_hooks_file_and_refuses_a_foreign_one(
     home: StateRoot, tmp_path: Path
 ) -> None:
     hooks = tmp_path / ".github" / "hooks" / "actors.json"
+    mcp = tmp_path / ".github" / "mcp.json"
+    theirs = {"mcpServers": {"other": {"type": "local", "command": "other", "tools": ["*"]}}}
+    original = _write(mcp, json.dumps(theirs))
     done = cli("install", "copilot", "--project")
     assert done.returncode == 0, done.stderr
     written = json.loads(hooks.read_text())
     (hook,) = written["hooks"]["agentStop"]
     assert written["version"] == 1 and hook["bash"].endswith(" hook copilot-agent-stop")
     assert hooks.stat().st_mode & 0o777 == 0o600
+    servers = json.loads(mcp.read_text())["mcpServers"]
+    assert servers["other"] == theirs["mcpServers"]["other"]
+    assert servers["actors"]["args"][-1] == "mcp" and servers["actors"]["tools"] == ["*"]
     assert cli("install", "copilot", "--project").stdout.endswith("already installed\n")
     cli("uninstall", "copilot", "--project")
-    assert not hooks.exists() and not (tmp_path / ".github").exists()
+    assert not hooks.exists() and mcp.read_bytes() == original
+    mcp.unlink()
     # a file of that name that someone else wrote is theirs: refused, one line, exit 2
     mine = _write(hooks, json.dumps({"version": 1, "hooks": {"agentStop": [{"bash": "x"}]}}))
     refused = cli("install", "copilot", "--project")
     assert refused.returncode == 2 and "not ours" in refused.stderr, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    assert hooks.read_bytes() == mine
+    assert hooks.read_bytes() == mine and not mcp.exists()

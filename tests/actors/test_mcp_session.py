@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +22,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import actors
+from actors.mcp_session import HARNESS_SESSION_VARIABLES
 from runtime.delivery.harness_processes import record_harness_process
 from runtime.delivery.sessions import load_session
 from runtime.store.layout import StateRoot
@@ -30,8 +32,8 @@ from tests.peers.conftest import register_session
 @asynccontextmanager
 async def server(*args: str, **env: str) -> AsyncIterator[ClientSession]:
     """`actors mcp ARGS`, a child of this test process (so this process is its harness)."""
-    environ = {k: v for k, v in os.environ.items() if k not in ("ACTORS_SESSION",)}
-    environ.pop("CLAUDE_CODE_SESSION_ID", None)
+    dropped = ("ACTORS_SESSION", *HARNESS_SESSION_VARIABLES)
+    environ = {k: v for k, v in os.environ.items() if k not in dropped}
     environ.update(env)
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "actors", "mcp", *args], env=environ
@@ -193,3 +195,43 @@ async def test_a_record_of_a_recycled_pid_is_not_used(home: StateRoot) -> None:
     (directory / f"{os.getpid()}-1").write_text('{"session": "stale"}')  # other start time
     async with server() as session:
         assert (await spawn(session, "r1")).startswith("user:")
+
+
+HARNESS = (
+    "import os, subprocess, sys; name, value = sys.argv[1].split('=');"
+    " subprocess.run(sys.argv[2:], env={**os.environ, name: value}, check=True)"
+)
+"""A harness: starts its argv with one variable more (its session id) in the environment."""
+ASK = "from actors.mcp_session import harness_session; print(harness_session())"
+
+
+@pytest.mark.parametrize(
+    ("outer", "inner"),
+    [
+        ("CLAUDE_CODE_SESSION_ID", "QWEN_CODE_SESSION_ID"),
+        ("QWEN_CODE_SESSION_ID", "COPILOT_AGENT_SESSION_ID"),
+        ("COPILOT_AGENT_SESSION_ID", "CLAUDE_CODE_SESSION_ID"),
+    ],
+)
+@pytest.mark.parametrize("wrapper", [False, True], ids=["direct", "through-a-shell"])
+def test_a_harness_inside_another_gives_its_own_session_not_the_outer_one(
+    outer: str, inner: str, wrapper: bool
+) -> None:
+    """`qwen -p` run from Claude Code's shell inherits CLAUDE_CODE_SESSION_ID: the MCP
+    server Qwen starts acts for Qwen's session (the variable its nearest ancestor set),
+    also when a shell stands between Qwen and the server, whatever the variables' order."""
+    ask = [sys.executable, "-c", ASK]
+    if wrapper:
+        ask = ["sh", "-c", '"$@"', "sh", *ask]
+    env = {k: v for k, v in os.environ.items() if k not in HARNESS_SESSION_VARIABLES}
+    env[outer] = "outer-session"
+    done = subprocess.run(
+        [sys.executable, "-c", HARNESS, f"{inner}=inner-session", *ask],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "inner-session\n"

@@ -11,7 +11,8 @@ Messages API a user prompt containing `[tool:NAME:ARG]` (one or more) is answere
 the tool input as it is), so a real harness runs the tool; the request that carries the
 tool results is answered with the usual ACK. The OpenAI Responses and Chat Completions
 APIs answer the same marker with `function_call` items / `tool_calls` (`NS.NAME` gives
-a Responses call a `namespace`, as Codex names MCP tools `mcp__SERVER` . `TOOL`), and the
+a Responses call a `namespace`, as Codex names MCP tools `mcp__SERVER` . `TOOL`; a NAME may
+hold `-`, as Copilot names them `SERVER-TOOL`), and the
 Gemini API with `functionCall` parts (`run_shell_command` gets `{"command": ARG}`). A prompt containing `[gate:NAME]` is held
 unanswered until the test calls `release(NAME)` (a turn that stays busy exactly as long as
 the test needs, with no timing guess). Every request body is kept in `requests` (and
@@ -36,7 +37,7 @@ from typing import Any
 
 TOKEN = re.compile(r"TOKEN-[A-Za-z0-9_-]+")
 SLOW = re.compile(r"\[slow:(\d+(?:\.\d+)?)\]")
-TOOL = re.compile(r"\[tool:([A-Za-z0-9_.]+):([^\]]*)\]")
+TOOL = re.compile(r"\[tool:([A-Za-z0-9_.-]+):([^\]]*)\]")
 GATE = re.compile(r"\[gate:([A-Za-z0-9_-]+)\]")
 GATE_TIMEOUT_S = 120.0
 """A gate never released still opens after this long (a failing test must not hang)."""
@@ -78,6 +79,17 @@ def last_user_text(body: dict[str, Any]) -> str:
             if isinstance(item, dict) and item.get("role") == "user":
                 return _text_of(item.get("content"))
     return ""
+
+
+def tool_answers(body: dict[str, Any]) -> list[str]:
+    """What each tool returned, as a harness sent it back over Chat Completions (the
+    `tool` messages' content, as JSON text), oldest first."""
+    messages = body.get("messages")
+    return [
+        json.dumps(m.get("content"))
+        for m in (messages if isinstance(messages, list) else [])
+        if isinstance(m, dict) and m.get("role") == "tool"
+    ]
 
 
 def tool_calls_for(body: dict[str, Any]) -> list[dict[str, Any]]:

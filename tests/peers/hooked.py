@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from runtime.delivery.engine import DeliveryRunner
 from runtime.store.layout import StateRoot, session_paths
-from tests.conftest import cli
+from tests.conftest import cli, wait_for_change
 from tests.peers.fake_llm import FakeLLM, last_user_text
 
 RECORDER = (
@@ -35,7 +35,8 @@ RECORDER = (
 @dataclass
 class HookedHarness:
     """One setup of a harness: where it lives, the fake model's port, and the actors
-    state root and session its hooks act for."""
+    state root and session its hooks act for (`ACTORS_SESSION`; "" for none: then the
+    harness's own session id is the session)."""
 
     base: Path
     llm_port: int
@@ -81,13 +82,10 @@ class HookedHarness:
         """This environment less the harness's own variables (OWN_VARIABLES), with
         `values`, this setup's HOME and the actors state root and session."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(self.OWN_VARIABLES)}
-        env.update(
-            HOME=str(self.home),
-            **values,
-            ACTORS_HOME=str(self.actors_home),
-            ACTORS_SESSION=self.session,
-            NO_COLOR="1",
-        )
+        env.pop("ACTORS_SESSION", None)
+        env.update(HOME=str(self.home), **values, ACTORS_HOME=str(self.actors_home), NO_COLOR="1")
+        if self.session:  # none: the harness's own session id is the session
+            env["ACTORS_SESSION"] = self.session
         return env
 
     def env(self) -> dict[str, str]:
@@ -181,6 +179,29 @@ def hand_over_once(
     assert [i["stop_hook_active"] for i in peer.hook_inputs()] == [False, True, False]
     assert len(_delivered(home, session, delivery, harness)) == 1
     return HandOver(first, later, inputs, requests)
+
+
+def wait_in_inbox(home: StateRoot, session: str, text: str, timeout: float = 60) -> None:
+    """Until a follow-up mentioning `text` is in `session`'s inbox file (woken by each
+    write under the session's directory, or the nearest one that exists: a session no
+    one registered has none before its first follow-up; TimeoutError after `timeout`
+    seconds)."""
+    inbox = session_paths(home, session).inbox
+    watched = next(d for d in inbox.parents if d.is_dir())
+    wait_for_change(
+        watched,
+        lambda: inbox.exists() and text in inbox.read_text(),
+        timeout=timeout,
+        what=f"a follow-up mentioning {text!r} in session {session}'s inbox",
+    )
+
+
+def handed_over(home: StateRoot, session: str, harness: str) -> list[dict[str, Any]]:
+    """The session journal's `delivered` records of follow-ups `harness`'s turn-end hook
+    handed over (not the `file` session's own deliveries into its inbox)."""
+    path = session_paths(home, session).deliveries
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in records if r["event"] == "delivered" and r.get("harness") == harness]
 
 
 def _delivered(home: StateRoot, session: str, ident: str, harness: str) -> list[dict[str, Any]]:

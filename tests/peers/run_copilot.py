@@ -46,9 +46,10 @@ class Copilot(HookedHarness):
             COPILOT_AUTO_UPDATE="false",
         )
 
-    def run(self, prompt: str, timeout: float = 120) -> str:
-        """One headless turn (`copilot -p PROMPT -s`) in a new session; what it printed
-        (the agent's responses only)."""
+    def run(self, prompt: str, timeout: float = 120, resume: bool = False) -> str:
+        """One headless turn (`copilot -p PROMPT -s`), in a new session or, with `resume`,
+        the most recent one (`--continue`); what it printed (the agent's responses only)."""
         copilot = str(peer_bin("copilot", MORE))
+        again = ["--continue"] if resume else []
         flags = ["-s", "--allow-all-tools", "--disable-client-telemetry"]
-        return self.turn([copilot, "-p", prompt, *flags], timeout)
+        return self.turn([copilot, *again, "-p", prompt, *flags], timeout)

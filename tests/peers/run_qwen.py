@@ -59,10 +59,15 @@ class Qwen(HookedHarness):
             OPENAI_MODEL=MODEL,
         )
 
-    def run(self, prompt: str, timeout: float = 120) -> dict[str, Any]:
-        """One headless turn (`qwen -p PROMPT -o json`) in a new session; its final
-        `result` record."""
-        out = self.turn([str(peer_bin("qwen", MORE)), "-p", prompt, "-o", "json"], timeout)
+    def run(
+        self, prompt: str, timeout: float = 120, resume: bool = False, extra: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
+        """One headless turn (`qwen -p PROMPT -o json`), in a new session or, with
+        `resume`, the project's latest (`--continue`); its final `result` record. `extra`
+        are more flags (e.g. `--allowed-tools` for the tools Qwen may run unasked)."""
+        again = ["--continue"] if resume else []
+        argv = [str(peer_bin("qwen", MORE)), *again, *extra, "-p", prompt, "-o", "json"]
+        out = self.turn(argv, timeout)
         (result,) = [r for r in json.loads(out) if r.get("type") == "result"]
         return dict(result)
 

@@ -14,7 +14,6 @@ Gemini's own AfterAgent inputs and on the runs' records.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import actors
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.peers.fake_llm import FakeLLM, last_user_text
+from tests.peers.hooked import wait_in_inbox
 from tests.peers.run_gemini import Gemini
 
 SESSION = "gem-loop"
@@ -42,13 +42,11 @@ def player_summaries(run: str) -> list[str]:
     return [m["summary"] for m in view["messages"] if m["type"] == "player.track"]
 
 
-def pending(text: str, timeout: float = 30) -> str:
-    """The session's unread follow-ups (peeked) once one mentions `text`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        peek = cli("inbox", "read", "--session", SESSION, "--peek").stdout
-        if text in peek or time.monotonic() > deadline:
-            return peek
+def pending(home: StateRoot, text: str, timeout: float = 60) -> str:
+    """The session's unread follow-ups (peeked) once one mentioning `text` is in its
+    inbox (woken by the inbox file's writes, bounded by `timeout`)."""
+    wait_in_inbox(home, SESSION, text, timeout)
+    return cli("inbox", "read", "--session", SESSION, "--peek").stdout
 
 
 def test_spawn_follow_up_at_turn_end_then_message_a_live_run(
@@ -76,7 +74,7 @@ def test_spawn_follow_up_at_turn_end_then_message_a_live_run(
     # While Gemini is idle (no process), the run gets its message and ends.
     actors.message("run:gem1", "player.stop", session=SESSION)
     finished(actors.status("gem1"))
-    assert "gem1" in pending("gem1")
+    assert "gem1" in pending(home, "gem1")
 
     # Turn 2 of the same session: at its end the hook hands the follow-up over as the
     # next prompt, once; the model reads it there.

@@ -35,6 +35,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import actors
+from actors.mcp_session import HARNESS_SESSION_VARIABLES
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished
 from tests.reliability._attack import NOBODY
@@ -46,9 +47,8 @@ PASSWORD = "TOKEN-OPENCODE-PASSWORD-26"
 @asynccontextmanager
 async def mcp_server(**env: str) -> AsyncIterator[ClientSession]:
     """`actors mcp`, a child of this test process (as of a harness), no session given."""
-    environ = {
-        k: v for k, v in os.environ.items() if k not in ("ACTORS_SESSION", "CLAUDE_CODE_SESSION_ID")
-    }
+    dropped = ("ACTORS_SESSION", *HARNESS_SESSION_VARIABLES)
+    environ = {k: v for k, v in os.environ.items() if k not in dropped}
     environ.update(env)
     params = StdioServerParameters(
         command=sys.executable, args=["-m", "actors", "mcp"], env=environ

@@ -318,3 +318,62 @@ def test_a_parked_run_still_answers_its_inbox(home: StateRoot, tmp_path: Path) -
     actors.message(f"run:{record['run']}", "job.item", {"n": 1})
     assert finished(record)["status"] == "done"
     assert '"job.item"' in home.run(record["run"]).stdout.read_text()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every descendant of `pid`, found as Copilot CLI finds an MCP server's: `pgrep -P`
+    down the tree."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        done = subprocess.run(
+            ["pgrep", "-P", str(todo.pop())], capture_output=True, text=True, timeout=30
+        )
+        children = [int(p) for p in done.stdout.split()]
+        found += children
+        todo += children
+    return found
+
+
+def test_a_run_outlives_its_spawner_whose_whole_process_tree_is_killed(
+    home: StateRoot, tmp_path: Path
+) -> None:
+    """Copilot CLI ends an MCP server by killing every process `pgrep -P` finds below
+    it, whatever its session. A runner the server spawned is not in that tree
+    (runtime.runs.launch starts it from a child that exits at once), so the run goes on
+    and ends with its own outcome, not with the harness."""
+    import select
+
+    ready, go = make_fifo(tmp_path / "ready"), make_fifo(tmp_path / "go")
+    program = (
+        "import actors, sys; actors.spawn(template=sys.argv[1], as_='run:kept');"
+        " print('spawned', flush=True); sys.stdin.read()"
+    )
+    template = f"sh -c 'echo up > {ready}; cat {go}'"
+    with subprocess.Popen(
+        [sys.executable, "-c", program, template],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as spawner:
+        try:
+            readable, _, _ = select.select([spawner.stdout], [], [], 60)
+            assert readable and spawner.stdout is not None, "the spawner never spawned"
+            assert spawner.stdout.readline() == "spawned\n"
+            assert read_fifo_line(ready) == "up"  # the run's command is running
+            record = actors.status("kept")
+            tree = _descendants(spawner.pid)
+            assert record["pid"] not in tree, (record["pid"], tree)
+            for pid in [*tree, spawner.pid]:  # as Copilot does: each one, SIGTERM
+                os.kill(pid, signal.SIGTERM)
+            spawner.wait(timeout=30)
+        finally:
+            spawner.kill()
+    # the command is still there to read what it waits for (ENXIO if it had died)
+    writer = os.open(go, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        os.write(writer, b"TOKEN-KEPT\n")
+    finally:
+        os.close(writer)
+    assert finished(dict(record))["status"] == "done"
+    assert "TOKEN-KEPT" in home.run("kept").stdout.read_text()
