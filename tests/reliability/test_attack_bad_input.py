@@ -204,6 +204,47 @@ def test_every_mcp_request_with_a_lone_surrogate_gets_a_response(
     assert "error" in answers[7] or answers[7].get("result", {}).get("isError")  # type: ignore[union-attr]
 
 
+# -- #11 the one line stays one line, whatever it quotes ------------------------------------
+
+_FORGED = "x\nactors: forged second line\x1b]0;retitled\x07\u202e"
+"""What a caller types (or a file holds) that an error line quotes back: a newline that
+would forge a second `actors:` line, an OSC that retitles a terminal, a bidi override."""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recipes", "show", _FORGED],
+        ["metrics", "--output", f"/nonexistent-{_FORGED}/metrics.prom"],
+        ["dashboard", "--host", _FORGED],
+        ["run", "hello", f"--{_FORGED}", "v"],
+        ["message", "tool:hello", "tool.invoke", json.dumps({_FORGED: 1}), "--body-json"],
+    ],
+    ids=["recipe-name", "metrics-output", "dashboard-host", "run-option", "tool-body-key"],
+)
+def test_an_error_quoting_what_was_typed_is_one_inert_line(
+    home: StateRoot, args: list[str]
+) -> None:
+    """Bad input: exactly one line, exit 2, nothing written, even when the message quotes
+    the input (a recipe name, a path, a host, a parameter) and the input holds a newline or
+    a terminal escape: they are shown escaped (docs/cli.md, *Exit status*)."""
+    proc = cli(*args)
+    line = refused(args, proc, "\\n", "\\x1b", "\\u202e")
+    assert not any(c in line for c in "\x1b\x07\u202e"), line
+    assert tree(home.runs) == set()
+
+
+def test_an_api_error_quoting_what_was_given_is_one_line(home: StateRoot) -> None:
+    """The Python API and the MCP tools raise the same ActorsError: str(err) is the one
+    line a caller (or a model) gets, escaped the same way (here a `tool:` message, the MCP
+    `message` tool's path, whose refusal names the parameter it was given)."""
+    with pytest.raises(actors.ActorsError) as caught:
+        actors.message("tool:hello", "tool.invoke", {_FORGED: 1})
+    text = str(caught.value)
+    assert "\n" not in text and "\x1b" not in text and "\\n" in text, text
+    assert tree(home.runs) == set()
+
+
 # -- #10 legal input never crashes a run --------------------------------------------------------
 
 
