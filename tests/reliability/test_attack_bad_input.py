@@ -204,6 +204,68 @@ def test_every_mcp_request_with_a_lone_surrogate_gets_a_response(
     assert "error" in answers[7] or answers[7].get("result", {}).get("isError")  # type: ignore[union-attr]
 
 
+# -- #11 a number of seconds is one rule: finite, 0 to poll(2)'s longest wait --------------
+
+_BAD_SECONDS = ["nan", "inf", "1e308", "3000000", "-1"]
+"""NaN, infinite, past poll(2)'s 2**31 - 1 ms (a month), negative: each once reached a
+poll as it was and ended in an internal error (or a run's runner error) there."""
+
+
+@pytest.mark.parametrize("seconds", _BAD_SECONDS)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inbox", "wait", "--timeout"],
+        ["inbox", "wait", "--session", "s1", "--timeout"],  # the hand-parsed path
+        ["watch", "--timeout"],
+        ["wait", "{r}", "--timeout"],
+        ["cancel", "{r}", "--grace"],
+        ["cancel", "{r}", "--json", "--grace"],  # hand-parsed too
+    ],
+    ids=["inbox-wait", "inbox-wait-fast", "watch", "wait", "cancel", "cancel-fast"],
+)
+def test_a_seconds_option_out_of_range_is_refused_in_one_line(
+    home: StateRoot, tmp_path: Path, args: list[str], seconds: str
+) -> None:
+    """--timeout and --grace are a number of seconds from 0 to 2147483, like every seconds
+    setting (docs/cli.md, *One grammar*): anything else is one line, exit 2, and the run
+    it names is left running."""
+    run = idle_run(tmp_path)
+    argv = [a.replace("{r}", run["run"]) for a in args] + [seconds]
+    before = tree(home.path)
+    refused(argv, cli(*argv, timeout=30), seconds, "seconds from 0 to 2147483")
+    assert tree(home.path) == before
+    assert actors.status(run["run"])["status"] == "running"
+
+
+def test_a_seconds_setting_past_polls_longest_wait_is_refused_before_a_run_starts(
+    home: StateRoot,
+) -> None:
+    """ACTORS_KILL_GRACE=3e6 was taken (finite, >= 0), and the runner's poll for the grace
+    failed: the run ended `failed` with `runner error: OverflowError`. Now the setting is
+    refused before anything is written."""
+    args = ["spawn", "-t", "sleep 30", "--as", "run:graceful"]
+    refused(args, cli(*args, env={"ACTORS_KILL_GRACE": "3e6"}), "ACTORS_KILL_GRACE")
+    assert tree(home.runs) == set()
+
+
+def test_an_adapter_seconds_option_past_polls_longest_wait_is_refused(home: StateRoot) -> None:
+    """An adapter's seconds options (a webhook's `timeout`, tmux's `enter_delay`) follow
+    the same rule: `inf` passed the old `>= 0` check and waited forever, or failed later
+    in a delivery's poll."""
+    args = ["session", "register", "--harness", "webhook", "--id", "s1", "--no-check"]
+    for value in ("inf", "1e308", "nan"):
+        argv = [*args, "-o", "url=http://127.0.0.1:9/hook", "-o", f"timeout={value}"]
+        refused(argv, cli(*argv), "timeout", "seconds from 0 to 2147483")
+    assert tree(home.path / "sessions") == set()
+
+
+def test_a_negative_tail_line_count_is_refused(home: StateRoot, tmp_path: Path) -> None:
+    run = idle_run(tmp_path)
+    args = ["tail", run["run"], "-n", "-3"]
+    refused(args, cli(*args), "-n")
+
+
 # -- #11 the one line stays one line, whatever it quotes ------------------------------------
 
 _FORGED = "x\nactors: forged second line\x1b]0;retitled\x07\u202e"
