@@ -16,7 +16,7 @@ import pytest
 import actors
 from runtime.store.layout import StateRoot
 from tests.conftest import cli, finished, idle_run, write_recipe
-from tests.reliability._checks import assert_clean, refused, tree
+from tests.reliability._checks import assert_clean, describe, refused, tree
 
 # -- #11 bad environment ----------------------------------------------------------------------
 
@@ -264,6 +264,35 @@ def test_a_negative_tail_line_count_is_refused(home: StateRoot, tmp_path: Path) 
     run = idle_run(tmp_path)
     args = ["tail", run["run"], "-n", "-3"]
     refused(args, cli(*args), "-n")
+
+
+def test_an_api_timeout_out_of_range_is_an_actors_error(home: StateRoot, tmp_path: Path) -> None:
+    """actors.wait / actors.recv take the CLI's rule: NaN reached a poll (ValueError)."""
+    run = idle_run(tmp_path)
+    for bad in (float("nan"), float("inf"), -1.0, 1e308):
+        with pytest.raises(actors.ActorsError, match="seconds from 0 to 2147483"):
+            actors.wait(run["run"], timeout=bad)
+    assert actors.status(run["run"])["status"] == "running"
+
+
+@pytest.mark.parametrize("duration", [3_000_000_000, 1e308, "999999h"], ids=["35d", "1e308", "h"])
+def test_a_recipe_delay_past_polls_longest_wait_parks_the_run(
+    home: StateRoot, tmp_path: Path, duration: object
+) -> None:
+    """A recipe's `delay` (like its `timeout`) may be any length (docs/recipes.md): a
+    delay past poll's 2**31 - 1 ms made the parked runner die in its poll (the run ended
+    `exited`, `pid is gone`). It waits now, in steps, and a kill still ends it at once."""
+    recipe = write_recipe(
+        tmp_path, "later", {"template": [{"label": "a", "template": "true", "delay": duration}]}
+    )
+    record = actors.spawn(str(recipe))
+    run = record["run"]
+    args = ["wait", run, "--timeout", "5"]
+    proc = cli(*args)  # the runner's pidfd wakes it at once if it dies
+    assert proc.returncode == 75, describe(args, proc)
+    assert actors.status(run)["status"] == "running"
+    assert_clean(["kill", run], cli("kill", run))
+    assert actors.status(run)["status"] == "killed"
 
 
 # -- #11 the one line stays one line, whatever it quotes ------------------------------------
