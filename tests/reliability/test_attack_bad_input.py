@@ -295,6 +295,29 @@ def test_a_recipe_delay_past_polls_longest_wait_parks_the_run(
     assert actors.status(run)["status"] == "killed"
 
 
+@pytest.mark.parametrize("then", [[], ["--then", "echo theirs"]], ids=["ours", "then"])
+def test_a_status_line_whose_stdin_stays_silent_ends_on_its_own(
+    home: StateRoot, tmp_path: Path, then: list[str]
+) -> None:
+    """`status --line --stdin` reads the harness's JSON; a stdin left open and silent held
+    it (and the harness's status line) forever. It is bounded like a hook's input: after
+    ACTORS_HOOK_LOCK_WAIT the line is drawn as for no input (docs/cli.md, *status*)."""
+    fifo = tmp_path / "silent"
+    os.mkfifo(fifo)
+    keep = os.open(fifo, os.O_RDWR)  # a writer that never writes nor closes
+    try:
+        with open(fifo, "rb") as silent:
+            args = [sys.executable, "-m", "actors", "status", "--line", "--stdin", *then]
+            env = dict(os.environ, ACTORS_HOOK_LOCK_WAIT="0.5")
+            proc = subprocess.run(
+                args, stdin=silent, capture_output=True, text=True, env=env, timeout=60
+            )
+    finally:
+        os.close(keep)
+    assert_clean(args, proc, allowed=(0,))
+    assert proc.stdout == ("theirs\n" if then else ""), proc.stdout
+
+
 # -- #11 the one line stays one line, whatever it quotes ------------------------------------
 
 _FORGED = "x\nactors: forged second line\x1b]0;retitled\x07\u202e"
