@@ -318,6 +318,30 @@ def test_a_status_line_whose_stdin_stays_silent_ends_on_its_own(
     assert proc.stdout == ("theirs\n" if then else ""), proc.stdout
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dir"])
+@pytest.mark.parametrize(
+    "verb", [["spawn"], ["spawn", "--recipe"], ["recipes", "show"], ["recipes", "check"]]
+)
+def test_a_recipe_path_that_is_no_file_is_named_for_what_it_is(
+    home: StateRoot, tmp_path: Path, kind: str, verb: list[str]
+) -> None:
+    """A recipe path that exists but is a FIFO or a directory was refused as `does not
+    exist; check the path` (or `no such file`): the one line must say what is wrong. It is
+    never opened for a blocking read either."""
+    path = tmp_path / "r.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    args = [*verb, str(path)]
+    proc = cli(*args, timeout=30)
+    if verb == ["recipes", "check"]:  # one line per file, then the count on stderr
+        assert proc.returncode == 2 and proc.stdout == f"{path}: not a regular file\n", proc
+    else:
+        refused(args, proc, "is not a regular file")
+    assert tree(home.runs) == set()
+
+
 # -- #11 the one line stays one line, whatever it quotes ------------------------------------
 
 _FORGED = "x\nactors: forged second line\x1b]0;retitled\x07\u202e"
