@@ -342,6 +342,18 @@ def test_a_recipe_path_that_is_no_file_is_named_for_what_it_is(
     assert tree(home.runs) == set()
 
 
+@pytest.mark.parametrize("blank", ["", "   ", "\n"])
+def test_a_blank_summary_is_the_type(home: StateRoot, tmp_path: Path, blank: str) -> None:
+    """`summary` defaults to the type (docs/messaging.md, *Envelopes*): an empty or blank
+    `--summary` was stored as it was, and a mailbox listing or a follow-up then showed an
+    empty line where the message should be named."""
+    run = idle_run(tmp_path)
+    args = ["message", run["run"], "job.item", "x", "--summary", blank]
+    assert_clean(args, cli(*args), allowed=(0,))
+    view = json.loads(cli("inspect", run["run"], "--view", "mailbox", "--json").stdout)
+    assert [e["summary"] for e in view["entries"]] == ["job.item"], view
+
+
 # -- #11 the one line stays one line, whatever it quotes ------------------------------------
 
 _FORGED = "x\nactors: forged second line\x1b]0;retitled\x07\u202e"
