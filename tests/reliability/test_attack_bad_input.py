@@ -354,6 +354,19 @@ def test_a_blank_summary_is_the_type(home: StateRoot, tmp_path: Path, blank: str
     assert [e["summary"] for e in view["entries"]] == ["job.item"], view
 
 
+@pytest.mark.parametrize("ident", ["run:parent", "user:a:b"])
+def test_session_register_refuses_an_id_no_session_may_be_named_by(
+    home: StateRoot, ident: str
+) -> None:
+    """`--session` and `$ACTORS_SESSION` refuse `run:<id>` (a run's principal is proven by
+    its token) and a `user:` id that is not one; `session register --id` wrote such a
+    record and printed `export ACTORS_SESSION=run:parent`, which every command then
+    refused. The same rule now refuses it first, writing nothing."""
+    args = ["session", "register", "--harness", "file", "--id", ident]
+    refused(args, cli(*args), "invalid session id")
+    assert tree(home.path / "sessions") == set()
+
+
 # -- #11 the one line stays one line, whatever it quotes ------------------------------------
 
 _FORGED = "x\nactors: forged second line\x1b]0;retitled\x07\u202e"
