@@ -367,6 +367,23 @@ def test_session_register_refuses_an_id_no_session_may_be_named_by(
     assert tree(home.path / "sessions") == set()
 
 
+def test_metrics_output_never_replaces_a_fifo_or_a_device(home: StateRoot, tmp_path: Path) -> None:
+    """`metrics --output FILE` renames a temporary file over FILE: over a FIFO a reader
+    waits on, or (as root) over /dev/null, that put a regular file in its place. Only a
+    regular file is replaced; anything else is one line, exit 2, left as it was."""
+    import stat
+
+    fifo = tmp_path / "metrics.prom"
+    os.mkfifo(fifo)
+    args = ["metrics", "--output", str(fifo)]
+    refused(args, cli(*args), "is not a regular file")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".metrics")] == []
+    regular = tmp_path / "actors.prom"
+    assert_clean(args, cli("metrics", "--output", str(regular)), allowed=(0,))
+    assert regular.read_text().startswith("# HELP")
+
+
 # -- #11 the one line stays one line, whatever it quotes ------------------------------------
 
 _FORGED = "x\nactors: forged second line\x1b]0;retitled\x07\u202e"
