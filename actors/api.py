@@ -97,7 +97,7 @@ def wait(run: str, *, timeout: float | None = None, home: str | None = None) -> 
     """Block until the run is terminal (or `timeout` seconds pass); returns its status."""
     from runtime.views.waiting import wait_for
 
-    return wait_for(_root(home), parse_run_ref(run), timeout=timeout)
+    return wait_for(_root(home), parse_run_ref(run), timeout=_seconds(timeout))
 
 
 def result(run: str, *, home: str | None = None) -> ResultRecord | RunStatus:
@@ -197,7 +197,8 @@ def recv(
 
     root = _root(home)
     principal = current_principal(root)
-    entry = _recv(root, principal, types=tuple(types) if types else None, timeout=timeout)
+    kinds = tuple(types) if types else None
+    entry = _recv(root, principal, types=kinds, timeout=_seconds(timeout))
     if entry is None:
         return None
     if not ack:
@@ -293,3 +294,17 @@ def sender(
 
     root = _root(home)
     return Sender(root, to, current_principal(root, session), force=force, fsync=fsync)
+
+
+def _seconds(timeout: float | None) -> float | None:
+    """A `timeout` by the CLI's one rule (runtime.core.config.parse_seconds): NaN, an
+    infinite, negative or month-long wait is an ActorsError, not a crash in a poll."""
+    from runtime.core.config import SECONDS_RULE, parse_seconds
+    from runtime.core.errors import BadInput
+
+    if timeout is None:
+        return None
+    parsed = parse_seconds(str(timeout)) if isinstance(timeout, int | float) else None
+    if parsed is None or isinstance(timeout, bool):
+        raise BadInput(f"timeout {timeout!r} is not {SECONDS_RULE}")
+    return parsed

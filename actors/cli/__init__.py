@@ -207,7 +207,13 @@ def _drop_output() -> None:
 
 
 def _say(line: str) -> None:
-    """The one line on stderr; nothing more can be done when stderr itself fails."""
+    """The one line on stderr, whatever the message quotes (an internal error's text may
+    hold a newline; runtime.core.terminal.cell escapes it); nothing more can be done when
+    stderr itself fails."""
+    if not (line.isascii() and line.isprintable()):
+        from runtime.core.terminal import cell
+
+        line = cell(line)
     try:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()

@@ -124,10 +124,8 @@ def _parse(spec: FastSpec, args: list[str]) -> dict[str, Any] | None:
 
 
 def _seconds(text: str) -> float | None:
-    """A seconds option as click's FLOAT would take it; None: let click report a bad
-    value."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if value == value else None  # NaN is click's to refuse, not ours
+    """A seconds option as actors.cli._options.SECONDS takes it; None: let click report
+    a bad value."""
+    from runtime.core.config import parse_seconds
+
+    return parse_seconds(text)

@@ -287,10 +287,7 @@ def _print_status_line(
     the `session_id` of the JSON the harness writes there (Claude Code's status line
     input); with `--then CMD`, CMD (the user's own status line, run by `sh -c` as Claude
     Code runs it) gets the same input, and ours is appended to its last line."""
-    from runtime.core.bounded_json import MAX_INPUT_BYTES
-
-    # bounded: a harness's status-line JSON is small; more is not read
-    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1) if stdin or then is not None else b""
+    data = _status_input() if stdin or then is not None else b""
     if stdin and session is None:
         session = _input_session(data)
     ours = _status_line(root, session)
@@ -298,6 +295,25 @@ def _print_status_line(
     text = "  ".join(part for part in (theirs, ours) if part)
     if text:
         _out(text)
+
+
+def _status_input() -> bytes:
+    """The harness's status-line JSON, bounded in size and in time as a hook's input is
+    (actors.cli.hooks.read_stdin): a stdin that stays open and silent once held the line,
+    and its harness, forever; it now counts as no input after ACTORS_HOOK_LOCK_WAIT."""
+    from actors.cli.hooks import read_stdin
+    from runtime.core import config
+    from runtime.core.bounded_json import MAX_INPUT_BYTES
+
+    try:
+        wait = config.seconds(config.HOOK_LOCK_WAIT)
+    except Exception:  # a bad value: the default (a status line never fails)
+        wait = float(config.HOOK_LOCK_WAIT.default)
+    try:
+        data = read_stdin(MAX_INPUT_BYTES + 1, wait)
+    except OSError:  # no stdin at all (closed descriptor): no input
+        return b""
+    return data or b""
 
 
 def _input_session(data: bytes) -> str | None:

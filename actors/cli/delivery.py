@@ -12,6 +12,7 @@ import click
 
 from actors.cli._format import emit_json
 from actors.cli._inbox_wait import session_id as _session_id
+from actors.cli._options import SECONDS
 from runtime.core import config
 from runtime.core.errors import BadInput
 from runtime.core.terminal import cell
@@ -199,7 +200,7 @@ def _without_keep(entry: dict[str, Any]) -> dict[str, Any]:
 
 @inbox_group.command("wait")
 @click.option("--session", metavar="ID", help="Session (default: $ACTORS_SESSION, else your user).")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
+@click.option("--timeout", type=SECONDS, metavar="SECONDS", help="Give up after this long (exit 75).")
 @click.option("--json", "as_json", is_flag=True, help="Print the wake as JSON.")
 def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> None:
     """Block until this session has unread follow-ups; print one line and exit 0.
@@ -253,7 +254,7 @@ def reconcile_cmd(as_json: bool) -> None:
 
 
 @click.command("watch")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Stop after this long.")
+@click.option("--timeout", type=SECONDS, metavar="SECONDS", help="Stop after this long.")
 def watch_cmd(timeout: float | None) -> None:
     """Observe every run and deliver follow-ups as they happen (optional; Ctrl-C stops).
 

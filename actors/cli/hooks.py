@@ -120,7 +120,7 @@ def hook_input() -> dict[str, Any]:
     except Exception:  # a bad value: the default (the hook never refuses to run)
         wait = float(config.HOOK_LOCK_WAIT.default)
     try:
-        raw = _read_stdin(HOOK_INPUT_CAP, wait)
+        raw = read_stdin(HOOK_INPUT_CAP, wait)
         if raw is None:
             return {}
         raw = raw.removeprefix(b"\xef\xbb\xbf")  # Cursor may send a BOM
@@ -132,9 +132,10 @@ def hook_input() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _read_stdin(cap: int, idle_s: float) -> bytes | None:
+def read_stdin(cap: int, idle_s: float) -> bytes | None:
     """All of stdin up to `cap` bytes, None when it is larger or goes `idle_s` seconds
-    without a byte or its end (a harness writes its input at once and closes it)."""
+    without a byte or its end (a harness writes its input at once and closes it): a hook's
+    input, and a status line's (`status --line --stdin`)."""
     chunks: list[bytes] = []
     total = 0
     while True:

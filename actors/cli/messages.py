@@ -7,6 +7,7 @@ import sys
 import click
 
 from actors.cli._format import emit_json
+from actors.cli._options import SECONDS
 from actors.cli.completion import live_run_addresses, message_types
 from runtime.store.layout import StateRoot
 
@@ -62,7 +63,7 @@ def message_cmd(
 
 @click.command("recv")
 @click.option("--type", "types", multiple=True, metavar="TYPE", help="Only messages of this type.")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
+@click.option("--timeout", type=SECONDS, metavar="SECONDS", help="Give up after this long (exit 75).")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole envelope as JSON.")
 def recv_cmd(types: tuple[str, ...], timeout: float | None, as_json: bool) -> None:
     """Inside a run: block until the next message for this run (or branch), print it.

@@ -42,6 +42,7 @@ def _replace(path: Path, data: bytes) -> None:
     from runtime.core.errors import BadInput
 
     target = path.absolute()
+    _refuse_special(path, target)
     temp = None
     try:
         fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -58,3 +59,24 @@ def _replace(path: Path, data: bytes) -> None:
         raise BadInput(
             f"cannot write {path}: {exc.strerror}", hint="name a file in a writable directory"
         ) from None
+
+
+def _refuse_special(path: Path, target: Path) -> None:
+    """The rename replaces whatever has the name: `--output /dev/null` (run as root) put a
+    regular file where the device was, for every program on the machine, and a FIFO a
+    reader waits on would be swapped away under it. Only a regular file (or a link, which
+    the rename replaces, never its target) is replaced."""
+    import os
+    import stat
+
+    from runtime.core.errors import BadInput
+
+    try:
+        mode = os.lstat(target).st_mode
+    except OSError:
+        return  # nothing there (or the write below says what is wrong)
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+        raise BadInput(
+            f"{path} is not a regular file; it is never replaced",
+            hint="name a file; to discard the text, leave out --output and redirect stdout",
+        )

@@ -21,7 +21,14 @@ from runtime.views.status import TERMINAL
 
 @click.command("tail")
 @click.argument("run", shell_complete=run_ids)
-@click.option("-n", "--lines", default=20, show_default=True, help="How many lines to show.")
+@click.option(
+    "-n",
+    "--lines",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="How many lines to show.",
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new output until the run ends.")
 @click.option("--stderr", "use_stderr", is_flag=True, help="Show stderr.log instead of stdout.log.")
 @click.option(

@@ -201,7 +201,13 @@ def _show_entry(entry: Any, others: list[Any], as_json: bool) -> None:
 def recipes_show_cmd(name: str, as_json: bool) -> None:
     """Show recipe NAME (or a .json file): where it was found, what it shadows, its
     status, structure and parameters."""
-    from runtime.compiler.library import RecipeEntry, check_recipe_file, list_recipes, root_of
+    from runtime.compiler.library import (
+        RecipeEntry,
+        check_recipe_file,
+        list_recipes,
+        recipe_bytes,
+        root_of,
+    )
 
     if _looks_like_path(name) and Path(name).expanduser().is_file():
         path = Path(name).expanduser().resolve()
@@ -213,6 +219,8 @@ def recipes_show_cmd(name: str, as_json: bool) -> None:
         _show_entry(entry, [], as_json)
         return
     if _looks_like_path(name) and os.sep in name:
+        if Path(name).expanduser().exists():  # a FIFO, a directory: say what it is not
+            recipe_bytes(Path(name).expanduser())
         raise NotFound(f"recipe file {name} does not exist", hint="check the path")
     wanted = name.removesuffix(".json")
     entries = [e for e in list_recipes() if e.name == wanted]
@@ -241,8 +249,9 @@ def recipes_check_cmd(refs: tuple[str, ...], as_json: bool) -> None:
     for ref in refs:
         if _looks_like_path(ref) and (Path(ref).expanduser().is_file() or os.sep in ref):
             path = Path(ref).expanduser()
-            if not path.is_file():
-                results.append({"path": ref, "status": "invalid", "problem": "no such file"})
+            if not path.is_file():  # a FIFO or a directory is not missing: say what it is
+                what = "not a regular file" if path.exists() else "no such file"
+                results.append({"path": ref, "status": "invalid", "problem": what})
                 continue
             raw, problem = check_recipe_file(path.resolve())
             status = "invalid" if problem or raw is None else "ok"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from actors.cli._format import ProgressLine, emit_json, summary_parts, write_line
-from actors.cli._options import force_option, json_option, session_option
+from actors.cli._options import SECONDS, force_option, json_option, session_option
 from actors.cli._views import list_view, status_view
 from actors.cli.completion import live_run_ids, recipe_names, run_ids, value_names
 from runtime.store.layout import StateRoot, parse_run_ref
@@ -284,7 +284,7 @@ def status_cmd(
 
 @click.command("wait")
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...", shell_complete=run_ids)
-@click.option("--timeout", type=float, metavar="SECONDS", help="Give up after this long (exit 75).")
+@click.option("--timeout", type=SECONDS, metavar="SECONDS", help="Give up after this long (exit 75).")
 @json_option
 def wait_cmd(runs: tuple[str, ...], timeout: float | None, as_json: bool) -> None:
     """Block until every RUN finishes; exit with the highest of their exit codes.
@@ -299,7 +299,7 @@ def wait_cmd(runs: tuple[str, ...], timeout: float | None, as_json: bool) -> Non
 @click.argument("run", shell_complete=live_run_ids)
 @click.option(
     "--grace",
-    type=float,
+    type=SECONDS,
     default=5.0,
     show_default=True,
     metavar="SECONDS",

@@ -123,6 +123,8 @@ def find_recipe(ref: str) -> RecipeSource:
         if as_path.is_file():
             resolved = as_path.resolve()
             return RecipeSource(resolved.stem, resolved, _read_recipe_file(resolved))
+        if os.sep in ref and as_path.exists():  # a FIFO, a directory, a device: say so
+            _read_recipe_file(as_path)  # raises, naming what the file is not
         if os.sep in ref:
             raise NotFound(f"recipe file {ref} does not exist", hint="check the path")
     name = ref.removesuffix(".json")

@@ -42,7 +42,7 @@ class Setting:
     def __init__(self, name: str, kind: str, default: str, meaning: str, scope: str) -> None:
         self.name = name
         self.kind = kind
-        """`path`, `seconds` (a finite number >= 0), `bytes` (an integer > 0), `id`,
+        """`path`, `seconds` (0 to MAX_SECONDS, about 24 days), `bytes` (an integer > 0), `id`,
         `token`, `text`, `names` (comma list) or `flag` (any non-empty value)."""
         self.default = default
         """What unset (or empty) means; parsed for seconds and bytes, `unset` for none."""
@@ -347,17 +347,32 @@ def _bad(setting: Setting, value: str, problem: str, fix: str) -> BadInput:
     return BadInput(f"{setting.name}={shown!r} {problem}", hint=f"{fix} or unset it")
 
 
-def seconds(setting: Setting) -> float:
-    """A finite number of seconds >= 0; the default when unset or empty."""
-    raw = text(setting)
+MAX_SECONDS = 2_147_483
+"""The longest wait anything takes, in seconds (about 24.8 days): every wait ends in a
+poll(2), which takes at most 2**31 - 1 milliseconds; a longer one (or an infinite one)
+would fail there, in the middle of a command or a runner, not where it was given."""
+
+SECONDS_RULE = f"a number of seconds from 0 to {MAX_SECONDS} (about 24 days)"
+"""How a refusal names the domain of every seconds value, option or setting alike."""
+
+
+def parse_seconds(raw: str) -> float | None:
+    """`raw` as seconds (fractions allowed) within 0..MAX_SECONDS; None when it is not
+    (not a number, NaN, infinite, negative or longer): the one rule for every `--timeout`
+    and `--grace` and every seconds setting."""
     try:
-        value = float(raw or setting.default)
+        value = float(raw)
     except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):  # also refuses nan
-        raise _bad(
-            setting, raw, "is not a number of seconds (>= 0)", f"set it to e.g. {setting.default}"
-        )
+        return None
+    return value if 0 <= value <= MAX_SECONDS else None  # NaN fails both comparisons
+
+
+def seconds(setting: Setting) -> float:
+    """A number of seconds within 0..MAX_SECONDS; the default when unset or empty."""
+    raw = text(setting)
+    value = parse_seconds(raw or setting.default)
+    if value is None:
+        raise _bad(setting, raw, f"is not {SECONDS_RULE}", f"set it to e.g. {setting.default}")
     return value
 
 

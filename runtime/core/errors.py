@@ -17,9 +17,23 @@ class ActorsError(Exception):
     exit_code = 2
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
-        self.message = message
-        self.hint = hint
-        super().__init__(message if hint is None else f"{message}; {hint}")
+        self.message = _one_line(message)
+        self.hint = None if hint is None else _one_line(hint)
+        super().__init__(self.message if self.hint is None else f"{self.message}; {self.hint}")
+
+
+def _one_line(text: object) -> str:
+    """`text` as one inert line: a message often quotes what the caller typed or a file
+    held (a parameter, a host, a path, a recipe name), and a newline there would forge a
+    second `actors: ...` line, an escape act on the terminal or a model's context. Every
+    control and invisible character is escaped (`\\n`, `\\x1b`), whatever the output is;
+    plain text (nearly every message) is returned without importing the sanitiser."""
+    text = text if isinstance(text, str) else str(text)
+    if text.isascii() and text.isprintable():
+        return text
+    from runtime.core.terminal import cell
+
+    return cell(text)
 
 
 class BadInput(ActorsError):

@@ -85,6 +85,13 @@ def is_valid_id(value: str) -> bool:
     return bool(_ID_RE.fullmatch(value))
 
 
+def is_session_id(value: str) -> bool:
+    """A session a caller may name (`--session`, `$ACTORS_SESSION`, `session register
+    --id`): a valid id, or `user:<id>`. `run:<id>` is not one: a run's principal is proven
+    by its token, never named."""
+    return is_valid_id(value) or (value.startswith("user:") and is_valid_id(value[5:]))
+
+
 def is_valid_name(value: str) -> bool:
     """Placeholder and value names: identifiers of at most 64 characters."""
     return bool(_NAME_RE.fullmatch(value))

@@ -292,16 +292,14 @@ class Refused(Exception):
 
 
 def check_seconds(harness: str, options: dict[str, str], *keys: str) -> None:
-    """Timeouts and delays given as adapter options must be non-negative numbers."""
+    """Timeouts and delays given as adapter options follow the one seconds rule
+    (runtime.core.config.parse_seconds): an infinite or month-long one would fail in the
+    poll of the delivery that uses it, not at `session register`."""
+    from runtime.core.config import SECONDS_RULE, parse_seconds
+
     for key in keys:
-        if key not in options:
-            continue
-        try:
-            seconds = float(options[key])
-        except ValueError:
-            seconds = -1.0
-        if not seconds >= 0:
-            raise AdapterError(f"{harness} {key} must be a number of seconds (>= 0)")
+        if key in options and parse_seconds(options[key]) is None:
+            raise AdapterError(f"{harness} {key} must be {SECONDS_RULE}")
 
 
 def option_seconds(options: dict[str, str], key: str, default: float) -> float:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runtime.core.errors import ActorsError, BadInput, NotFound, StateDamaged
-from runtime.core.ids import is_valid_id, now_iso
+from runtime.core.ids import is_session_id, is_valid_id, now_iso
 from runtime.messaging.durable_inbox import DurableInbox
 from runtime.store import safe
 from runtime.store.appends import append_jsonl, encode_line
@@ -168,6 +168,11 @@ def register_session(
     from runtime.delivery.contract import AdapterError
     from runtime.delivery.registry import check_registration
 
+    if not is_session_id(ident):  # what --session and $ACTORS_SESSION would refuse
+        raise BadInput(
+            f"invalid session id {ident[:80]!r}",
+            hint="use letters, digits, '._-' (or user:<login> with the same characters)",
+        )
     session_key(ident)
     try:
         cls, checked = check_registration(harness, options, reach=reach)

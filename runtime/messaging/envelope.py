@@ -153,7 +153,8 @@ def build_envelope(
     if session is not _NO_SESSION:
         envelope["session"] = session
     envelope["from"] = sender
-    envelope["summary"] = summary if summary is not None else type
+    # a blank summary says nothing where a reader (or a model) scans summaries: the type
+    envelope["summary"] = summary if summary is not None and summary.strip() else type
     envelope["level"] = level
     envelope["ts"] = now_iso()
     envelope["body"] = body

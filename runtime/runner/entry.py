@@ -19,6 +19,9 @@ import sys
 STATE = "ACTORS_RUNNER_STATE"
 """runtime.core.config.RUNNER_STATE's name; this file may not import it (it would load
 the runtime), and tests/runtime/test_config.py holds the two equal."""
+POLL_MAX_MS = 2**31 - 1
+"""The longest wait poll(2) takes (runtime.core.config.MAX_SECONDS, in ms): a later
+deadline (a recipe's `delay` of a month) is slept in steps; an early wake re-parks."""
 LIVENESS_FD = 3
 """runtime.core.platform.LIVENESS_FD: spawn hands the runner its liveness lock there,
 already held; the first start keeps it open (tests/runtime/test_config.py holds the two
@@ -47,7 +50,7 @@ def idle(state: str, deadline: str, fds: str, signums: str) -> None:
         poller.register(fd, select.POLLIN)
     _signal.pthread_sigmask(_signal.SIG_UNBLOCK, watched)  # blocked by the parking image
     timeout = None if deadline == "-" else max(0.0, float(deadline) - time.monotonic())
-    poller.poll(None if timeout is None else int(timeout * 1000) + 1)
+    poller.poll(None if timeout is None else min(int(timeout * 1000) + 1, POLL_MAX_MS))
     _signal.pthread_sigmask(_signal.SIG_BLOCK, watched)  # pending ones wait for the next image
     try:
         got = os.read(read, 64)

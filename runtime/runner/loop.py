@@ -28,6 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from runtime.core import platform
+from runtime.core.config import MAX_SECONDS
 from runtime.core.process import replay_early_stops
 from runtime.runner.graph import Graph
 from runtime.store.events import record_advisory, record_event
@@ -244,7 +245,9 @@ class Runner:
         poller = select.poll()
         for fd in self.fds():
             poller.register(fd, select.POLLIN)
-        ms = None if timeout is None else int(timeout * 1000) + 1
+        # a deadline past poll's longest wait (a recipe's month-long timeout) is slept in
+        # steps: a wake with nothing ready makes the caller look at its deadlines again
+        ms = None if timeout is None else int(min(timeout, MAX_SECONDS) * 1000) + 1
         return [fd for fd, _ in poller.poll(ms)]
 
     def handle(self, fd: int) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from runtime.core import config
 from runtime.core.errors import BadInput, Refused
-from runtime.core.ids import is_valid_id, token_matches
+from runtime.core.ids import is_session_id, is_valid_id, token_matches
 from runtime.store.layout import StateRoot
 from runtime.store.reads import read_bytes
 
@@ -81,7 +81,7 @@ def current_principal(root: StateRoot, session: str | None = None) -> Principal:
     chosen = session or config.text(config.SESSION)
     if not chosen:
         return Principal(local_user_session())
-    if not (is_valid_id(chosen) or (chosen.startswith("user:") and is_valid_id(chosen[5:]))):
+    if not is_session_id(chosen):
         raise BadInput(
             f"invalid session id {chosen[:80]!r}",
             hint="use letters, digits, '._-' (or user:<login> with the same characters)",

@@ -380,6 +380,7 @@ def derive(paths: RunPaths, run: RunRecord) -> RunStatus:
         "code": None,
         "degraded": False,
         "ended_at": None,
+        "reason": None,  # a documented key of every summary (docs/cli.md), active runs too
     }
     try:
         result = read_result(paths)

@@ -168,6 +168,14 @@ def test_ls_status_and_json_views(home: StateRoot, tmp_path: Path) -> None:
     assert [r["run"] for r in only_running] == [busy]
     status = json.loads(cli("status", f"run:{busy}", "--json").stdout)
     assert status["status"] == "running" and status["active"] == 1
+    documented = [  # docs/cli.md, status: every key, for an active run too
+        "run", "address", "state_dir", "recipe", "tool", "command", "owner_id", "parent",
+        "created_at", "pid", "status", "code", "degraded", "ended_at", "reason", "process",
+        "phase", "active", "completed", "failed", "branches",
+    ]  # fmt: skip
+    assert [k for k in documented if k not in status] == [], status
+    waited = json.loads(cli("wait", busy, "--timeout", "0", "--json").stdout)
+    assert waited["status"] == "running" and "reason" in waited, waited
     assert cli("status", busy).stdout.startswith(f"run:{busy}  running\n")
     still = cli("result", busy)
     assert still.returncode == 2 and "is still running" in still.stderr

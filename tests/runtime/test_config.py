@@ -60,6 +60,7 @@ def test_the_runner_entry_spells_its_setting_as_the_table_does() -> None:
     from runtime.core import platform
 
     assert platform.LIVENESS_FD == entry.LIVENESS_FD
+    assert config.MAX_SECONDS == entry.POLL_MAX_MS // 1000  # the parked image's poll bound
 
 
 def test_the_documented_table_is_the_table_in_code() -> None:
