@@ -223,13 +223,27 @@ def inbox_wait(session: str | None, timeout: float | None, as_json: bool) -> Non
 @click.option("--delivery", metavar="ID", help="Only this delivery.")
 def flush_cmd(session: str | None, delivery: str | None) -> None:
     """Deliver held (manual / boundary-mode) and waiting follow-ups now."""
+    from runtime.core.errors import NotFound
     from runtime.delivery.engine import DeliveryRunner
 
-    receipts = DeliveryRunner(_root()).flush(_session_id(session), delivery)
+    runner, owner = DeliveryRunner(_root()), _session_id(session)
+    known = () if delivery is None else {*runner.states(owner), *_inbox_ids(runner, owner)}
+    if delivery is not None and delivery not in known:
+        raise NotFound(
+            f"session {owner} has no delivery {delivery!r}",
+            hint=f"`actors session show {owner}` lists its deliveries",
+        )
+    receipts = runner.flush(owner, delivery)
     for r in receipts:
         click.echo(f"{r.delivery_id} {r.status}" + (f" ({r.reason})" if r.reason else ""))
     if not receipts:
         click.echo("nothing to flush", err=True)
+
+
+def _inbox_ids(runner: Any, owner: str) -> set[str]:
+    """The session's deliveries still to be made, by the inbox (one whose journal line a
+    crash left unwritten is there too)."""
+    return {str(entry.get("id")) for entry in runner.pending(owner)}
 
 
 @click.command("reconcile")

@@ -446,3 +446,15 @@ def test_large_legal_arguments_never_crash_the_runner(
         return
     summary = finished(record)
     assert summary["status"] == "done", summary
+
+
+def test_flush_of_a_delivery_the_session_never_had_is_refused(home: StateRoot) -> None:
+    """`flush --delivery ID` names one delivery: an id the session never had (a typo, a
+    path) was "nothing to flush" with exit 0, as if it had been delivered already."""
+    for bad in ("../x", "d-never", "\x1b[31m"):
+        proc = cli("flush", "--session", "s-flush", "--delivery", bad)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and "has no delivery" in lines[0], proc.stderr
+        assert "\x1b" not in proc.stderr
+    assert not (home.sessions / "s-flush").exists()
