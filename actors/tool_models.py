@@ -16,7 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 
 class _Params(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    """Strict: a value of another JSON type is refused, never coerced (`lines: true` is
+    not 1, `update: "no"` not False, `as: 7` not "7"): a model's slip is told to it in
+    one line instead of acted on as something it did not write."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 class SpawnParams(_Params):

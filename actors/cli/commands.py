@@ -66,7 +66,8 @@ class FastSpec:
         self.defaults = defaults
         """Name -> value when the option is absent (click's default)."""
         self.seconds = seconds
-        """Names of options click reads as FLOAT seconds (converted by _fast._seconds)."""
+        """Names of options click reads as seconds (actors.cli._options.SECONDS; the same
+        rule in _fast._seconds)."""
         self.click_only = click_only
         """Option strings the hand parser leaves to click on purpose."""
 

@@ -17,6 +17,7 @@ import pytest
 
 from actors.cli import cli
 from actors.cli._fast import _body, _seconds
+from actors.cli._options import SECONDS
 from actors.cli.commands import FAST, FAST_SUBCOMMANDS, TABLE, Command, FastSpec
 from actors.tool_models import TOOLS
 
@@ -89,7 +90,7 @@ def test_each_hand_parsed_spec_takes_exactly_its_click_commands_parameters(name:
             assert key not in spec.choices
         if key in spec.seconds:
             default = spec.defaults.get(key)
-            assert param.type is click.FLOAT
+            assert param.type is SECONDS  # the one seconds rule, as _fast applies it
             assert defaults[key] == (None if default is None else _seconds(default))
         elif not param.is_flag and not param.multiple:
             assert spec.defaults.get(key) == defaults[key], key

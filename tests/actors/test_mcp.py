@@ -9,6 +9,7 @@ from typing import Any
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+import actors
 from runtime.core.process import wait_gone
 from runtime.store.layout import StateRoot
 
@@ -104,6 +105,17 @@ async def test_errors_come_back_as_tool_errors_with_the_cli_message(home: StateR
         assert extra.is_error and "bogus" in extra.content[0].text
         recipes = await session.call_tool("recipes", {})
         assert {"hello", "fanout", "ticker", "player"} <= set(recipes.structured_content["recipes"])
+        # a value of another JSON type is refused, never coerced into what was not written
+        for tool, args in (
+            ("inspect", {"target": "session:all", "lines": True}),
+            ("inspect", {"target": "session:all", "lines": "40"}),
+            ("inbox_read", {"peek": "no"}),
+            ("spawn", {"recipe": "hello", "as": 7}),
+        ):
+            wrong = await session.call_tool(tool, args)
+            assert wrong.is_error, (tool, args)
+            assert len(wrong.content[0].text.splitlines()) == 1, wrong.content[0].text
+        assert actors.runs() == []
 
 
 async def test_under_claude_code_the_server_acts_for_the_claude_session(home: StateRoot) -> None:
