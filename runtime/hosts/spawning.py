@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from runtime.core.errors import BadInput, Conflict
+from runtime.core.errors import BadInput, Conflict, NotFound
 from runtime.core.faults import pause_point
 from runtime.core.ids import is_valid_id, short_suffix
 from runtime.core.terminal import one_line
@@ -87,7 +87,6 @@ def spawn_remote(
 ) -> int:
     """Placed here first, then started there under that id; prints its address."""
     from runtime.hosts.address import RemoteRef
-    from runtime.hosts.link import start_link
     from runtime.runs.ownership import current_principal
 
     if (req.one_recipe() is None) == (req.template is None):
@@ -138,7 +137,8 @@ def spawn_remote(
         started = host.answer("spawn", done.stdout, max_bytes=1 << 20)
     except HostAnswer as err:
         raise _unread_start(root, host, run_id, address, err) from None
-    start_link(root, host.name)
+    pause_point("hosts.spawn.before_link")
+    _start_link_unless_removed(root, host, address)
     if as_json:
         print(
             json.dumps({**started, "run": run_id, "host": host.name, "address": address}, indent=2)
@@ -146,6 +146,29 @@ def spawn_remote(
     else:
         print(address)
     return 0
+
+
+class HostRemoved(NotFound):
+    """`host rm` took the host after it had started the run: the run goes on there, and
+    nothing here will report it (a swarm's step says so in its own words)."""
+
+
+def _start_link_unless_removed(root: StateRoot, host: Host, address: str) -> None:
+    """The host's link, which carries the run's end home; HostRemoved when `host rm`
+    removed the host while the run was starting there (between the host's answer and
+    here), not the `no host` of a name never added."""
+    from runtime.hosts.link import start_link
+
+    try:
+        start_link(root, host.name)
+    except NotFound:
+        if host_paths(root, host.name).record.exists():
+            raise
+        raise HostRemoved(
+            f"host {host.name} was removed (host rm) while {address} was starting there; "
+            "it goes on there, unreported",
+            hint=f"add the host again and `actors kill {address}`, or stop it there",
+        ) from None
 
 
 def _cut_while_starting(

@@ -126,7 +126,7 @@ def remote_template(argv: list[str], hidden: list[str]) -> tuple[str, list[str],
 def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
     """Place the command read on `source` (stdin) on host `name` as a run of this run,
     wait for its end here, and exit with its status; killed there first when stopped."""
-    from runtime.hosts.spawning import spawn_remote
+    from runtime.hosts.spawning import HostRemoved, spawn_remote
     from runtime.messaging.doorbells import doorbell
     from runtime.runs.spawn import SpawnOptions
     from runtime.store.writes import write_bytes_atomic
@@ -156,8 +156,11 @@ def run_step(root: StateRoot, name: str, source: IO[bytes]) -> int:
         # rings the bell as it goes (records.forget_host)
         with host_held(root, name) as paths:
             bell = stack.enter_context(doorbell(paths.doorbells))
-        with contextlib.redirect_stdout(io.StringIO()):  # its address is not our output
-            code = spawn_remote(root, name, request)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # its address is not our output
+                code = spawn_remote(root, name, request)
+        except HostRemoved:  # `host rm` while it was starting there: said below
+            code = 0
         if code != 0:
             return code
         while (placed := placement(root, name, run_id)) is not None and placed["state"] != "ended":

@@ -286,3 +286,30 @@ def test_host_ls_asks_unreachable_hosts_at_once_not_one_after_the_other(
     assert [(r["name"], r["reachable"]) for r in rows] == [("alpha", False), ("beta", False)]
     assert all("timed out" in r["why"] for r in rows), rows
     assert CONNECT_TIMEOUT_S * 0.9 <= took < CONNECT_TIMEOUT_S * 1.6, took
+
+
+def test_host_rm_while_a_run_is_starting_there_is_said_as_that(
+    ssh_home: StateRoot, ssh_hosts: list[SshHost], tmp_path: Path
+) -> None:
+    """`host rm --force` between the host's answer (the run is going there) and the link
+    that would carry its end home: one line saying the host was removed while the run was
+    starting and that it goes on there, not `no host NAME; add it` (a name never added).
+    A swarm's step says the same in its own words (CI caught the race there)."""
+    host = ssh_hosts[1]
+    add(host)
+    barrier = make_fifo(tmp_path / "barrier")
+    argv = ["spawn", "--host", host.name, "--as", "run-r", "-t", "true", "--session", "coord"]
+    with _paused_at("hosts.spawn.before_link", barrier, argv) as spawning:
+        try:
+            pid, point = read_fifo_line(barrier, timeout=60).split()
+            assert point == "hosts.spawn.before_link"
+            removed = cli("host", "rm", host.name, "--force")
+            assert removed.returncode == 0, removed.stderr
+            os.kill(int(pid), signal.SIGCONT)
+            out, err = spawning.communicate(timeout=60)
+        finally:
+            spawning.kill()
+    assert spawning.returncode == 2, out + err
+    assert err.count("\n") == 1, err
+    assert f"host {host.name} was removed (host rm) while run:{host.name}/run-r" in err, err
+    assert not ssh_home.host(host.name).dir.exists()
