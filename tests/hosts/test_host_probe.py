@@ -579,14 +579,9 @@ def test_without_actors_ssh_config_ssh_reads_your_own(
 def _before_placing(argv: list[str], barrier: Path) -> subprocess.Popen[str]:
     """`actors ARGV` (a spawn --host) that stops just before it places its run
     (ACTORS_PAUSE_AT), its pid and the point written to `barrier`; SIGCONT goes on."""
-    import os
+    from tests.hosts.test_host_leftovers import _paused_at
 
-    env = {**os.environ, "ACTORS_PAUSE_AT": "hosts.spawn.before_place"}
-    env["ACTORS_PAUSE_FIFO"] = str(barrier)
-    pipe = subprocess.PIPE
-    return subprocess.Popen(
-        [sys.executable, "-m", "actors", *argv], stdout=pipe, stderr=pipe, text=True, env=env
-    )
+    return _paused_at("hosts.spawn.before_place", barrier, argv)
 
 
 def test_host_rm_while_a_spawn_places_a_run_there_leaves_no_ghost(
